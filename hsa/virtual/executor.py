@@ -1,0 +1,64 @@
+"""The ISA executor interface of the virtual AMD system.
+
+The packet processor hands each kernel-dispatch packet to the executor of its agent's
+encoding family (`gfx11` first; `gfx12` and `gfx9` plug in the same way). An executor runs
+every workgroup of the grid against the virtual system's `MemoryMap` and returns when the
+dispatch is complete. It reports failures by raising `amdgpu.errors.MemoryFault` (status
+HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, naming kernel, PC and address) or
+`amdgpu.errors.IllegalInstruction` (naming encoding, mnemonic, kernel and PC); the packet
+processor turns either into the queue's error state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from hsa.virtual.memory import MemoryMap
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Everything the hardware knows when it starts a kernel-dispatch packet."""
+
+    packet_address: int  # the 64-byte AQL packet in the ring (the "dispatch ptr" SGPRs)
+    queue_address: int  # the amd_queue_t (the "queue ptr" SGPRs)
+    dispatch_id: int  # the packet id (the "dispatch id" SGPRs)
+    dims: int
+    workgroup_size: tuple[int, int, int]
+    grid_size: tuple[int, int, int]  # in work-items
+    private_segment_size: int  # bytes per work-item, from the packet
+    group_segment_size: int  # bytes per workgroup, from the packet (static + dynamic LDS)
+    kernel_object: int  # address of the 64-byte kernel descriptor in loaded memory
+    kernarg_address: int
+    agent: int  # agent handle, for access checks in the memory map
+    target: str  # the agent's target id, "gfx1100"
+    wavefront_size: int
+    kernel_name: str  # symbol behind kernel_object, or a hex address if unknown
+
+
+class IsaExecutor(Protocol):
+    """Runs one dispatch to completion or raises MemoryFault / IllegalInstruction."""
+
+    family: str  # "gfx11", "gfx12", "gfx9"
+
+    def run(self, dispatch: Dispatch, memory: MemoryMap) -> None: ...
+
+
+# family name -> factory. Executors register themselves on import (see hsa/virtual/gfx11).
+_EXECUTORS: dict[str, Callable[[], IsaExecutor]] = {}
+
+
+def register_executor(family: str, factory: Callable[[], IsaExecutor]) -> None:
+    _EXECUTORS[family] = factory
+
+
+def executor_for(family: str) -> IsaExecutor | None:
+    """The executor for an encoding family, or None when the virtual GPU has none yet."""
+    if family not in _EXECUTORS:
+        try:  # executors live in hsa.virtual.<family>; importing registers them
+            __import__(f"hsa.virtual.{family}")
+        except ImportError:
+            return None
+    factory = _EXECUTORS.get(family)
+    return factory() if factory else None

@@ -1,0 +1,204 @@
+"""The virtual AMD system's memory: host memory at real addresses, and the map that every
+access by a virtual agent goes through.
+
+Each allocation is a numpy byte array; its device address is its real host address, so
+pointers that the driver writes into kernargs and packets are the same numbers the ISA
+executor dereferences. An access outside every allocation, or to an allocation the agent
+has not been given access to, raises `MemoryFault`, as a GPU's page fault would.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
+
+HOST = None  # the "agent" of accesses made by the host itself: never checked
+
+
+@dataclass
+class Allocation:
+    base: int
+    size: int
+    data: np.ndarray  # uint8, exactly `size` bytes at address `base`
+    owner: int  # agent handle of the owning pool's agent
+    pool: int  # pool handle
+    allowed: set[int] = field(default_factory=set)  # agents with access
+    accessible_by_all: bool = False
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def accessible_to(self, agent: int | None) -> bool:
+        return agent is None or self.accessible_by_all or agent in self.allowed
+
+
+def _fault(address: int, why: str) -> MemoryFault:
+    return MemoryFault(
+        HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+        f"memory fault at 0x{address:x}: {why}",
+        address=address,
+    )
+
+
+class MemoryMap:
+    """All allocations of one virtual system, looked up by address."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # Sorted bases and their allocations; replaced (not mutated) under the lock so that
+        # lookups from executor threads can read them without locking.
+        self._bases: list[int] = []
+        self._allocs: list[Allocation] = []
+
+    # --- allocation ----------------------------------------------------------------------
+    def allocate(
+        self,
+        size: int,
+        *,
+        owner: int,
+        pool: int,
+        alignment: int = 4096,
+        accessible_by_all: bool = False,
+    ) -> Allocation:
+        if size <= 0:
+            raise ValueError("allocation size must be positive")
+        raw = np.zeros(size + alignment, dtype=np.uint8)
+        start = (-raw.ctypes.data) % alignment
+        data = raw[start : start + size]
+        alloc = Allocation(
+            base=data.ctypes.data,
+            size=size,
+            data=data,
+            owner=owner,
+            pool=pool,
+            allowed={owner},
+            accessible_by_all=accessible_by_all,
+        )
+        with self._lock:
+            i = bisect.bisect_left(self._bases, alloc.base)
+            self._bases = self._bases[:i] + [alloc.base] + self._bases[i:]
+            self._allocs = self._allocs[:i] + [alloc] + self._allocs[i:]
+        return alloc
+
+    def free(self, base: int) -> Allocation:
+        with self._lock:
+            i = bisect.bisect_left(self._bases, base)
+            if i == len(self._bases) or self._bases[i] != base:
+                raise KeyError(base)
+            alloc = self._allocs[i]
+            self._bases = self._bases[:i] + self._bases[i + 1 :]
+            self._allocs = self._allocs[:i] + self._allocs[i + 1 :]
+        return alloc
+
+    def allocations(self) -> list[Allocation]:
+        return list(self._allocs)
+
+    # --- lookup --------------------------------------------------------------------------
+    def find(self, address: int, size: int = 1, agent: int | None = HOST) -> Allocation:
+        """The allocation holding [address, address + size), checked for `agent`."""
+        bases, allocs = self._bases, self._allocs
+        i = bisect.bisect_right(bases, address) - 1
+        if i < 0 or address + size > allocs[i].end:
+            raise _fault(address, f"{size} bytes outside every allocation")
+        alloc = allocs[i]
+        if not alloc.accessible_to(agent):
+            raise _fault(address, f"allocation at 0x{alloc.base:x} is not mapped for agent {agent}")
+        return alloc
+
+    def view(self, address: int, size: int, agent: int | None = HOST) -> np.ndarray:
+        """A writable uint8 view of `size` bytes at `address` (one allocation)."""
+        alloc = self.find(address, size, agent)
+        off = address - alloc.base
+        return alloc.data[off : off + size]
+
+    def read(self, address: int, size: int, agent: int | None = HOST) -> bytes:
+        return self.view(address, size, agent).tobytes()
+
+    def write(self, address: int, data: bytes | np.ndarray, agent: int | None = HOST) -> None:
+        buf = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else (
+            np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        )
+        self.view(address, buf.size, agent)[:] = buf
+
+    # --- per-lane access for the ISA executor --------------------------------------------
+    def gather(self, addresses: np.ndarray, dtype: np.dtype, agent: int | None = HOST) -> np.ndarray:
+        """Load one `dtype` value from each address (any alignment)."""
+        dtype = np.dtype(dtype)
+        addresses = np.asarray(addresses, dtype=np.uint64)
+        if addresses.size == 0:
+            return np.empty(0, dtype=dtype)
+        groups = self._group(addresses, dtype.itemsize, agent)
+        out = np.empty(addresses.size, dtype=dtype)
+        for alloc, idx, offsets in groups:
+            out[idx] = _gather_one(alloc.data, offsets, dtype)
+        return out
+
+    def scatter(
+        self, addresses: np.ndarray, values: np.ndarray, agent: int | None = HOST
+    ) -> None:
+        """Store values[i] at addresses[i]; later lanes win when addresses repeat."""
+        values = np.asarray(values)
+        dtype = values.dtype
+        addresses = np.asarray(addresses, dtype=np.uint64)
+        if addresses.size == 0:
+            return
+        for alloc, idx, offsets in self._group(addresses, dtype.itemsize, agent):
+            _scatter_one(alloc.data, offsets, values[idx])
+
+    def _group(self, addresses: np.ndarray, itemsize: int, agent: int | None):
+        """Split lane addresses by allocation: [(allocation, lane index, byte offsets)].
+        Raises MemoryFault for the first lane outside every allocation."""
+        lo = int(addresses.min())
+        hi = int(addresses.max())
+        alloc = self._try_find(lo)
+        if alloc is not None and hi + itemsize <= alloc.end:  # the common case: one buffer
+            if not alloc.accessible_to(agent):
+                self.find(lo, itemsize, agent)  # raises the access fault
+            return [(alloc, slice(None), (addresses - np.uint64(alloc.base)).astype(np.int64))]
+        groups = []
+        remaining = np.arange(addresses.size)
+        while remaining.size:
+            first = int(addresses[remaining[0]])
+            alloc = self.find(first, itemsize, agent)
+            a = addresses[remaining]
+            inside = (a >= alloc.base) & (a + np.uint64(itemsize) <= np.uint64(alloc.end))
+            lanes = remaining[inside]
+            groups.append((alloc, lanes, (addresses[lanes] - np.uint64(alloc.base)).astype(np.int64)))
+            remaining = remaining[~inside]
+        return groups
+
+    def _try_find(self, address: int) -> Allocation | None:
+        i = bisect.bisect_right(self._bases, address) - 1
+        if i < 0:
+            return None
+        alloc = self._allocs[i]
+        return alloc if address < alloc.end else None
+
+
+def _gather_one(data: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    size = dtype.itemsize
+    if size == 1:
+        return data[offsets].view(dtype)
+    if not np.any(offsets % size):  # aligned: index a typed view
+        usable = data[: data.size - data.size % size].view(dtype)
+        return usable[offsets // size]
+    idx = offsets[:, None] + np.arange(size)
+    return data[idx].reshape(-1).view(dtype)
+
+
+def _scatter_one(data: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
+    size = values.dtype.itemsize
+    if size == 1:
+        data[offsets] = values.view(np.uint8)
+        return
+    if not np.any(offsets % size):
+        data[: data.size - data.size % size].view(values.dtype)[offsets // size] = values
+        return
+    idx = offsets[:, None] + np.arange(size)
+    data[idx] = np.ascontiguousarray(values).view(np.uint8).reshape(-1, size)

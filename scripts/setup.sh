@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian 12 machine for amdgpu-direct: the Debian packages the project
+# needs (only those missing) and a .venv with the package and its test extras.
+# A second run with nothing changed installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev llvm-19 gcc)
+
+missing=()
+for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing Debian packages: ${missing[*]}; run 'sudo apt-get install ${missing[*]}' or run make as root" >&2
+        exit 1
+    fi
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
+# The stamp names the hash of pyproject.toml: the install reruns only when it changed.
+stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [[ ! -f $stamp ]]; then
+    echo "setup: installing amdgpu-direct and its test extras into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e '.[test]'
+    rm -f .venv/.installed-*
+    touch "$stamp"
+fi
