@@ -1,0 +1,574 @@
+"""Packet trace records: a versioned, streamable binary format, a sink API and a reader.
+
+Layout (little-endian; docs/TRACE_FORMAT.md is the full description):
+
+    file header, 16 bytes: magic b"AMDGPUTR", u16 version, u16 header size (16), u32 flags
+    then records:          u32 payload length, u16 kind, u16 flags, payload
+
+Every published packet is offered to the active sink (`set_sink`, `active_sink`); with no
+sink the ring pays one attribute check. `AMDGPU_TRACE=path` installs a `TraceWriter` sink
+the first time a ring is created or `active_sink()` is called. `read_trace(path)` streams
+records one at a time and raises `TraceFormatError` naming the byte offset of a truncated
+or corrupt record.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import os
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol
+
+import msgpack
+import numpy as np
+
+from amdgpu.errors import AmdgpuError, TraceFormatError
+
+MAGIC = b"AMDGPUTR"
+VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+_FILE_HEADER = struct.Struct("<8sHHI")
+_RECORD_HEADER = struct.Struct("<IHH")
+FILE_HEADER_SIZE = _FILE_HEADER.size  # 16
+RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 8
+MAX_PAYLOAD = 64 << 20  # a larger length field means a corrupt file, not a big record
+
+
+class RecordKind(IntEnum):
+    PACKET = 1
+    QUEUE_CREATED = 2
+    KERNEL_SYMBOL = 3
+    COMPLETION = 4
+    VULKAN_SUBMISSION = 5
+    PACKET_BATCH = 6  # N packets published with one doorbell; read back as N packet records
+
+
+class Clock(IntEnum):
+    """Time base of a completion record's timestamps."""
+
+    HOST_NS = 0  # time.monotonic_ns (CLOCK_MONOTONIC), like packet records
+    DEVICE_NS = 1  # device timestamps converted to ns (hsa_amd_profiling_get_dispatch_time)
+
+
+_KIND_PACKET = int(RecordKind.PACKET)  # a plain int: enum lookups cost in the hot path
+
+# Packet record flags.
+FLAG_KERNARG = 1  # u32 length + kernarg bytes follow the fixed part
+FLAG_SYMBOL = 2  # u16 length + UTF-8 kernel symbol follow (after the kernarg, if any)
+
+_PACKET_FIXED = struct.Struct("<QQQQQ64s")  # queue id, packet id, 3 timestamps, raw packet
+_PACKET_RECORD = struct.Struct("<IHHQQQQQ64s")  # record header + fixed part: 112 bytes
+PACKET_FIXED_SIZE = _PACKET_FIXED.size  # 104
+PACKET_RECORD = np.dtype(
+    [
+        ("length", "<u4"),
+        ("kind", "<u2"),
+        ("flags", "<u2"),
+        ("queue_id", "<u8"),
+        ("packet_id", "<u8"),
+        ("reserve_ns", "<u8"),
+        ("publish_ns", "<u8"),
+        ("doorbell_ns", "<u8"),
+        ("raw", "V64"),
+    ]
+)
+_QUEUE_CREATED = struct.Struct("<QQ")  # queue id, time ns; msgpack info follows
+_KERNEL_SYMBOL = struct.Struct("<Q")  # kernel_object; msgpack {"name", "layout"} follows
+_COMPLETION = struct.Struct("<QQQQII")  # queue id, packet id, start, end, clock, reserved
+_VULKAN = struct.Struct("<Q")  # time ns; msgpack payload follows
+# queue id, first packet id, 3 timestamps, count, reserved; count * 64 raw bytes follow
+_PACKET_BATCH = struct.Struct("<QQQQQII")
+
+now_ns = time.monotonic_ns
+
+
+# --- records -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PacketRecord:
+    queue_id: int
+    packet_id: int
+    reserve_ns: int
+    publish_ns: int
+    doorbell_ns: int
+    raw: bytes
+    kernarg: bytes | None = None
+    symbol: str | None = None
+    offset: int = -1  # byte offset of the record in its file (-1 when not read from one)
+
+    def decode(self) -> dict:
+        from .decode import decode
+
+        return decode(self.raw)
+
+
+@dataclass(slots=True)
+class QueueCreatedRecord:
+    queue_id: int
+    time_ns: int
+    info: dict = field(default_factory=dict)
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class KernelSymbolRecord:
+    kernel_object: int
+    name: str
+    layout: object = None  # arg layout (msgpack-able: list of dicts, dict, ...)
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class CompletionRecord:
+    queue_id: int
+    packet_id: int
+    start_ns: int
+    end_ns: int
+    clock: int = Clock.HOST_NS
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class VulkanSubmissionRecord:
+    time_ns: int
+    payload: dict = field(default_factory=dict)
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class UnknownRecord:
+    """A record of a kind this reader does not know (a newer writer): kept, not fatal."""
+
+    kind: int
+    flags: int
+    payload: bytes
+    offset: int = -1
+
+
+Record = (PacketRecord | QueueCreatedRecord | KernelSymbolRecord | CompletionRecord
+          | VulkanSubmissionRecord | UnknownRecord)
+
+
+# --- sinks -------------------------------------------------------------------------------
+
+
+class TraceSink(Protocol):
+    """What a ring and the driver call. Timestamps are host `time.monotonic_ns()`."""
+
+    def record_packet(self, queue_id: int, packet_id: int, reserve_ns: int, publish_ns: int,
+                      doorbell_ns: int, raw: bytes, kernarg: bytes | None = None,
+                      symbol: str | None = None) -> None: ...
+
+    def record_packets(self, queue_id: int, first_id: int, reserve_ns: int, publish_ns: int,
+                       doorbell_ns: int, block: np.ndarray) -> None: ...
+
+    def queue_created(self, queue_id: int, info: dict) -> None: ...
+
+    def kernel_symbol(self, kernel_object: int, name: str, layout: object = None) -> None: ...
+
+    def completion(self, queue_id: int, packet_id: int, start_ns: int, end_ns: int,
+                   clock: int = Clock.HOST_NS) -> None: ...
+
+    def vulkan_submission(self, payload: dict) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _pack(kind: int, flags: int, payload: bytes) -> bytes:
+    return _RECORD_HEADER.pack(len(payload), kind, flags) + payload
+
+
+def _packb(obj: object) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _packet_tail(kernarg, symbol) -> tuple[int, bytes]:
+    """Flags and the variable part of a packet record (kernarg, then symbol)."""
+    flags = 0
+    tail = b""
+    if kernarg is not None:
+        flags |= FLAG_KERNARG
+        kernarg = bytes(kernarg)
+        tail += struct.pack("<I", len(kernarg)) + kernarg
+    if symbol is not None:
+        flags |= FLAG_SYMBOL
+        name = symbol.encode()
+        tail += struct.pack("<H", len(name)) + name
+    return flags, tail
+
+
+def _packet_raw(raw) -> bytes:
+    data = raw.tobytes() if isinstance(raw, np.ndarray) else bytes(raw)
+    if len(data) != 64:
+        raise TraceFormatError(f"a packet record holds 64 packet bytes, got {len(data)}")
+    return data
+
+
+class TraceWriter:
+    """A thread-safe, buffered sink writing the binary trace format to `path`.
+
+    Records are packed when offered and appended to a list (`list.append` is atomic, so the
+    publishing thread takes no lock); a drain joins and writes the queued prefix, then
+    deletes it. Batches are packed with numpy and written directly. Order is kept.
+    `flush()` writes through; `close()` also runs at exit.
+    """
+
+    BUFFER_RECORDS = 4096  # queued records before writing
+
+    def __init__(self, path: str | os.PathLike, buffer_records: int = BUFFER_RECORDS):
+        self.path = os.fspath(path)
+        self._file: io.BufferedWriter | None = open(self.path, "wb")  # noqa: SIM115
+        self._file.write(_FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER_SIZE, 0))
+        self._pieces: list[bytes] = []  # packed records, in order
+        self._limit = max(1, buffer_records)
+        self._lock = threading.Lock()
+        _open_writers.add(self)
+
+    def record_packet(self, queue_id, packet_id, reserve_ns, publish_ns, doorbell_ns, raw,
+                      kernarg=None, symbol=None) -> None:
+        """`raw` is the 64-byte packet as bytes (what Ring passes); other buffers are copied."""
+        pieces = self._pieces  # never rebound: appends and drains act on this one list
+        if type(raw) is not bytes or len(raw) != 64:
+            raw = _packet_raw(raw)
+        if kernarg is None and symbol is None:
+            pieces.append(_PACKET_RECORD.pack(PACKET_FIXED_SIZE, _KIND_PACKET, 0, queue_id,
+                                              packet_id, reserve_ns, publish_ns, doorbell_ns,
+                                              raw))
+        else:
+            flags, tail = _packet_tail(kernarg, symbol)
+            pieces.append(_PACKET_RECORD.pack(PACKET_FIXED_SIZE + len(tail), _KIND_PACKET,
+                                              flags, queue_id, packet_id, reserve_ns,
+                                              publish_ns, doorbell_ns, raw) + tail)
+        if len(pieces) >= self._limit:
+            self._drain()
+
+    def record_packets(self, queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                       block) -> None:
+        """One PACKET_BATCH record: a 48-byte head, then the N raw packets as they are."""
+        raw = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
+        n = raw.nbytes // 64
+        head = _RECORD_HEADER.pack(_PACKET_BATCH.size + raw.nbytes, RecordKind.PACKET_BATCH,
+                                   0) + _PACKET_BATCH.pack(queue_id, first_id, reserve_ns,
+                                                           publish_ns, doorbell_ns, n, 0)
+        with self._lock:
+            self._drain_locked()  # what was queued goes first
+            if self._file is not None:
+                self._file.write(head)
+                self._file.write(raw)
+
+    def queue_created(self, queue_id: int, info: dict | None = None) -> None:
+        self._put(_pack(RecordKind.QUEUE_CREATED, 0,
+                        _QUEUE_CREATED.pack(queue_id, now_ns()) + _packb(info or {})))
+
+    def kernel_symbol(self, kernel_object: int, name: str, layout: object = None) -> None:
+        self._put(_pack(RecordKind.KERNEL_SYMBOL, 0, _KERNEL_SYMBOL.pack(kernel_object)
+                        + _packb({"name": name, "layout": layout})))
+
+    def completion(self, queue_id: int, packet_id: int, start_ns: int, end_ns: int,
+                   clock: int = Clock.HOST_NS) -> None:
+        self._put(_pack(RecordKind.COMPLETION, 0,
+                        _COMPLETION.pack(queue_id, packet_id, start_ns, end_ns, clock, 0)))
+
+    def vulkan_submission(self, payload: dict) -> None:
+        self._put(_pack(RecordKind.VULKAN_SUBMISSION, 0,
+                        _VULKAN.pack(now_ns()) + _packb(payload)))
+
+    def _put(self, packed: bytes) -> None:
+        pieces = self._pieces
+        pieces.append(packed)
+        if len(pieces) >= self._limit:
+            self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            self._drain_locked()
+
+    def _drain_locked(self) -> None:
+        pieces = self._pieces
+        n = len(pieces)
+        if not n:
+            return
+        data = b"".join(pieces[:n])
+        del pieces[:n]  # appends made meanwhile stay queued
+        if self._file is not None:  # closed (e.g. at exit): drop rather than grow forever
+            self._file.write(data)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._drain_locked()
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drain_locked()
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+        _open_writers.discard(self)
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class MemorySink:
+    """A sink that keeps record objects in a list (tests, tools, in-process inspection)."""
+
+    def __init__(self) -> None:
+        self.records: list = []
+        self._lock = threading.Lock()
+
+    def record_packet(self, queue_id, packet_id, reserve_ns, publish_ns, doorbell_ns, raw,
+                      kernarg=None, symbol=None) -> None:
+        rec = PacketRecord(queue_id, packet_id, reserve_ns, publish_ns, doorbell_ns,
+                           bytes(raw), None if kernarg is None else bytes(kernarg), symbol)
+        with self._lock:
+            self.records.append(rec)
+
+    def record_packets(self, queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                       block) -> None:
+        raw = np.ascontiguousarray(block).view(np.uint8).reshape(-1, 64)
+        recs = [PacketRecord(queue_id, first_id + i, reserve_ns, publish_ns, doorbell_ns,
+                             raw[i].tobytes()) for i in range(raw.shape[0])]
+        with self._lock:
+            self.records.extend(recs)
+
+    def queue_created(self, queue_id: int, info: dict | None = None) -> None:
+        self._add(QueueCreatedRecord(queue_id, now_ns(), dict(info or {})))
+
+    def kernel_symbol(self, kernel_object: int, name: str, layout: object = None) -> None:
+        self._add(KernelSymbolRecord(kernel_object, name, layout))
+
+    def completion(self, queue_id, packet_id, start_ns, end_ns, clock=Clock.HOST_NS) -> None:
+        self._add(CompletionRecord(queue_id, packet_id, start_ns, end_ns, clock))
+
+    def vulkan_submission(self, payload: dict) -> None:
+        self._add(VulkanSubmissionRecord(now_ns(), dict(payload)))
+
+    def _add(self, rec) -> None:
+        with self._lock:
+            self.records.append(rec)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# --- the active sink ---------------------------------------------------------------------
+
+
+class _TraceState:
+    """Module state read by rings on every publish: `STATE.sink` is the one check."""
+
+    __slots__ = ("sink", "env_checked")
+
+    def __init__(self) -> None:
+        self.sink: TraceSink | None = None
+        self.env_checked = False
+
+
+STATE = _TraceState()
+_open_writers: weakref.WeakSet = weakref.WeakSet()
+_env_lock = threading.Lock()
+
+
+def set_sink(sink: TraceSink | None) -> TraceSink | None:
+    """Install `sink` (None turns tracing off); returns the previous sink, not closed."""
+    previous = STATE.sink
+    STATE.env_checked = True  # an explicit choice wins over AMDGPU_TRACE
+    STATE.sink = sink
+    return previous
+
+
+def active_sink() -> TraceSink | None:
+    """The sink packets go to, creating the AMDGPU_TRACE writer on first use."""
+    if not STATE.env_checked:
+        _sink_from_env()
+    return STATE.sink
+
+
+def _sink_from_env() -> None:
+    with _env_lock:
+        if STATE.env_checked:
+            return
+        path = os.environ.get("AMDGPU_TRACE")
+        if path:
+            try:
+                STATE.sink = TraceWriter(path)
+            except OSError as e:
+                STATE.env_checked = True
+                raise AmdgpuError(
+                    f"AMDGPU_TRACE={path}: cannot create the trace file ({e.strerror}); "
+                    "fix the path or unset AMDGPU_TRACE"
+                ) from None
+        STATE.env_checked = True
+
+
+@atexit.register
+def _close_writers() -> None:
+    for writer in list(_open_writers):
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - at exit, a failing close must not hide others
+            pass
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+def read_trace(path: str | os.PathLike) -> Iterator[Record]:
+    """Stream the records of a trace file, one at a time (the file is never loaded whole)."""
+    with open(path, "rb") as f:
+        yield from TraceReader(f)
+
+
+class TraceReader:
+    """Iterates the records of a binary file object; `version` is known after __init__."""
+
+    def __init__(self, stream: io.BufferedIOBase):
+        self._stream = stream
+        head = stream.read(FILE_HEADER_SIZE)
+        if len(head) < FILE_HEADER_SIZE:
+            raise TraceFormatError(
+                f"truncated trace: file header ends at byte offset {len(head)} "
+                f"(needs {FILE_HEADER_SIZE} bytes)"
+            )
+        magic, version, header_size, self.flags = _FILE_HEADER.unpack(head)
+        if magic != MAGIC:
+            raise TraceFormatError(
+                f"not an amdgpu-direct trace: magic {magic!r} at byte offset 0, "
+                f"expected {MAGIC!r}"
+            )
+        if version not in SUPPORTED_VERSIONS:
+            raise TraceFormatError(
+                f"trace format version {version} is not supported by this reader "
+                f"(supports {', '.join(map(str, SUPPORTED_VERSIONS))}); "
+                "read it with the amdgpu-direct that wrote it"
+            )
+        if header_size < FILE_HEADER_SIZE:
+            raise TraceFormatError(f"corrupt trace: header size {header_size} at byte offset 10")
+        extra = header_size - FILE_HEADER_SIZE  # a later v1 writer may add header fields
+        if extra and len(stream.read(extra)) < extra:
+            raise TraceFormatError(f"truncated trace: file header ends before {header_size}")
+        self.version = version
+        self.offset = header_size
+
+    def __iter__(self) -> Iterator[Record]:
+        read = self._stream.read
+        while True:
+            offset = self.offset
+            head = read(RECORD_HEADER_SIZE)
+            if not head:
+                return
+            if len(head) < RECORD_HEADER_SIZE:
+                raise TraceFormatError(
+                    f"truncated trace: record header at byte offset {offset} has "
+                    f"{len(head)} of {RECORD_HEADER_SIZE} bytes"
+                )
+            length, kind, flags = _RECORD_HEADER.unpack(head)
+            if length > MAX_PAYLOAD:
+                raise TraceFormatError(
+                    f"corrupt trace: record at byte offset {offset} claims {length} bytes "
+                    f"(limit {MAX_PAYLOAD})"
+                )
+            payload = read(length)
+            if len(payload) < length:
+                raise TraceFormatError(
+                    f"truncated trace: record at byte offset {offset} (kind {kind}) has "
+                    f"{len(payload)} of {length} payload bytes"
+                )
+            self.offset = offset + RECORD_HEADER_SIZE + length
+            try:
+                if kind == RecordKind.PACKET_BATCH:
+                    yield from parse_batch(payload, offset)
+                else:
+                    yield _parse(kind, flags, payload, offset)
+            except (struct.error, ValueError, TypeError, KeyError, UnicodeDecodeError,
+                    msgpack.UnpackException) as e:
+                raise TraceFormatError(
+                    f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
+                    f"parse: {e}"
+                ) from None
+
+
+def _parse(kind: int, flags: int, payload: bytes, offset: int) -> Record:
+    if kind == RecordKind.PACKET:
+        qid, pid, t0, t1, t2, raw = _PACKET_FIXED.unpack_from(payload)
+        pos = PACKET_FIXED_SIZE
+        kernarg = symbol = None
+        if flags & FLAG_KERNARG:
+            (n,) = struct.unpack_from("<I", payload, pos)
+            kernarg = payload[pos + 4:pos + 4 + n]
+            if len(kernarg) != n:
+                raise ValueError("kernarg bytes run past the record")
+            pos += 4 + n
+        if flags & FLAG_SYMBOL:
+            (n,) = struct.unpack_from("<H", payload, pos)
+            name = payload[pos + 2:pos + 2 + n]
+            if len(name) != n:
+                raise ValueError("symbol runs past the record")
+            symbol = name.decode()
+        return PacketRecord(qid, pid, t0, t1, t2, raw, kernarg, symbol, offset)
+    if kind == RecordKind.QUEUE_CREATED:
+        qid, t = _QUEUE_CREATED.unpack_from(payload)
+        return QueueCreatedRecord(qid, t, _unpackb(payload[_QUEUE_CREATED.size:]), offset)
+    if kind == RecordKind.KERNEL_SYMBOL:
+        (kobj,) = _KERNEL_SYMBOL.unpack_from(payload)
+        body = _unpackb(payload[_KERNEL_SYMBOL.size:])
+        return KernelSymbolRecord(kobj, body["name"], body.get("layout"), offset)
+    if kind == RecordKind.COMPLETION:
+        qid, pid, start, end, clock, _ = _COMPLETION.unpack_from(payload)
+        return CompletionRecord(qid, pid, start, end, _clock(clock), offset)
+    if kind == RecordKind.VULKAN_SUBMISSION:
+        (t,) = _VULKAN.unpack_from(payload)
+        return VulkanSubmissionRecord(t, _unpackb(payload[_VULKAN.size:]), offset)
+    return UnknownRecord(kind, flags, payload, offset)
+
+
+def parse_batch(payload: bytes, offset: int = -1) -> list[PacketRecord]:
+    """The packet records of one PACKET_BATCH payload (raises ValueError or struct.error
+    when it does not parse)."""
+    qid, first, t0, t1, t2, count, _ = _PACKET_BATCH.unpack_from(payload)
+    body = payload[_PACKET_BATCH.size:]
+    if len(body) != count * 64:
+        raise ValueError(f"batch of {count} packets holds {len(body)} bytes")
+    return [PacketRecord(qid, first + i, t0, t1, t2, body[i * 64:(i + 1) * 64], None, None,
+                         offset) for i in range(count)]
+
+
+def _unpackb(data: bytes):
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def _clock(value: int) -> Clock | int:
+    try:
+        return Clock(value)
+    except ValueError:
+        return value
+
+
+def parse_record(kind: int, flags: int, payload: bytes, offset: int = -1) -> Record:
+    """One record from its header fields and payload, for block readers (packet-trace) that
+    walk record headers themselves; raises TraceFormatError naming `offset` like the reader."""
+    try:
+        return _parse(kind, flags, payload, offset)
+    except (struct.error, ValueError, TypeError, KeyError, UnicodeDecodeError,
+            msgpack.UnpackException) as e:
+        raise TraceFormatError(
+            f"corrupt trace: record at byte offset {offset} (kind {kind}) does not parse: {e}"
+        ) from None

@@ -1,0 +1,1 @@
+"""Command-line tools over the driver: packet-trace and hwlab."""

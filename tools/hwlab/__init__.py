@@ -1,0 +1,1 @@
+"""hwlab: the hardware-lab test runner (devices, run, merge, bench)."""

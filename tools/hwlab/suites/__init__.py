@@ -1,0 +1,1 @@
+"""hwlab suites: pytest modules over the lab_device fixture."""
