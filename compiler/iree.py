@@ -1,0 +1,677 @@
+"""MLIR (linalg/tensor, static shapes) -> HSACO per AMD target + SPIR-V per Vulkan ABI, via IREE.
+
+One `iree-compile` run per target (gfx target id, or Vulkan with one dispatch ABI) with
+`--dump-compilation-phases-to` and `--iree-hal-dump-executable-binaries-to`: the dumped
+binaries are the kernels, the `executable-targets` phase gives each export's workgroup size
+and pipeline layout, and the `hal` phase gives the host program. Both phases are walked with
+IREE's MLIR Python bindings (`iree.compiler.ir`).
+
+Facts checked against IREE 3.13 (iree-compile 3.13.0rc20261016):
+
+- AMD: `--iree-hal-target-device=amdgpu --iree-rocm-target=<gfx>` dumps one raw HSACO per
+  linked executable (`module_<name>_<gfx>.hsaco`, code object v5, EI_ABIVERSION 3); all
+  dispatches of a program link into one code object. Kernel symbols are the export names.
+  Kernel arguments (read from the code object metadata): one `global_buffer` pointer per
+  binding (8 bytes each, in binding order), then one 4-byte `by_value` per i32 constant; no
+  hidden arguments. Example chain_4 on gfx1100: args at offsets 0, 8 (pointers), 16, 20
+  (i32), kernarg_segment_size 24. IREE does not emit code object v6; asking for it is an
+  error here.
+- Vulkan: IREE writes one SPIR-V module per entry point (`module_<exe>_<export>.spv`). A
+  Vulkan variant's `data` is those modules concatenated; `info["modules"]` gives each one's
+  offset and size, `info["entry_points"][name]["module"]` its index.
+  * descriptors ABI (`vulkan-spirv-fb`): binding i of the pipeline layout is (set 0,
+    binding i), storage buffers; push constants are the i32 constants from offset 0.
+  * bda ABI (`vulkan-spirv-bda-v1`): no descriptor sets. Push constants start with the
+    32-byte root (IREE's iree_hal_vulkan_bda_dispatch_root_v1_t): u64 binding_table_address
+    (dwords 0-1), u64 constants_address (2-3), u32 binding_base (4), u32 constant_base (5),
+    u32 flags (6), u32 reserved (7); the i32 constants follow from byte 32. The shaders of
+    IREE 3.13 read only binding_table_address (entry i at table + 8*i); write 0 to the rest.
+    The binding table is an array of u64 buffer device addresses, one per binding in order
+    (IREE: BdaBindingTableEntryType ADDRESS64). Needs bufferDeviceAddress.
+  The default Vulkan target ("portable") is IREE's vp_android_baseline_2022 limits (128
+  invocations, 16 KiB shared memory, no subgroup operations, so results do not depend on
+  the device's subgroup size) plus fp16 arithmetic (shaderFloat16) so f16 programs compile.
+  Any IREE Vulkan target name ("ampere", "rdna3", ...) may be given instead.
+- Host program (`--compile-to=hal`, static shapes): the entry function allocates results
+  and transients with `hal.device.queue.alloca`, and runs memoized command buffers with
+  `hal.device.queue.execute.indirect ... bindings([...])` (the binding table). Each command
+  buffer records `hal.command_buffer.dispatch ... workgroups([x, y, z]) constants([...])
+  bindings([(slot)[offset, length], ...])` and `hal.command_buffer.execution_barrier`.
+  IREE packs several transients into one allocation and passes their offsets as dispatch
+  constants: that is why chain_4's middle dispatches have constants.
+
+`bundle.program` (see /tmp/contracts.md) comes from the first compiled target; every
+variant's `info["dispatches"]` holds its own {kernel, workgroup_size, workgroup_count,
+constants, binding_count, constant_count} for the same dispatch sequence (they differ between
+targets: wave64 targets get 64-wide workgroups). Beyond the contract, `program["function"]`
+names the entry function and each output carries its byte `size`. Binding offsets are the
+binding-table offset plus the dispatch's own offset; bindings of one transient may overlap
+(IREE reuses and subdivides it, handing sub-offsets to the kernel as constants).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from amdgpu.errors import CompileError
+
+from . import spirv
+
+__all__ = [
+    "VULKAN_ABIS",
+    "DEFAULT_VULKAN_TARGET",
+    "IreeVariant",
+    "IreeResult",
+    "iree_version",
+    "iree_compile_path",
+    "compile_mlir",
+    "vulkan_device_flags",
+]
+
+VULKAN_ABIS = ("descriptors", "bda")
+DEFAULT_VULKAN_TARGET = "portable"
+_TIMEOUT_S = 600
+_BDA_ROOT_WORDS = 8
+
+# vp_android_baseline_2022's limits (what IREE uses by default) plus fp16 arithmetic.
+_PORTABLE_WGP = (
+    "compute = fp32|fp16|int32, storage = b32, subgroup = none, subgroup_size_choices = [64], "
+    "max_workgroup_sizes = [128, 128, 64], max_thread_count_per_workgroup = 128, "
+    "max_workgroup_memory_bytes = 16384, max_workgroup_counts = [65535, 65535, 65535]"
+)
+_VULKAN_FORMATS = {"descriptors": "vulkan-spirv-fb", "bda": "vulkan-spirv-bda-v1"}
+_BDA_FEATURES = "cap:Int64,cap:PhysicalStorageBufferAddresses,ext:SPV_KHR_physical_storage_buffer"
+
+_DTYPES = {
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "si8": "int8", "si16": "int16", "si32": "int32", "si64": "int64",
+    "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
+}
+
+
+@dataclass
+class IreeVariant:
+    kind: str  # "hsaco" | "spirv"
+    target: str  # target id, or "vulkan"
+    abi: str | None  # None for hsaco, "descriptors" | "bda" for spirv
+    data: bytes
+    info: dict
+    program: dict | None = None  # the program as compiled for this target
+
+
+@dataclass
+class IreeResult:
+    variants: list[IreeVariant] = field(default_factory=list)
+    program: dict | None = None
+
+
+@functools.cache
+def iree_compile_path() -> str:
+    try:
+        from iree.compiler.tools import binaries
+    except ImportError:
+        raise CompileError(
+            "IREE's compiler is not installed; run `pip install 'iree-base-compiler>=3.12,<3.14'`"
+        ) from None
+    return str(binaries.find_tool("iree-compile"))
+
+
+@functools.cache
+def iree_version() -> str:
+    """'iree 3.13.0rc20261016' (goes into cache keys)."""
+    try:
+        from iree.compiler import version
+    except ImportError:
+        raise CompileError(
+            "IREE's compiler is not installed; run `pip install 'iree-base-compiler>=3.12,<3.14'`"
+        ) from None
+    return f"iree {version.VERSION}"
+
+
+def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) -> list[str]:
+    """iree-compile flags that select a Vulkan device with one dispatch ABI."""
+    if abi not in VULKAN_ABIS:
+        raise CompileError(f"unknown Vulkan dispatch ABI {abi!r}; use one of {VULKAN_ABIS}")
+    if vulkan_target != DEFAULT_VULKAN_TARGET:
+        return [
+            "--iree-hal-target-device=vulkan",
+            f"--iree-vulkan-target={vulkan_target}",
+            f"--iree-vulkan-dispatch-abi={abi}",
+        ]
+    features = "spirv:v1.3,cap:Shader" + (f",{_BDA_FEATURES}" if abi == "bda" else "")
+    device = (
+        f'#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", '
+        f'"{_VULKAN_FORMATS[abi]}", {{iree_codegen.target_info = #iree_gpu.target<'
+        f'arch = "portable", features = "{features}", wgp = <{_PORTABLE_WGP}>>}}>]> '
+        f": !hal.device"
+    )
+    return [f"--iree-hal-target-device={device}"]
+
+
+def _amd_device_flags(target_id: str) -> list[str]:
+    name, *features = target_id.split(":")
+    flags = ["--iree-hal-target-device=amdgpu", f"--iree-rocm-target={name}"]
+    if features:  # "sramecc+", "xnack-" -> "+sramecc,-xnack"
+        flags.append(
+            "--iree-rocm-target-features=" + ",".join(f"{f[-1]}{f[:-1]}" for f in features)
+        )
+    return flags
+
+
+# --- running iree-compile ---------------------------------------------------------------
+@dataclass
+class _Run:
+    hal_text: str
+    targets_text: str
+    binaries: dict[str, bytes]  # file name -> bytes
+
+
+def _first_diagnostic(stderr: str) -> str:
+    for line in stderr.splitlines():
+        if ": error:" in line:
+            return line.strip()
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else "no diagnostics"
+
+
+def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence[str]) -> _Run:
+    with tempfile.TemporaryDirectory(prefix="amdgpu-iree-") as tmp:
+        phases, bins = os.path.join(tmp, "phases"), os.path.join(tmp, "bin")
+        argv = [
+            iree_compile_path(), str(source), *device_flags,
+            f"--dump-compilation-phases-to={phases}",
+            f"--iree-hal-dump-executable-binaries-to={bins}",
+            # Binaries are serialized by the end of the hal phase; the VM module is not needed.
+            "--compile-to=hal", "-o", os.path.join(tmp, "hal.mlir"), *extra,
+        ]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise CompileError(
+                f"iree-compile ({label}) took more than {_TIMEOUT_S} s; simplify the program"
+            ) from None
+        if done.returncode != 0:
+            err = CompileError(
+                f"iree-compile ({label}): {_first_diagnostic(done.stderr)}; "
+                "fix the source or the options and compile again"
+            )
+            err.diagnostics = done.stderr  # type: ignore[attr-defined]
+            raise err
+        found = {p.name.split(".", 2)[-1]: p for p in Path(phases).glob("*.mlir")}
+        try:
+            hal_text = found["hal.mlir"].read_text()
+            targets_text = found["executable-targets.mlir"].read_text()
+        except KeyError:
+            raise CompileError(
+                f"iree-compile ({label}) wrote no hal/executable-targets phase dumps; "
+                "this IREE version is not supported (use >=3.12,<3.14)"
+            ) from None
+        binaries = {p.name: p.read_bytes() for p in sorted(Path(bins).glob("*")) if p.is_file()}
+    return _Run(hal_text, targets_text, binaries)
+
+
+# --- walking the IR ---------------------------------------------------------------------
+def _ir():
+    from iree.compiler import ir
+
+    return ir
+
+
+def _parse(text: str, label: str):
+    ir = _ir()
+    ctx = ir.Context()
+    try:
+        return ctx, ir.Module.parse(text, ctx)
+    except Exception as exc:  # noqa: BLE001 - MLIR raises its own error types
+        raise CompileError(f"cannot read IREE's {label} IR: {str(exc).splitlines()[0]}") from None
+
+
+def _walk(op):
+    """Every operation nested in `op`, in program order (pre-order)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def _attr_str(op, name: str) -> str:
+    ir = _ir()
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def _sym(op) -> str:
+    return _attr_str(op, "sym_name")
+
+
+def _owner(value):
+    """The defining operation of a value, or None for a block argument."""
+    ir = _ir()
+    if isinstance(value, ir.BlockArgument):
+        return None
+    return value.owner.operation
+
+
+def _const(value) -> int:
+    ir = _ir()
+    op = _owner(value)
+    if op is None or op.name != "arith.constant":
+        raise CompileError(
+            "the IREE program uses a value that is not a constant where a static shape was "
+            "expected; use static shapes"
+        )
+    return ir.IntegerAttr(op.attributes["value"]).value
+
+
+@dataclass
+class _Export:
+    name: str
+    ordinal: int
+    workgroup_size: list[int]
+    binding_count: int
+    readonly: list[bool]
+    constant_count: int
+
+
+def _layout(attr) -> tuple[int, list[bool], int]:
+    """(binding count, read-only flags, constant count) of a #hal.pipeline.layout."""
+    # The HAL attributes have no Python accessors; read the printed attribute's fields.
+    text = str(attr)
+    constants = 0
+    if "constants = " in text:
+        constants = int(text.split("constants = ", 1)[1].split(",", 1)[0].split(">", 1)[0])
+    bindings = text.split("#hal.pipeline.binding<")[1:]
+    readonly = ["ReadOnly" in b.split(">", 1)[0] for b in bindings]
+    return len(bindings), readonly, constants
+
+
+def _read_exports(text: str) -> dict[tuple[str, str, str], _Export]:
+    ir = _ir()
+    _ctx, module = _parse(text, "executable-targets")
+    exports: dict[tuple[str, str, str], _Export] = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "hal.executable":
+            continue
+        executable = _sym(op)
+        for variant in _walk(op):
+            if variant.name != "hal.executable.variant":
+                continue
+            for export in variant.regions[0].blocks[0].operations:
+                export = export.operation
+                if export.name != "hal.executable.export":
+                    continue
+                size = [1, 1, 1]
+                if "workgroup_size" in export.attributes:
+                    size = [ir.IntegerAttr(a).value for a in export.attributes["workgroup_size"]]
+                count, readonly, constants = _layout(export.attributes["layout"])
+                ordinal = ir.IntegerAttr(export.attributes["ordinal"]).value
+                exports[(executable, _sym(variant), _sym(export))] = _Export(
+                    _sym(export), ordinal, size, count, readonly, constants
+                )
+    return exports
+
+
+def _dtype(value) -> str:
+    ir = _ir()
+    op = _owner(value)
+    if op is None or op.name != "hal.element_type":
+        raise CompileError("the IREE program has a tensor of unknown element type")
+    name = str(ir.TypeAttr(op.attributes["type"]).value)
+    return _DTYPES.get(name, name)
+
+
+def _shape(values) -> list[int]:
+    return [_const(v) for v in values]
+
+
+class _ProgramReader:
+    """Turns the `hal` phase of one compile into the contract's `program` dict."""
+
+    def __init__(self, text: str, exports: dict[tuple[str, str, str], _Export]):
+        self._ctx, self.module = _parse(text, "hal")
+        self.exports = exports
+        self.funcs = {}
+        self.initializers = []
+        self.executable_targets: dict[str, tuple[str, str]] = {}
+        for op in self.module.body.operations:
+            op = op.operation
+            if op.name == "util.func":
+                self.funcs[_sym(op)] = op
+            elif op.name == "util.initializer":
+                self.initializers.append(op)
+        # Which (executable, variant) each executable global holds.
+        ir = _ir()
+        for init in self.initializers:
+            created = None
+            for inner in _walk(init):
+                if inner.name == "hal.executable.create":
+                    created = ir.SymbolRefAttr(inner.attributes["executable_target"]).value
+                elif inner.name == "util.global.store" and created:
+                    glob = ir.FlatSymbolRefAttr(inner.attributes["global"]).value
+                    self.executable_targets[glob] = (created[0], created[1])
+
+    def entry(self):
+        ir = _ir()
+        for name, op in self.funcs.items():
+            if "iree.abi.stub" in op.attributes and (
+                "sym_visibility" not in op.attributes
+                or ir.StringAttr(op.attributes["sym_visibility"]).value == "public"
+            ):
+                return name, op
+        raise CompileError("the MLIR program has no public function; export one func.func")
+
+    def command_buffer_func(self, value):
+        """The memoized function that records the command buffer held by `value`."""
+        ir = _ir()
+        load = _owner(value)
+        if load is None or load.name != "util.global.load":
+            raise CompileError(
+                "the IREE program records its command buffer inline; only memoized "
+                "(static-shape) programs are supported"
+            )
+        glob = ir.FlatSymbolRefAttr(load.attributes["global"]).value
+        for init in self.initializers:
+            calls = {}
+            for inner in _walk(init):
+                if inner.name == "util.call":
+                    callee = ir.FlatSymbolRefAttr(inner.attributes["callee"]).value
+                    calls[inner.results[0]] = callee
+                elif inner.name == "util.global.store":
+                    if ir.FlatSymbolRefAttr(inner.attributes["global"]).value == glob:
+                        for result, callee in calls.items():
+                            if result == inner.operands[0]:
+                                return self.funcs[callee]
+        raise CompileError(f"cannot find how the IREE program records {glob}; unsupported IR")
+
+    def export_of(self, dispatch) -> _Export:
+        ir = _ir()
+        entry = _owner(dispatch.operands[2])
+        if entry is not None and entry.name == "hal.executable.lookup.function":
+            path = tuple(ir.SymbolRefAttr(entry.attributes["entry_point"]).value)
+            if path in self.exports:
+                return self.exports[path]
+            # Linking merges executables (mlp_dispatch_0, _1 -> mlp_linked) after the
+            # executable-targets phase; export names stay unique and unchanged.
+            by_name = [e for key, e in self.exports.items() if key[2] == path[-1]]
+            if len(by_name) == 1:
+                return by_name[0]
+            raise CompileError(f"cannot find export {'::'.join(path)} in IREE's executables")
+        # Older form: an ordinal into the executable's exports.
+        ordinal = _const(dispatch.operands[2])
+        load = _owner(dispatch.operands[1])
+        glob = ir.FlatSymbolRefAttr(load.attributes["global"]).value
+        executable, variant = self.executable_targets[glob]
+        for (exe, var, _name), export in self.exports.items():
+            if exe == executable and var == variant and export.ordinal == ordinal:
+                return export
+        raise CompileError(f"dispatch of unknown export ordinal {ordinal} in {executable}")
+
+    def read(self) -> dict:
+        ir = _ir()
+        name, func = self.entry()
+        block = func.regions[0].blocks[0]
+        inputs: list[dict] = [{} for _ in block.arguments]
+        outputs: list[dict] = []
+        allocas: list = []
+        alloca_size: dict = {}
+        buffer_source: dict = {}  # hashable Value -> ("input", i) | ("alloca", j)
+        executions = []
+        for op in _walk(func):
+            kind = op.name
+            if kind == "hal.buffer_view.assert":
+                arg = op.operands[0]
+                if isinstance(arg, ir.BlockArgument):
+                    view = op.opview
+                    inputs[arg.arg_number] = {
+                        "shape": _shape(view.shape), "dtype": _dtype(view.element_type)
+                    }
+            elif kind == "hal.buffer_view.buffer":
+                arg = op.operands[0]
+                if isinstance(arg, ir.BlockArgument):
+                    buffer_source[op.results[0]] = ("input", arg.arg_number)
+            elif kind == "hal.device.queue.alloca":
+                buffer_source[op.results[0]] = ("alloca", len(allocas))
+                alloca_size[len(allocas)] = _const(op.operands[-1])
+                allocas.append(op.results[0])
+            elif kind == "util.optimization_barrier":
+                for src, dst in zip(op.operands, op.results, strict=False):
+                    if src in buffer_source:
+                        buffer_source[dst] = buffer_source[src]
+            elif kind == "hal.device.queue.execute.indirect":
+                view = op.opview
+                table = [
+                    (buffer_source.get(b), _const(o), _const(n))
+                    for b, o, n in zip(view.binding_buffers, view.binding_offsets,
+                                       view.binding_lengths, strict=True)
+                ]
+                executions.append((self.command_buffer_func(view.command_buffer), table))
+            elif kind == "hal.device.queue.execute":
+                raise CompileError(
+                    "the IREE program executes a non-memoized command buffer; only "
+                    "static-shape programs are supported"
+                )
+            elif kind == "util.return":
+                for value in op.operands:
+                    create = _owner(value)
+                    if create is None or create.name != "hal.buffer_view.create":
+                        raise CompileError("an output of the MLIR program is not a new tensor")
+                    view = create.opview
+                    source = buffer_source.get(view.source_buffer)
+                    outputs.append({
+                        "shape": _shape(view.shape), "dtype": _dtype(view.element_type),
+                        "_source": source, "_offset": _const(view.source_offset),
+                        "_length": _const(view.source_length),
+                    })
+        # Allocations that back a whole output are outputs; every other one is a transient.
+        output_of_alloca: dict[int, int] = {}
+        for i, out in enumerate(outputs):
+            source = out.pop("_source")
+            offset, length = out.pop("_offset"), out.pop("_length")
+            if source is None or source[0] != "alloca":
+                raise CompileError(
+                    f"output {i} of the MLIR program aliases an input; return a new tensor"
+                )
+            if offset != 0 or length != alloca_size[source[1]]:
+                raise CompileError(
+                    f"output {i} shares an allocation with temporaries; unsupported layout"
+                )
+            output_of_alloca[source[1]] = i
+            out["size"] = length
+        transient_of_alloca: dict[int, int] = {}
+        transients = []
+        for j in range(len(allocas)):
+            if j not in output_of_alloca:
+                transient_of_alloca[j] = len(transients)
+                transients.append({"size": alloca_size[j]})
+
+        def classify(source) -> tuple[str, int]:
+            if source is None:
+                raise CompileError("a dispatch binds a buffer of unknown origin; unsupported IR")
+            if source[0] == "input":
+                return "input", source[1]
+            if source[1] in output_of_alloca:
+                return "output", output_of_alloca[source[1]]
+            return "transient", transient_of_alloca[source[1]]
+
+        dispatches = []
+        per_target = []
+        for index, (cb_func, table) in enumerate(executions):
+            barrier = index > 0  # a later execution waits for the earlier one
+            for op in _walk(cb_func):
+                if op.name == "hal.command_buffer.execution_barrier":
+                    barrier = True
+                elif op.name == "hal.command_buffer.dispatch":
+                    view = op.opview
+                    export = self.export_of(op)
+                    bindings = []
+                    for slot_v, off_v, len_v, readonly in zip(
+                        view.binding_buffers, view.binding_offsets, view.binding_lengths,
+                        export.readonly, strict=True,
+                    ):
+                        source, table_offset, _table_length = table[_const(slot_v)]
+                        kind, idx = classify(source)
+                        bindings.append({
+                            "kind": kind, "index": idx, "offset": table_offset + _const(off_v),
+                            "length": _const(len_v), "readonly": readonly,
+                        })
+                    constants = [_const(c) & 0xFFFFFFFF for c in view.constants]
+                    count = [_const(view.workgroup_x), _const(view.workgroup_y),
+                             _const(view.workgroup_z)]
+                    dispatches.append({
+                        "kernel": export.name, "spirv_entry": export.name,
+                        "workgroup_size": list(export.workgroup_size), "workgroup_count": count,
+                        "bindings": bindings, "constants": constants, "barrier_before": barrier,
+                    })
+                    per_target.append({
+                        "kernel": export.name, "workgroup_size": list(export.workgroup_size),
+                        "workgroup_count": count, "constants": constants,
+                        "binding_count": export.binding_count,
+                        "constant_count": export.constant_count,
+                    })
+                    barrier = False
+                elif op.name.startswith("hal.command_buffer.") and op.name.split(".")[-1] in (
+                    "fill_buffer", "copy_buffer", "update_buffer", "collective"
+                ):
+                    raise CompileError(
+                        f"the IREE program records {op.name}, which bundles do not carry yet; "
+                        "rewrite the program so every step is a dispatch"
+                    )
+        if not dispatches:
+            raise CompileError("the MLIR program compiles to no dispatches; nothing to run")
+        program = {
+            "function": name, "inputs": inputs, "outputs": outputs,
+            "transients": transients, "dispatches": dispatches,
+        }
+        return {"program": program, "dispatches": per_target}
+
+
+# --- putting variants together ----------------------------------------------------------
+def _hsaco_variant(run: _Run, target: str, read: dict, source_name: str) -> IreeVariant:
+    hsacos = [data for name, data in run.binaries.items() if name.endswith(".hsaco")]
+    if len(hsacos) != 1:
+        raise CompileError(
+            f"iree-compile ({target}) produced {len(hsacos)} code objects; expected one "
+            "linked executable (do not pass --iree-hal-link-executables=false)"
+        )
+    info = {
+        "compiler": iree_version(), "source": source_name, "code_object_version": 5,
+        "kernels": sorted({d["kernel"] for d in read["dispatches"]}),
+        "kernel_args": "one 8-byte global pointer per binding, then one i32 per constant",
+        "dispatches": read["dispatches"],
+    }
+    return IreeVariant("hsaco", target, None, hsacos[0], info)
+
+
+def _spirv_variant(run: _Run, abi: str, read: dict, source_name: str,
+                   vulkan_target: str) -> IreeVariant:
+    modules, entry_points, blob = [], {}, bytearray()
+    capabilities: list[str] = []
+    layouts = {d["kernel"]: d for d in read["dispatches"]}
+    for _name, data in sorted(run.binaries.items()):
+        if not _name.endswith(".spv"):
+            continue
+        module = spirv.read_spirv(data)
+        index = len(modules)
+        modules.append({
+            "offset": len(blob), "size": len(data), "entry_points": list(module.entry_points),
+            "spirv_version": list(module.version), "capabilities": module.capabilities,
+            "extensions": module.extensions, "addressing_model": module.addressing_model,
+        })
+        blob += data
+        capabilities += [c for c in module.capabilities if c not in capabilities]
+        for ep_name, ep in module.entry_points.items():
+            layout = layouts.get(ep_name, {})
+            constant_count = layout.get("constant_count", 0)
+            binding_count = layout.get("binding_count", len(ep.bindings))
+            entry = {
+                "module": index,
+                "workgroup_size": list(ep.workgroup_size or (1, 1, 1)),
+                "bindings": [list(b) for b in ep.bindings],
+                "readonly": ep.readonly,
+                "binding_count": binding_count,
+                "push_constant_words": ep.push_constant_words,
+                "constant_count": constant_count,
+                "constant_offset_words": _BDA_ROOT_WORDS if abi == "bda" else 0,
+                "bda": None,
+            }
+            if abi == "bda":
+                entry["bda"] = {
+                    "root_words": _BDA_ROOT_WORDS, "table_address_words": [0, 1],
+                    "table_entry_bytes": 8, "binding_count": binding_count,
+                    # dword index of each root field (IREE bda_dispatch_root_v1)
+                    "root_fields": {"binding_table_address": 0, "constants_address": 2,
+                                    "binding_base": 4, "constant_base": 5, "flags": 6,
+                                    "reserved0": 7},
+                }
+            entry_points[ep_name] = entry
+    if not modules:
+        raise CompileError(f"iree-compile (vulkan {abi}) produced no SPIR-V modules")
+    missing = [d["kernel"] for d in read["dispatches"] if d["kernel"] not in entry_points]
+    if missing:
+        raise CompileError(f"SPIR-V modules lack entry points {missing}; unsupported IREE output")
+    info = {
+        "compiler": iree_version(), "source": source_name, "abi": abi,
+        "vulkan_target": vulkan_target, "modules": modules, "entry_points": entry_points,
+        "capabilities": capabilities, "dispatches": read["dispatches"],
+    }
+    return IreeVariant("spirv", "vulkan", abi, bytes(blob), info)
+
+
+def compile_mlir(
+    source: str | os.PathLike,
+    gfx_targets: Sequence[str] = (),
+    *,
+    vulkan_abis: Sequence[str] = (),
+    vulkan_target: str = DEFAULT_VULKAN_TARGET,
+    code_object_version: int = 5,
+    extra_flags: Sequence[str] = (),
+) -> IreeResult:
+    """Compile an MLIR file for AMD target ids and Vulkan ABIs; returns variants + program.
+
+    Raises CompileError with IREE's first diagnostic (its full stderr on `.diagnostics`).
+    """
+    path = Path(source)
+    if not path.is_file():
+        raise CompileError(f"MLIR source {str(path)!r} does not exist; check the path")
+    if code_object_version != 5:
+        raise CompileError(
+            f"IREE emits code object v5 only; code_object_version={code_object_version} is "
+            "available for OpenCL C sources (clang) only"
+        )
+    if not gfx_targets and not vulkan_abis:
+        raise CompileError("no targets to compile for; name a gfx target or 'vulkan'")
+    result = IreeResult()
+    first_structure = None
+    jobs = [(t, _amd_device_flags(t), None) for t in gfx_targets]
+    jobs += [("vulkan", vulkan_device_flags(a, vulkan_target), a) for a in vulkan_abis]
+    for target, flags, abi in jobs:
+        label = target if abi is None else f"vulkan {abi}"
+        run = _run_iree(path, flags, label, extra_flags)
+        read = _ProgramReader(run.hal_text, _read_exports(run.targets_text)).read()
+        program = read["program"]
+        structure = [
+            [(b["kind"], b["index"], b["offset"], b["length"]) for b in d["bindings"]]
+            for d in program["dispatches"]
+        ]
+        if result.program is None:
+            result.program, first_structure = program, structure
+        if structure != first_structure:
+            raise CompileError(
+                f"IREE split the program differently for {label} than for the first target; "
+                "compile those targets into separate bundles"
+            )
+        if abi is None:
+            variant = _hsaco_variant(run, target, read, path.name)
+        else:
+            variant = _spirv_variant(run, abi, read, path.name, vulkan_target)
+        variant.program = program
+        result.variants.append(variant)
+    return result
