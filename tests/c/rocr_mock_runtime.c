@@ -7,13 +7,15 @@
  * It models: two agents (a CPU with a kernarg pool, a gfx1100 GPU with a coarse pool),
  * amd_signal_t signals, AQL queues with a packet-processor thread (barrier-AND/OR,
  * BARRIER_VALUE, kernel dispatch "executed" as a no-op, errors through the queue callback),
- * code object readers that keep pointing at the caller's memory (as ROCr does), and
- * executables whose symbols are found by name inside the code object bytes.
+ * code object readers that keep pointing at the caller's memory until the loader copies it
+ * (as ROCr does), and executables whose symbols are found by name in those copies.
  *
- * Built twice by tests/test_rocr_mock.py: in full, and with -DMOCK_MINIMAL, which leaves
- * out the optional hsa_amd_* functions so the capability reporting can be checked.
+ * Built by tests/test_rocr_mock.py in full and with -DMOCK_MINIMAL, which leaves out the
+ * optional hsa_amd_* functions so the capability reporting can be checked; the full build
+ * also runs the provider-conformance suite (tests/test_rocr_conformance.py).
  * Environment (read at hsa_init): MOCK_HSA_INIT_STATUS=<n> makes hsa_init fail with n;
- * MOCK_HSA_NO_GPU=1 hides the GPU agent.
+ * MOCK_HSA_NO_GPU=1 hides the GPU agent; MOCK_HSA_AIE=1 adds an agent of device type 3;
+ * MOCK_HSA_GPU=<target id> (default gfx1100) names the GPU's ISA.
  */
 #define _GNU_SOURCE
 #include <hsa/hsa.h>
@@ -22,6 +24,7 @@
 #include <hsa/amd_hsa_signal.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,12 +36,15 @@
 #define KERNARG_POOL 0x900000C1ull
 #define GPU_POOL 0x90000061ull
 #define GPU_ISA 0x15A00001ull
-#define ISA_NAME "amdgcn-amd-amdhsa--gfx1100"
+#define AIE_AGENT 0xA1E00001ull /* device type 3 (AIE in ROCr 6.4+), unknown to hsa.h 5.2 */
 #define FAULT_KERNEL_OBJECT 0xFA017000ull /* a dispatch of this "kernel" faults */
 #define MAX_WAIT_SLICE_NS 2000000ull      /* waits return early, as ROCr's may */
 
 static int g_init_count;
 static int g_no_gpu;
+static int g_aie;
+static char g_isa_name[128] = "amdgcn-amd-amdhsa--gfx1100";
+static char g_gpu_name[64] = "gfx1100";
 static long g_live_signals, g_live_queues, g_live_allocs, g_live_readers, g_live_execs;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_next_queue_id;
@@ -68,7 +74,8 @@ long mock_live(int kind) {
 }
 
 static bool agent_ok(hsa_agent_t a) {
-  return a.handle == CPU_AGENT || (a.handle == GPU_AGENT && !g_no_gpu);
+  return a.handle == CPU_AGENT || (a.handle == GPU_AGENT && !g_no_gpu) ||
+         (a.handle == AIE_AGENT && g_aie);
 }
 
 hsa_status_t hsa_status_string(hsa_status_t status, const char** text) {
@@ -101,6 +108,12 @@ hsa_status_t hsa_init(void) {
   if (forced && *forced) return (hsa_status_t)strtol(forced, NULL, 0);
   const char* no_gpu = getenv("MOCK_HSA_NO_GPU");
   g_no_gpu = no_gpu && *no_gpu == '1';
+  const char* aie = getenv("MOCK_HSA_AIE");
+  g_aie = aie && *aie == '1';
+  const char* gpu = getenv("MOCK_HSA_GPU");
+  if (!gpu || !*gpu) gpu = "gfx1100";
+  snprintf(g_isa_name, sizeof(g_isa_name), "amdgcn-amd-amdhsa--%s", gpu);
+  snprintf(g_gpu_name, sizeof(g_gpu_name), "%.*s", (int)strcspn(gpu, ":"), gpu);
   __atomic_add_fetch(&g_init_count, 1, __ATOMIC_SEQ_CST);
   return HSA_STATUS_SUCCESS;
 }
@@ -143,8 +156,12 @@ hsa_status_t hsa_iterate_agents(hsa_status_t (*callback)(hsa_agent_t agent, void
                                 void* data) {
   if (g_init_count <= 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
   if (!callback) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  uint64_t agents[2] = {CPU_AGENT, GPU_AGENT};
-  WALK(hsa_agent_t, agents, g_no_gpu ? 1 : 2, callback, data);
+  uint64_t agents[3] = {CPU_AGENT, GPU_AGENT, AIE_AGENT};
+  int n = 0;
+  uint64_t present[3];
+  for (int i = 0; i < 3; i++)
+    if (agent_ok((hsa_agent_t){agents[i]})) present[n++] = agents[i];
+  WALK(hsa_agent_t, present, n, callback, data);
 }
 
 static void put_text(void* value, const char* text) {
@@ -155,8 +172,13 @@ static void put_text(void* value, const char* text) {
 hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attribute, void* value) {
   if (!agent_ok(agent)) return HSA_STATUS_ERROR_INVALID_AGENT;
   bool gpu = agent.handle == GPU_AGENT;
+  if (agent.handle == AIE_AGENT) {
+    if (attribute != HSA_AGENT_INFO_DEVICE) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+    *(uint32_t*)value = 3;
+    return HSA_STATUS_SUCCESS;
+  }
   switch ((int)attribute) {
-    case HSA_AGENT_INFO_NAME: put_text(value, gpu ? "gfx1100" : "Mock CPU"); break;
+    case HSA_AGENT_INFO_NAME: put_text(value, gpu ? g_gpu_name : "Mock CPU"); break;
     case HSA_AGENT_INFO_VENDOR_NAME: put_text(value, gpu ? "AMD" : "CPU"); break;
     case HSA_AGENT_INFO_DEVICE:
       *(hsa_device_type_t*)value = gpu ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU; break;
@@ -183,9 +205,9 @@ hsa_status_t hsa_agent_iterate_isas(hsa_agent_t agent,
 hsa_status_t hsa_isa_get_info_alt(hsa_isa_t isa, hsa_isa_info_t attribute, void* value) {
   if (isa.handle != GPU_ISA) return HSA_STATUS_ERROR_INVALID_ISA;
   if (attribute == HSA_ISA_INFO_NAME_LENGTH) {
-    *(uint32_t*)value = (uint32_t)strlen(ISA_NAME) + 1;
+    *(uint32_t*)value = (uint32_t)strlen(g_isa_name) + 1;
   } else if (attribute == HSA_ISA_INFO_NAME) {
-    memcpy(value, ISA_NAME, strlen(ISA_NAME) + 1);
+    memcpy(value, g_isa_name, strlen(g_isa_name) + 1);
   } else {
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   }
@@ -397,18 +419,54 @@ uint32_t hsa_amd_signal_wait_any(uint32_t signal_count, hsa_signal_t* signals,
   }
 }
 
+typedef struct {
+  void* dst;
+  const void* src;
+  size_t size;
+  uint32_t ndeps;
+  uint64_t deps[8];
+  uint64_t completion;
+} mock_copy_t;
+
+/* Runs a copy on its own thread, as the SDMA engine would: wait, copy, signal. */
+static void* copy_engine(void* arg) {
+  mock_copy_t* c = arg;
+  for (uint32_t i = 0; i < c->ndeps; i++)
+    while (__atomic_load_n(&((amd_signal_t*)(uintptr_t)c->deps[i])->value, __ATOMIC_SEQ_CST))
+      nap();
+  memmove(c->dst, c->src, c->size);
+  __atomic_sub_fetch(&((amd_signal_t*)(uintptr_t)c->completion)->value, 1, __ATOMIC_SEQ_CST);
+  free(c);
+  return NULL;
+}
+
 hsa_status_t hsa_amd_memory_async_copy(void* dst, hsa_agent_t dst_agent, const void* src,
                                        hsa_agent_t src_agent, size_t size,
                                        uint32_t num_dep_signals,
                                        const hsa_signal_t* dep_signals,
                                        hsa_signal_t completion_signal) {
   if (!agent_ok(dst_agent) || !agent_ok(src_agent)) return HSA_STATUS_ERROR_INVALID_AGENT;
-  if (!dst || !src || (num_dep_signals && !dep_signals) || !completion_signal.handle)
+  if (!dst || !src || (num_dep_signals && !dep_signals) || !completion_signal.handle ||
+      num_dep_signals > 8)
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  for (uint32_t i = 0; i < num_dep_signals; i++)
-    while (__atomic_load_n(&sig(dep_signals[i])->value, __ATOMIC_SEQ_CST) != 0) nap();
-  memmove(dst, src, size);
-  __atomic_sub_fetch(&sig(completion_signal)->value, 1, __ATOMIC_SEQ_CST);
+  mock_copy_t* c = malloc(sizeof(*c));
+  if (!c) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  c->dst = dst;
+  c->src = src;
+  c->size = size;
+  c->ndeps = num_dep_signals;
+  for (uint32_t i = 0; i < num_dep_signals; i++) c->deps[i] = dep_signals[i].handle;
+  c->completion = completion_signal.handle;
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&thread, &attr, copy_engine, c);
+  pthread_attr_destroy(&attr);
+  if (rc) {
+    free(c);
+    return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
+  }
   return HSA_STATUS_SUCCESS;
 }
 
@@ -674,10 +732,11 @@ hsa_status_t hsa_amd_profiling_async_copy_enable(bool enable) {
 typedef struct { const uint8_t* data; size_t size; } mock_reader_t;
 typedef struct { uint64_t kernel_object; uint32_t kernarg, align, group, priv; } mock_symbol_t;
 typedef struct {
-  mock_reader_t* readers[8];
-  int nreaders;
+  mock_reader_t loaded[8]; /* the loader's own copies: readers may go once loaded */
+  int nloaded;
   int frozen;
   mock_symbol_t symbols[16];
+  char* descriptors[16];
   int nsymbols;
 } mock_exec_t;
 
@@ -724,10 +783,19 @@ hsa_status_t hsa_executable_load_agent_code_object(hsa_executable_t executable,
   if (!e) return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
   if (e->frozen) return HSA_STATUS_ERROR_FROZEN_EXECUTABLE;
   if (agent.handle != GPU_AGENT || g_no_gpu) return HSA_STATUS_ERROR_INVALID_AGENT;
-  if (!code_object_reader.handle || e->nreaders >= 8)
+  if (!code_object_reader.handle || e->nloaded >= 8)
     return HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER;
-  e->readers[e->nreaders++] = (mock_reader_t*)(uintptr_t)code_object_reader.handle;
-  if (loaded) loaded->handle = (uint64_t)e->nreaders;
+  const mock_reader_t* r = (const mock_reader_t*)(uintptr_t)code_object_reader.handle;
+  /* ELF64, EM_AMDGPU (224), and EF_AMDGPU_MACH gfx1100 (0x41), as the ROCr loader checks. */
+  if (r->size < 64 || r->data[4] != 2 || *(const uint16_t*)(r->data + 18) != 224)
+    return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
+  if ((*(const uint32_t*)(r->data + 48) & 0xff) != 0x41) return HSA_STATUS_ERROR_INVALID_ISA;
+  uint8_t* copy = malloc(r->size);
+  memcpy(copy, r->data, r->size); /* reads the caller's memory: it must still be alive */
+  e->loaded[e->nloaded].data = copy;
+  e->loaded[e->nloaded].size = r->size;
+  e->nloaded++;
+  if (loaded) loaded->handle = (uint64_t)e->nloaded;
   return HSA_STATUS_SUCCESS;
 }
 
@@ -749,11 +817,15 @@ hsa_status_t hsa_executable_get_symbol_by_name(hsa_executable_t executable,
   if (!symbol_name || !symbol) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   if (!agent || agent->handle != GPU_AGENT) return HSA_STATUS_ERROR_INVALID_AGENT;
   size_t n = strlen(symbol_name) + 1; /* match the name with its NUL, as in .strtab */
-  for (int i = 0; i < e->nreaders; i++) {
-    const uint8_t* hit = memmem(e->readers[i]->data, e->readers[i]->size, symbol_name, n);
+  for (int i = 0; i < e->nloaded; i++) {
+    const uint8_t* hit = memmem(e->loaded[i].data, e->loaded[i].size, symbol_name, n);
     if (hit && e->nsymbols < 16) {
       mock_symbol_t* s = &e->symbols[e->nsymbols++];
-      s->kernel_object = (uint64_t)(uintptr_t)hit;
+      /* A 64-byte aligned "kernel descriptor" that holds the name found in the copy. */
+      char* descriptor = aligned_alloc(64, (n + 63) & ~(size_t)63);
+      memcpy(descriptor, hit, n);
+      e->descriptors[e->nsymbols - 1] = descriptor;
+      s->kernel_object = (uint64_t)(uintptr_t)descriptor;
       s->kernarg = 272;
       s->align = 16;
       s->group = 1024;
@@ -788,6 +860,8 @@ hsa_status_t hsa_executable_symbol_get_info(hsa_executable_symbol_t executable_s
 hsa_status_t hsa_executable_destroy(hsa_executable_t executable) {
   mock_exec_t* e = (mock_exec_t*)(uintptr_t)executable.handle;
   if (!e) return HSA_STATUS_ERROR_INVALID_EXECUTABLE;
+  for (int i = 0; i < e->nloaded; i++) free((void*)e->loaded[i].data);
+  for (int i = 0; i < e->nsymbols; i++) free(e->descriptors[i]);
   free(e);
   __atomic_sub_fetch(&g_live_execs, 1, __ATOMIC_SEQ_CST);
   return HSA_STATUS_SUCCESS;
