@@ -111,3 +111,12 @@ HSA_STATUS_ERROR_INVALID_MEMORY_POOL = 40
 HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION = 41
 HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION = 42
 HSA_STATUS_ERROR_MEMORY_FAULT = 43
+
+
+# --- driver (appended by area H) ----------------------------------------------------------
+class BufferRangeError(AmdgpuError, ValueError):
+    """A buffer read, write or view reaches outside the buffer."""
+
+
+# appended by area C (hsa/virtual): the loader's target-id mismatch status (hsa.h)
+HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS = 0x100D

@@ -11,8 +11,9 @@ processor turns either into the queue's error state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from hsa.virtual.memory import MemoryMap
 
@@ -62,3 +63,14 @@ def executor_for(family: str) -> IsaExecutor | None:
             return None
     factory = _EXECUTORS.get(family)
     return factory() if factory else None
+
+
+def has_executor(family: str) -> bool:
+    """Whether an executor is registered for `family` (importing its package if needed),
+    without building one: cheap enough for capability reports."""
+    if family not in _EXECUTORS:
+        try:
+            __import__(f"hsa.virtual.{family}")
+        except ImportError:
+            return False
+    return family in _EXECUTORS

@@ -37,6 +37,15 @@ class Allocation:
     def accessible_to(self, agent: int | None) -> bool:
         return agent is None or self.accessible_by_all or agent in self.allowed
 
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        """The allocation as an array of `dtype` (cached; trailing bytes left out)."""
+        views = self.__dict__.setdefault("_typed", {})
+        view = views.get(dtype)
+        if view is None:
+            size = dtype.itemsize
+            view = views[dtype] = self.data[: self.size - self.size % size].view(dtype)
+        return view
+
 
 def _fault(address: int, why: str) -> MemoryFault:
     return MemoryFault(
@@ -51,10 +60,9 @@ class MemoryMap:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # Sorted bases and their allocations; replaced (not mutated) under the lock so that
-        # lookups from executor threads can read them without locking.
-        self._bases: list[int] = []
-        self._allocs: list[Allocation] = []
+        # Sorted bases and their allocations, as ONE tuple replaced (never mutated) under the
+        # lock, so that lookups from executor threads read a consistent pair without locking.
+        self._index: tuple[list[int], list[Allocation]] = ([], [])
 
     # --- allocation ----------------------------------------------------------------------
     def allocate(
@@ -81,28 +89,28 @@ class MemoryMap:
             accessible_by_all=accessible_by_all,
         )
         with self._lock:
-            i = bisect.bisect_left(self._bases, alloc.base)
-            self._bases = self._bases[:i] + [alloc.base] + self._bases[i:]
-            self._allocs = self._allocs[:i] + [alloc] + self._allocs[i:]
+            bases, allocs = self._index
+            i = bisect.bisect_left(bases, alloc.base)
+            self._index = (bases[:i] + [alloc.base] + bases[i:], allocs[:i] + [alloc] + allocs[i:])
         return alloc
 
     def free(self, base: int) -> Allocation:
         with self._lock:
-            i = bisect.bisect_left(self._bases, base)
-            if i == len(self._bases) or self._bases[i] != base:
+            bases, allocs = self._index
+            i = bisect.bisect_left(bases, base)
+            if i == len(bases) or bases[i] != base:
                 raise KeyError(base)
-            alloc = self._allocs[i]
-            self._bases = self._bases[:i] + self._bases[i + 1 :]
-            self._allocs = self._allocs[:i] + self._allocs[i + 1 :]
+            alloc = allocs[i]
+            self._index = (bases[:i] + bases[i + 1 :], allocs[:i] + allocs[i + 1 :])
         return alloc
 
     def allocations(self) -> list[Allocation]:
-        return list(self._allocs)
+        return list(self._index[1])
 
     # --- lookup --------------------------------------------------------------------------
     def find(self, address: int, size: int = 1, agent: int | None = HOST) -> Allocation:
         """The allocation holding [address, address + size), checked for `agent`."""
-        bases, allocs = self._bases, self._allocs
+        bases, allocs = self._index
         i = bisect.bisect_right(bases, address) - 1
         if i < 0 or address + size > allocs[i].end:
             raise _fault(address, f"{size} bytes outside every allocation")
@@ -127,29 +135,78 @@ class MemoryMap:
         self.view(address, buf.size, agent)[:] = buf
 
     # --- per-lane access for the ISA executor --------------------------------------------
-    def gather(self, addresses: np.ndarray, dtype: np.dtype, agent: int | None = HOST) -> np.ndarray:
-        """Load one `dtype` value from each address (any alignment)."""
+    def gather(
+        self, addresses: np.ndarray, dtype: np.dtype, agent: int | None = HOST
+    ) -> np.ndarray:
+        """Load one `dtype` value from each address (any alignment, any array shape); the
+        result has the shape of `addresses`."""
         dtype = np.dtype(dtype)
         addresses = np.asarray(addresses, dtype=np.uint64)
-        if addresses.size == 0:
-            return np.empty(0, dtype=dtype)
-        groups = self._group(addresses, dtype.itemsize, agent)
-        out = np.empty(addresses.size, dtype=dtype)
-        for alloc, idx, offsets in groups:
+        shape = addresses.shape
+        flat = addresses.reshape(-1)
+        if flat.size == 0:
+            return np.empty(shape, dtype=dtype)
+        size = dtype.itemsize
+        fast = self._one_allocation(flat, size, agent)
+        if fast is not None:  # the common case: every lane in one buffer
+            alloc, off, either = fast
+            if size == 1:
+                out = alloc.data[off].view(dtype)
+            elif _is_pow2(size) and not either & (size - 1):
+                out = alloc.typed(dtype)[off >> _SHIFT[size]]
+            else:
+                out = _gather_one(alloc.data, off.astype(np.int64), dtype)
+            return out.reshape(shape)
+        out = np.empty(flat.size, dtype=dtype)
+        for alloc, idx, offsets in self._group(flat, size, agent):
             out[idx] = _gather_one(alloc.data, offsets, dtype)
-        return out
+        return out.reshape(shape)
 
     def scatter(
         self, addresses: np.ndarray, values: np.ndarray, agent: int | None = HOST
     ) -> None:
-        """Store values[i] at addresses[i]; later lanes win when addresses repeat."""
+        """Store values[i] at addresses[i] (`values` broadcasts to the shape of
+        `addresses`); later lanes win when addresses repeat."""
         values = np.asarray(values)
         dtype = values.dtype
         addresses = np.asarray(addresses, dtype=np.uint64)
-        if addresses.size == 0:
+        flat = addresses.reshape(-1)
+        if flat.size == 0:
             return
-        for alloc, idx, offsets in self._group(addresses, dtype.itemsize, agent):
+        if values.shape != addresses.shape:
+            values = np.broadcast_to(values, addresses.shape)
+        values = values.reshape(-1)
+        size = dtype.itemsize
+        fast = self._one_allocation(flat, size, agent)
+        if fast is not None:
+            alloc, off, either = fast
+            if size == 1:
+                alloc.data[off] = values.view(np.uint8)
+            elif _is_pow2(size) and not either & (size - 1):
+                alloc.typed(dtype)[off >> _SHIFT[size]] = values
+            else:
+                _scatter_one(alloc.data, off.astype(np.int64), values)
+            return
+        for alloc, idx, offsets in self._group(flat, size, agent):
             _scatter_one(alloc.data, offsets, values[idx])
+
+    def _one_allocation(self, addresses: np.ndarray, itemsize: int, agent: int | None):
+        """(allocation, uint64 byte offsets, their bitwise OR) when every lane lies in the
+        allocation of the first lane and the agent may access it; None otherwise (take the
+        general path)."""
+        alloc = self._try_find(int(addresses[0]))
+        if alloc is None:
+            return None
+        off = addresses - np.uint64(alloc.base)  # a lane below the base wraps to a huge value
+        # One reduction for bounds and alignment: every offset <= their OR, so when the OR
+        # fits, all lanes fit; only otherwise is the exact maximum needed.
+        either = int(np.bitwise_or.reduce(off))
+        limit = alloc.size - itemsize
+        if either > limit and int(off.max()) > limit:
+            return None
+        if not alloc.accessible_to(agent):
+            self.find(int(addresses[0]), itemsize, agent)  # raises the access fault
+        return alloc, off, either
 
     def _group(self, addresses: np.ndarray, itemsize: int, agent: int | None):
         """Split lane addresses by allocation: [(allocation, lane index, byte offsets)].
@@ -169,16 +226,25 @@ class MemoryMap:
             a = addresses[remaining]
             inside = (a >= alloc.base) & (a + np.uint64(itemsize) <= np.uint64(alloc.end))
             lanes = remaining[inside]
-            groups.append((alloc, lanes, (addresses[lanes] - np.uint64(alloc.base)).astype(np.int64)))
+            offsets = (addresses[lanes] - np.uint64(alloc.base)).astype(np.int64)
+            groups.append((alloc, lanes, offsets))
             remaining = remaining[~inside]
         return groups
 
     def _try_find(self, address: int) -> Allocation | None:
-        i = bisect.bisect_right(self._bases, address) - 1
+        bases, allocs = self._index
+        i = bisect.bisect_right(bases, address) - 1
         if i < 0:
             return None
-        alloc = self._allocs[i]
+        alloc = allocs[i]
         return alloc if address < alloc.end else None
+
+
+_SHIFT = {1: 0, 2: 1, 4: 2, 8: 3, 16: 4, 32: 5, 64: 6}
+
+
+def _is_pow2(size: int) -> bool:
+    return size in _SHIFT
 
 
 def _gather_one(data: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
