@@ -1,0 +1,5 @@
+import sys
+
+from tools.packet_trace.cli import main
+
+sys.exit(main())

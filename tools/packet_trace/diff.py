@@ -1,0 +1,152 @@
+"""`packet-trace diff A B`: packet-by-packet differences between two traces (two replays of
+one command buffer, two runs of one program). Packets are paired by position; timestamps are
+never compared, packet ids only with --ids. For a dispatch with kernarg bytes in both
+traces, arguments are compared by name through each trace's KERNEL_SYMBOL layout.
+
+Exit status like diff(1): 0 identical, 1 different, 2 trouble.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from rich.console import Console
+from rich.markup import escape
+
+from packets import decode
+
+from .model import SymbolTable, decode_kernargs, packet_records, type_name
+
+# Fields of a decoded packet that are not compared one by one (derived from others).
+_DERIVED = {"header", "kind", "setup"}
+
+
+def field_changes(a: dict, b: dict, ignore: set[str]) -> list[tuple[str, object, object]]:
+    changes = []
+    for key in dict.fromkeys([*a, *b]):
+        if key in _DERIVED or key in ignore:
+            continue
+        va, vb = a.get(key), b.get(key)
+        if va != vb:
+            changes.append((key, va, vb))
+    return changes
+
+
+def kernarg_changes(ra, fa, sa: SymbolTable, rb, fb, sb: SymbolTable,
+                    ignore: set[str]) -> list[tuple[str, str, str]]:
+    """(name, old text, new text) for each kernarg that differs."""
+    if ra.kernarg is None and rb.kernarg is None:
+        return []
+    if (ra.kernarg is None) != (rb.kernarg is None):
+        return [("kernarg bytes", "absent" if ra.kernarg is None else "recorded",
+                 "absent" if rb.kernarg is None else "recorded")]
+    if ra.kernarg == rb.kernarg:
+        return []
+    la = sa.layouts.get(fa.get("kernel_object"))
+    lb = sb.layouts.get(fb.get("kernel_object"))
+    if la and lb:
+        va = {v.spec.name: v for v in decode_kernargs(la, ra.kernarg)}
+        vb = {v.spec.name: v for v in decode_kernargs(lb, rb.kernarg)}
+        out = []
+        for name in dict.fromkeys([*va, *vb]):
+            if f"kernarg.{name}" in ignore or name in ignore:
+                continue
+            x, y = va.get(name), vb.get(name)
+            if x is None or y is None or x.value != y.value:
+                label = f"kernarg {name}" + (" [hidden]" if (x or y).hidden else "")
+                out.append((label, x.text if x else "absent", y.text if y else "absent"))
+        if out or len(ra.kernarg) == len(rb.kernarg):
+            return out  # bytes outside every argument (padding) are not reported
+    # No layout on one side: name the differing byte ranges.
+    n = max(len(ra.kernarg), len(rb.kernarg))
+    pa, pb = ra.kernarg.ljust(n, b"\0"), rb.kernarg.ljust(n, b"\0")
+    diff = [i for i in range(n) if pa[i] != pb[i]]
+    return [("kernarg bytes", f"{len(ra.kernarg)} B", f"{len(rb.kernarg)} B, differing at "
+             f"offsets {diff[0]}..{diff[-1]}")]
+
+
+_HEX_WORDS = ("signal", "address", "object", "mask", "arg")
+
+
+def _show(key: str, value) -> str:
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int) and any(w in key for w in _HEX_WORDS):
+        return f"0x{value & (2**64 - 1):x}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_show(key, v) for v in value) + "]"
+    if hasattr(value, "name"):
+        return value.name
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _object(raw: bytes) -> int:
+    return int.from_bytes(raw[32:40], "little")
+
+
+def run(args, console: Console) -> int:
+    ignore = {f.strip() for item in (args.ignore or ()) for f in item.split(",") if f.strip()}
+    a_iter = packet_records(args.a)
+    b_iter = packet_records(args.b)
+    differing = 0
+    compared = 0
+    only_a = only_b = 0
+    printed = 0
+    console.print(f"--- {escape(str(args.a))}\n+++ {escape(str(args.b))}", highlight=False)
+    for pair in itertools.zip_longest(a_iter, b_iter):
+        (ra, sa), (rb, sb) = pair[0] or (None, None), pair[1] or (None, None)
+        if ra is None:
+            only_b += 1
+            continue
+        if rb is None:
+            only_a += 1
+            continue
+        compared += 1
+        if (ra.raw == rb.raw and ra.kernarg == rb.kernarg and ra.queue_id == rb.queue_id
+                and (ra.symbol == rb.symbol or ra.raw[:1] != b"\x02")
+                and (not args.ids or ra.packet_id == rb.packet_id)):
+            if ra.raw[:1] != b"\x02" or (sa.names.get(_object(ra.raw))
+                                          == sb.names.get(_object(rb.raw))):
+                continue  # the same bytes (and kernel name): nothing to decode
+        fa, fb = decode(ra.raw), decode(rb.raw)
+        changes = []
+        if ra.queue_id != rb.queue_id and "queue_id" not in ignore:
+            changes.append(("queue_id", ra.queue_id, rb.queue_id))
+        if args.ids and ra.packet_id != rb.packet_id:
+            changes.append(("packet_id", ra.packet_id, rb.packet_id))
+        if type_name(fa) != type_name(fb):
+            changes.append(("type", type_name(fa), type_name(fb)))
+        else:
+            changes += field_changes(fa, fb, ignore)
+            if fa["kind"] == "kernel_dispatch":
+                name_a = ra.symbol or sa.name(fa["kernel_object"])
+                name_b = rb.symbol or sb.name(fb["kernel_object"])
+                if name_a != name_b and "kernel" not in ignore:
+                    changes.append(("kernel", name_a, name_b))
+                changes += kernarg_changes(ra, fa, sa, rb, fb, sb, ignore)
+        if not changes:
+            continue
+        differing += 1
+        if printed < args.max:
+            printed += 1
+            kernel = (" " + (ra.symbol or sa.name(fa["kernel_object"]))
+                      if fa["kind"] == "kernel_dispatch" else "")
+            console.print(escape(
+                f"packet {compared - 1}: queue {ra.queue_id} id {ra.packet_id} | "
+                f"queue {rb.queue_id} id {rb.packet_id}: {type_name(fa)}{kernel}"),
+                highlight=False)
+            for name, x, y in changes:
+                console.print(escape(f"  {name}: {_show(name, x)} -> {_show(name, y)}"),
+                              highlight=False)
+    if differing > printed:
+        console.print(f"... {differing - printed} more differing packet(s) (--max {args.max})")
+    if only_a:
+        console.print(f"{only_a} packet(s) only in {escape(str(args.a))}")
+    if only_b:
+        console.print(f"{only_b} packet(s) only in {escape(str(args.b))}")
+    same = not differing and not only_a and not only_b
+    console.print(f"{compared} packet pair(s) compared: "
+                  + ("identical" if same else f"{differing} differ"), highlight=False)
+    return 0 if same else 1

@@ -1,0 +1,187 @@
+"""`packet-trace export --perfetto OUT.json`: a Chrome/Perfetto JSON trace (open it in
+ui.perfetto.dev or chrome://tracing).
+
+Layout: process 1 "host submit" has one thread track per queue with one slice per submission
+(reserve -> doorbell; a publish_many batch is one slice, its packets listed in args);
+process 2 "device" has one track per queue with a slice per completion record (process 3
+when the completion clock is the device's, which has another time base); process 4 holds
+Vulkan submissions as instant events. Flow arrows join a dependency's producer submission
+(the packet whose completion_signal a barrier-AND/OR dep signal or a barrier-value signal
+is) to the waiting packet's submission. Times are microseconds after the first packet.
+The file is written as the trace is read (one pending submission in memory).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, OrderedDict
+
+from rich.console import Console
+
+from packets import decode, trace
+
+from .model import DependencyTracker, SymbolTable, jsonable, type_name
+
+HOST_PID, DEVICE_PID, DEVICE_CLOCK_PID, VULKAN_PID = 1, 2, 3, 4
+_PROCESS_NAMES = {HOST_PID: "host submit", DEVICE_PID: "device (host clock)",
+                  DEVICE_CLOCK_PID: "device (device clock)", VULKAN_PID: "vulkan submissions"}
+_RECENT = 1 << 16  # packets remembered for naming completion slices
+
+
+class _Writer:
+    def __init__(self, path) -> None:
+        self.file = open(path, "w")  # noqa: SIM115 - closed by close()
+        self.file.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
+        self.count = 0
+
+    def event(self, ev: dict) -> None:
+        if self.count:
+            self.file.write(",\n")
+        self.file.write(json.dumps(ev, separators=(",", ":")))
+        self.count += 1
+
+    def close(self, other: dict) -> None:
+        self.file.write('\n], "otherData": ' + json.dumps(other) + "}\n")
+        self.file.close()
+
+
+class PerfettoExporter:
+    def __init__(self, path) -> None:
+        self.out = _Writer(path)
+        self.symbols = SymbolTable()
+        self.deps = DependencyTracker()
+        self.tids: dict[tuple[int, int], int] = {}  # (pid, queue id) -> tid
+        self.processes: set[int] = set()
+        self.origin: int | None = None
+        self.device_origin: int | None = None
+        self.pending: list[tuple[trace.PacketRecord, dict]] = []
+        self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.flows = 0
+        self.slices = 0
+        self.edges = 0
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _us(self, ns: int) -> float:
+        if self.origin is None:
+            self.origin = ns
+        return (ns - self.origin) / 1000
+
+    def _tid(self, pid: int, queue_id: int) -> int:
+        key = (pid, queue_id)
+        tid = self.tids.get(key)
+        if tid is None:
+            if pid not in self.processes:
+                self.processes.add(pid)
+                self.out.event({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                                "args": {"name": _PROCESS_NAMES[pid]}})
+                self.out.event({"ph": "M", "name": "process_sort_index", "pid": pid,
+                                "tid": 0, "args": {"sort_index": pid}})
+            tid = self.tids[key] = sum(1 for p, _ in self.tids if p == pid) + 1
+            self.out.event({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                            "args": {"name": f"queue {queue_id}"}})
+        return tid
+
+    def _label(self, rec: trace.PacketRecord, fields: dict) -> str:
+        if fields["kind"] == "kernel_dispatch":
+            return rec.symbol or self.symbols.name(fields["kernel_object"])
+        return type_name(fields)
+
+    # --- records -------------------------------------------------------------------------
+
+    def add(self, rec) -> None:
+        if isinstance(rec, trace.PacketRecord):
+            fields = decode(rec.raw)
+            if fields["kind"] == "kernel_dispatch" and rec.symbol:
+                self.symbols.learn(fields["kernel_object"], rec.symbol)
+            if self.pending and not _continues(self.pending[-1][0], rec):
+                self._flush()
+            self.pending.append((rec, fields))
+        elif isinstance(rec, trace.KernelSymbolRecord):
+            self.symbols.add(rec)
+        elif isinstance(rec, trace.CompletionRecord):
+            self._flush()
+            self._completion(rec)
+        elif isinstance(rec, trace.VulkanSubmissionRecord):
+            self._flush()
+            tid = self._tid(VULKAN_PID, 0)
+            self.out.event({"ph": "i", "s": "t", "name": "vkQueueSubmit", "pid": VULKAN_PID,
+                            "tid": tid, "ts": self._us(rec.time_ns),
+                            "args": jsonable(rec.payload)})
+
+    def _flush(self) -> None:
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, []
+        first = batch[0][0]
+        tid = self._tid(HOST_PID, first.queue_id)
+        ts = self._us(first.reserve_ns)
+        dur = max((first.doorbell_ns - first.reserve_ns) / 1000, 0.001)
+        labels = [self._label(r, f) for r, f in batch]
+        name = labels[0] if len(batch) == 1 else f"batch of {len(batch)}"
+        args = {"queue": first.queue_id,
+                "packet ids": f"{first.packet_id}..{batch[-1][0].packet_id}"
+                if len(batch) > 1 else first.packet_id,
+                "packets": dict(Counter(labels)),
+                "publish-reserve ns": first.publish_ns - first.reserve_ns,
+                "doorbell-reserve ns": first.doorbell_ns - first.reserve_ns}
+        self.out.event({"ph": "X", "name": name, "cat": "submit", "pid": HOST_PID, "tid": tid,
+                        "ts": ts, "dur": dur, "args": args})
+        self.slices += 1
+        for rec, fields in batch:
+            key = (rec.queue_id, rec.packet_id)
+            self.recent[key] = self._label(rec, fields)
+            if len(self.recent) > _RECENT:
+                self.recent.popitem(last=False)
+            for edge, anchor in self.deps.observe(key, fields, (tid, ts)):
+                self.edges += 1
+                if anchor is None or anchor == (tid, ts):
+                    continue  # an external signal, or a dependency inside this submission
+                self.flows += 1
+                common = {"name": "dependency", "cat": edge.kind, "id": self.flows}
+                self.out.event({**common, "ph": "s", "pid": HOST_PID, "tid": anchor[0],
+                                "ts": anchor[1],
+                                "args": {"signal": f"0x{edge.signal:x}"}})
+                self.out.event({**common, "ph": "f", "bp": "e", "pid": HOST_PID, "tid": tid,
+                                "ts": ts})
+
+    def _completion(self, rec: trace.CompletionRecord) -> None:
+        if int(rec.clock) == int(trace.Clock.DEVICE_NS):
+            pid = DEVICE_CLOCK_PID
+            if self.device_origin is None:
+                self.device_origin = rec.start_ns
+            ts = (rec.start_ns - self.device_origin) / 1000
+        else:
+            pid = DEVICE_PID
+            ts = self._us(rec.start_ns)
+        name = self.recent.get((rec.queue_id, rec.packet_id), f"packet {rec.packet_id}")
+        self.out.event({"ph": "X", "name": name, "cat": "device", "pid": pid,
+                        "tid": self._tid(pid, rec.queue_id), "ts": ts,
+                        "dur": max((rec.end_ns - rec.start_ns) / 1000, 0.001),
+                        "args": {"queue": rec.queue_id, "packet id": rec.packet_id}})
+        self.slices += 1
+
+    def close(self) -> None:
+        self._flush()
+        self.out.close({"source": "amdgpu-direct packet-trace", "origin_ns": self.origin,
+                        "dependency_edges": self.edges})
+
+
+def _continues(prev: trace.PacketRecord, rec: trace.PacketRecord) -> bool:
+    """Whether `rec` belongs to the submission (one publish_many) that `prev` is in."""
+    return (rec.queue_id == prev.queue_id and rec.reserve_ns == prev.reserve_ns
+            and rec.publish_ns == prev.publish_ns and rec.packet_id == prev.packet_id + 1)
+
+
+def run(args, console: Console) -> int:
+    exporter = PerfettoExporter(args.perfetto)
+    try:
+        for rec in trace.read_trace(args.file):
+            exporter.add(rec)
+    finally:
+        exporter.close()  # a valid JSON file of what came before a format error
+    queues = sum(1 for p, _ in exporter.tids if p == HOST_PID)
+    console.print(f"wrote {args.perfetto}: {exporter.out.count} events, {queues} queue "
+                  f"track(s), {exporter.slices} slices, {exporter.flows} flow arrow(s) for "
+                  f"{exporter.edges} dependency edge(s)", highlight=False)
+    return 0

@@ -1,0 +1,265 @@
+"""`packet-trace show`: the packets of a trace as a table (or hex dumps with --raw), with
+kernel names and kernarg values decoded by name from KERNEL_SYMBOL layouts.
+
+Rows are printed in pages, so a long trace streams; a format error is reported after the
+rows before it have been printed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from packets import decode, trace
+
+from .model import (
+    SymbolTable,
+    decode_kernargs,
+    normalize_type,
+    parse_time,
+    scope_name,
+    type_name,
+)
+
+PAGE_ROWS = 200
+
+
+class Filters:
+    def __init__(self, args) -> None:
+        self.queues = set(args.queue or ())
+        self.kernels = list(args.kernel or ())
+        self.types = {normalize_type(t) for t in (args.type or ())}
+        self.since = parse_time(args.since) if args.since else None
+        self.until = parse_time(args.until) if args.until else None
+        self.origin: int | None = None  # reserve_ns of the first packet
+
+    def accept_vulkan(self, rec: trace.VulkanSubmissionRecord) -> bool:
+        """Vulkan submissions are rows too, unless a packet filter is given."""
+        if self.origin is None:
+            self.origin = rec.time_ns
+        return not (self.queues or self.kernels or self.types or self.since or self.until)
+
+    def accept(self, rec: trace.PacketRecord, fields: dict, kernel: str | None) -> bool:
+        if self.origin is None:
+            self.origin = rec.reserve_ns
+        if self.queues and rec.queue_id not in self.queues:
+            return False
+        if self.types and type_name(fields) not in self.types:
+            return False
+        if self.kernels and not (kernel and any(
+                fnmatch.fnmatchcase(kernel, k) or k in kernel for k in self.kernels)):
+            return False
+        if self.since and rec.reserve_ns < self.since.resolve(self.origin):
+            return False
+        if self.until and rec.reserve_ns > self.until.resolve(self.origin):
+            return False
+        return True
+
+
+def _payload_text(payload: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in payload.items())
+
+
+def kernel_of(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str | None:
+    if fields["kind"] != "kernel_dispatch":
+        return None
+    return rec.symbol or symbols.name(fields["kernel_object"])
+
+
+def kernarg_text(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
+    """'name=value (kind)' for every argument; hidden args marked; raw hex without a layout."""
+    if rec.kernarg is None:
+        return f"kernarg@0x{fields['kernarg_address']:x}"
+    specs = symbols.layouts.get(fields["kernel_object"])
+    if not specs:
+        return f"kernarg {len(rec.kernarg)} B (no layout): {rec.kernarg[:32].hex()}" + (
+            "..." if len(rec.kernarg) > 32 else "")
+    parts = []
+    for arg in decode_kernargs(specs, rec.kernarg):
+        label = "[hidden] " if arg.hidden else ""
+        kind = "" if arg.hidden else f" ({arg.spec.kind})"
+        parts.append(f"{label}{arg.spec.name}={arg.text}{kind}")
+    return "\n".join(parts)
+
+
+def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
+    kind = fields["kind"]
+    done = fields.get("completion_signal", 0)
+    tail = f"\ncompletion_signal=0x{done:x}" if done else ""
+    if kind == "kernel_dispatch":
+        return kernarg_text(rec, fields, symbols) + tail
+    if kind in ("barrier_and", "barrier_or"):
+        deps = ", ".join(f"0x{d:x}" for d in fields["dep_signal"] if d)
+        return f"deps=[{deps}]" + tail
+    if kind == "barrier_value":
+        mask = fields["mask"] & (2**64 - 1)
+        value = f"0x{fields['signal']:x}" + ("" if mask == 2**64 - 1 else f" & 0x{mask:x}")
+        cond = getattr(fields["cond"], "name", fields["cond"])
+        return f"wait value({value}) {cond} {fields['value']}" + tail
+    if kind == "agent_dispatch":
+        args = ", ".join(f"0x{a:x}" for a in fields["arg"])
+        return f"agent_type={fields['agent_type']} args=[{args}]" + tail
+    return f"header=0x{fields['header']:04x}"
+
+
+def shape(fields: dict) -> str:
+    if fields["kind"] != "kernel_dispatch":
+        return ""
+    grid = "x".join(str(fields[f"grid_size_{a}"]) for a in "xyz"[:max(1, fields["dims"])])
+    wg = "x".join(str(fields[f"workgroup_size_{a}"]) for a in "xyz"[:max(1, fields["dims"])])
+    return f"{grid} / {wg}"
+
+
+# (header, width, right-justified); the last column takes the rest of the line.
+COLUMNS = [("t+us", 10, True), ("queue", 5, True), ("id", 7, True), ("type", 17, False),
+           ("bar", 3, False), ("acq/rel", 11, False), ("kernel", 22, False),
+           ("grid / wg", 14, False), ("details (kernargs by name, signals)", 30, False)]
+
+
+class RichRows:
+    """Rows as rich tables (a terminal), printed a page at a time."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.first = True
+        self.table = self._new()
+        self.count = 0
+
+    def _new(self) -> Table:
+        table = Table(box=box.SIMPLE_HEAD if self.first else None, show_header=self.first,
+                      show_edge=False, pad_edge=False)
+        for i, (name, width, right) in enumerate(COLUMNS):
+            last = i == len(COLUMNS) - 1
+            table.add_column(name, justify="right" if right else "left",
+                             width=None if last else width, min_width=width if last else None,
+                             overflow="fold", no_wrap=not last and name != "kernel")
+        return table
+
+    def add(self, cells: list[str]) -> None:
+        self.table.add_row(*(escape(c) for c in cells))
+        self.count += 1
+        if self.count >= PAGE_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.count:
+            self.console.print(self.table)
+            self.first = False
+            self.table, self.count = self._new(), 0
+
+    def text(self, line: str) -> None:
+        self.console.print(escape(line))
+
+
+class PlainRows:
+    """The same columns as fixed-width text (pipes, files): fast enough for long traces."""
+
+    def __init__(self, console: Console) -> None:
+        self.out = console.file
+        total = console.width or 160
+        fixed = sum(w for _, w, _ in COLUMNS[:-1]) + 3 * (len(COLUMNS) - 1)
+        self.widths = [w for _, w, _ in COLUMNS[:-1]] + [max(COLUMNS[-1][1], total - fixed)]
+        self.header_done = False
+
+    def _line(self, cells: list[str]) -> str:
+        parts = []
+        for (_, _, right), width, cell in zip(COLUMNS, self.widths, cells, strict=True):
+            parts.append(cell.rjust(width) if right else cell.ljust(width))
+        return "   ".join(parts).rstrip() + "\n"
+
+    def add(self, cells: list[str]) -> None:
+        if not self.header_done:
+            self.header_done = True
+            self.out.write(self._line([name for name, _, _ in COLUMNS]))
+            self.out.write("\u2500" * (sum(self.widths) + 3 * (len(self.widths) - 1)) + "\n")
+        columns = [_fold(cell, width) for cell, width in zip(cells, self.widths, strict=True)]
+        height = max(len(c) for c in columns)
+        for i in range(height):
+            self.out.write(self._line([c[i] if i < len(c) else "" for c in columns]))
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def text(self, line: str) -> None:
+        self.out.write(line + "\n")
+
+
+def _fold(cell: str, width: int) -> list[str]:
+    lines = []
+    for line in cell.split("\n"):
+        while len(line) > width:
+            lines.append(line[:width])
+            line = line[width:]
+        lines.append(line)
+    return lines
+
+
+def hexdump(data: bytes, indent: str = "  ") -> list[str]:
+    lines = []
+    for i in range(0, len(data), 16):
+        row = data[i:i + 16]
+        words = " ".join(row[j:j + 4].hex() for j in range(0, len(row), 4))
+        lines.append(f"{indent}{i:04x}: {words}")
+    return lines
+
+
+def run(args, console: Console) -> int:
+    filters = Filters(args)
+    symbols = SymbolTable()
+    fmt = args.format
+    if fmt == "auto":
+        fmt = "rich" if console.is_terminal else "plain"
+    rows = RichRows(console) if fmt == "rich" else PlainRows(console)
+    shown = 0
+    try:
+        for rec in trace.read_trace(args.file):
+            if isinstance(rec, trace.KernelSymbolRecord):
+                symbols.add(rec)
+                continue
+            if isinstance(rec, trace.VulkanSubmissionRecord) and filters.accept_vulkan(rec):
+                t_us = (rec.time_ns - filters.origin) / 1000
+                text = _payload_text(rec.payload)
+                if args.raw:
+                    rows.text(f"+{t_us:.3f}us vulkan_submission {text}")
+                else:
+                    rows.add([f"{t_us:.3f}", str(rec.payload.get("queue", "-")), "-",
+                              "vulkan_submission", "", "", "", "", text])
+                shown += 1
+                continue
+            if not isinstance(rec, trace.PacketRecord):
+                continue
+            fields = decode(rec.raw)
+            kernel = kernel_of(rec, fields, symbols)
+            if fields["kind"] == "kernel_dispatch" and rec.symbol:
+                symbols.learn(fields["kernel_object"], rec.symbol)
+            if not filters.accept(rec, fields, kernel):
+                continue
+            t_us = (rec.reserve_ns - filters.origin) / 1000
+            if args.raw:
+                lines = [f"+{t_us:.3f}us queue {rec.queue_id} id {rec.packet_id} "
+                         f"{type_name(fields)}" + (f" {kernel}" if kernel else "")
+                         + f" (record at byte offset {rec.offset})", "  packet:"]
+                lines += hexdump(rec.raw, "    ")
+                if rec.kernarg is not None:
+                    lines.append(f"  kernarg ({len(rec.kernarg)} bytes):")
+                    lines += hexdump(rec.kernarg, "    ")
+                rows.text("\n".join(lines))
+            else:
+                rows.add([
+                    f"{t_us:.3f}", str(rec.queue_id), str(rec.packet_id), type_name(fields),
+                    "B" if fields["barrier"] else "-",
+                    f"{scope_name(fields['acquire_fence_scope'])}/"
+                    f"{scope_name(fields['release_fence_scope'])}",
+                    kernel or "", shape(fields), details(rec, fields, symbols)])
+            shown += 1
+            if args.limit is not None and shown >= args.limit:
+                break
+    finally:
+        rows.flush()  # the rows before a format error too
+    if shown == 0:
+        rows.text("no packets match")
+    return 0
