@@ -1,0 +1,118 @@
+"""Allocations behind `amdgpu.Buffer`: one VkBuffer with its own VkDeviceMemory, persistently
+mapped when the memory is host-visible (always on lavapipe; device-local host-visible memory
+on ReBAR GPUs), or device-local with staging copies otherwise. A Buffer's `handle` is its
+root's Allocation; `buffer.offset` is the offset into that VkBuffer."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from amdgpu.errors import VulkanError
+
+from .instance import check, vk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .device import VulkanDevice
+
+_uids = itertools.count(1)
+
+# Core Vulkan 1.2 values that the `vulkan` package leaves as None.
+BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
+MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x2
+
+
+def int_handle(handle) -> int:
+    """A Vulkan handle (cffi pointer) as a Python int."""
+    return int(vk.ffi.cast("uintptr_t", handle))
+
+
+def choose_memory_type(props, type_bits: int, preferences: list[int]) -> int:
+    """The first memory type allowed by type_bits that has all flags of a preference."""
+    for wanted in preferences:
+        for i in range(props.memoryTypeCount):
+            flags = props.memoryTypes[i].propertyFlags
+            if type_bits & (1 << i) and (flags & wanted) == wanted:
+                return i
+    raise VulkanError("no Vulkan memory type fits the buffer; the driver exposes none usable")
+
+
+class Allocation:
+    """A VkBuffer and its memory; shared by a buffer and its views."""
+
+    def __init__(self, device: VulkanDevice, nbytes: int, *, host_visible: bool = False):
+        self.device = device
+        self.nbytes = nbytes
+        self.uid = next(_uids)
+        dev = device.handle
+        usage = (
+            vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+            | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+            | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        )
+        if device.bda_enabled:
+            usage |= BUFFER_USAGE_SHADER_DEVICE_ADDRESS
+        info = vk.VkBufferCreateInfo(
+            size=max(nbytes, 4), usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE
+        )
+        out = vk.ffi.new("VkBuffer*")
+        check(
+            vk.lib.vkCreateBuffer(dev, vk.ffi.addressof(info), vk.ffi.NULL, out),
+            "vkCreateBuffer",
+            f"{nbytes} bytes",
+        )
+        self.buffer = out[0]
+        self.handle = int_handle(self.buffer)
+        req = vk.vkGetBufferMemoryRequirements(dev, self.buffer)
+        host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        prefs = [local | host, host] if host_visible else [local | host, local]
+        flags_info = (
+            vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS)
+            if device.bda_enabled
+            else None
+        )
+        mem = vk.ffi.new("VkDeviceMemory*")
+        result, flags = -2, 0
+        # Device-local host-visible memory (ReBAR) first; when its heap is full, fall back
+        # to the next preference (plain device-local with staging, or host memory).
+        for pref in range(len(prefs)):
+            try:
+                type_index = choose_memory_type(
+                    device.memory_properties, req.memoryTypeBits, prefs[pref:]
+                )
+            except VulkanError:
+                break
+            flags = device.memory_properties.memoryTypes[type_index].propertyFlags
+            alloc = vk.VkMemoryAllocateInfo(
+                pNext=flags_info, allocationSize=req.size, memoryTypeIndex=type_index
+            )
+            result = vk.lib.vkAllocateMemory(dev, vk.ffi.addressof(alloc), vk.ffi.NULL, mem)
+            if result == 0:
+                break
+        if result != 0:
+            vk.lib.vkDestroyBuffer(dev, self.buffer, vk.ffi.NULL)
+            check(result, "vkAllocateMemory", f"{nbytes} bytes")
+        self.memory = mem[0]
+        check(vk.lib.vkBindBufferMemory(dev, self.buffer, self.memory, 0), "vkBindBufferMemory")
+        self.address = 0
+        if device.bda_enabled:
+            address_info = vk.VkBufferDeviceAddressInfo(buffer=self.buffer)
+            self.address = int(vk.lib.vkGetBufferDeviceAddress(dev, vk.ffi.addressof(address_info)))
+        self.host: np.ndarray | None = None
+        if flags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT:
+            ptr = vk.ffi.new("void**")
+            check(vk.lib.vkMapMemory(dev, self.memory, 0, req.size, 0, ptr), "vkMapMemory")
+            self.host = np.frombuffer(vk.ffi.buffer(ptr[0], max(nbytes, 4)), dtype=np.uint8)
+        self.freed = False
+
+    def free(self) -> None:
+        if self.freed:
+            return
+        self.freed = True
+        dev = self.device.handle
+        self.host = None
+        vk.lib.vkDestroyBuffer(dev, self.buffer, vk.ffi.NULL)
+        vk.lib.vkFreeMemory(dev, self.memory, vk.ffi.NULL)

@@ -1,0 +1,365 @@
+"""Host cost of the Vulkan backend's dispatch paths, and chain-100 end to end vs IREE.
+
+    .venv/bin/python benchmarks/bench_vulkan.py [--quick] [--device N] [--no-iree]
+        [--bundle-dir DIR]   # saves the compiled kernels there, or reuses them
+
+Per dispatch path (bda, push_descriptors, descriptor_sets; those the device offers):
+  1. immediate dispatch: host time of one `dev.dispatch(x+1)` call on an idle device
+     (median), and back-to-back throughput (calls per second, includes back-pressure);
+  2. command-buffer replay, N = 100 and 5000 dependent x+1 dispatches (barrier after each):
+     host time of `dev.submit(cb, bindings)` with the same buffers and with new buffers
+     every time; baseline measured in the same run: re-recording the command buffer
+     (record + finalize + submit) every time. Ratio = baseline / replay.
+  3. chain-100 end to end: 100 dependent x+1 dispatches on 4096 floats with compute->compute
+     barriers, submit + wait (median); side by side with IREE's own C runtime (iree.runtime,
+     driver "vulkan") running the same program compiled by iree-compile with the same
+     Vulkan target flags (one vmfb per ABI), when that works on the device.
+Goal: BDA cached replay of 5000 dispatches <= 100 us host time.
+
+The kernels come from IREE (compiler.iree.compile_mlir, target "portable"), so nothing here
+depends on lavapipe; any Vulkan 1.3 device works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# The validation layer (when installed) would dominate host costs: keep it off here.
+os.environ.setdefault("AMDGPU_VULKAN_VALIDATION", "0")
+
+from amdgpu.vulkan import VulkanDevice, list_devices  # noqa: E402
+from compiler.iree import compile_mlir, iree_compile_path, vulkan_device_flags  # noqa: E402
+
+N_FLOATS = 4096
+
+
+def addone_mlir() -> str:
+    return (
+        f"func.func @addone(%x: tensor<{N_FLOATS}xf32>) -> tensor<{N_FLOATS}xf32> {{\n"
+        f"  %c = arith.constant dense<1.0> : tensor<{N_FLOATS}xf32>\n"
+        f"  %r = arith.addf %x, %c : tensor<{N_FLOATS}xf32>\n"
+        f"  return %r : tensor<{N_FLOATS}xf32>\n}}\n"
+    )
+
+
+def chain_mlir(n: int) -> str:
+    """n dependent x+1 steps; optimization barriers keep IREE from fusing them."""
+    t = f"tensor<{N_FLOATS}xf32>"
+    lines = [
+        f"func.func @chain(%x: {t}) -> {t} {{",
+        f"  %c = arith.constant dense<1.0> : {t}",
+        f"  %v0 = util.optimization_barrier %x : {t}",
+    ]
+    for i in range(n):
+        lines.append(f"  %a{i} = arith.addf %v{i}, %c : {t}")
+        lines.append(f"  %v{i + 1} = util.optimization_barrier %a{i} : {t}")
+    lines.append(f"  return %v{n} : {t}\n}}\n")
+    return "\n".join(lines)
+
+
+def median_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+def fmt_us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.2f} ms" if value >= 10000 else f"{value:.1f} us"
+
+
+class PathBench:
+    def __init__(self, index: int, path: str, compiled, quick: bool):
+        self.dev = VulkanDevice(index, path=path)
+        self.path = path
+        self.quick = quick
+        dispatch = compiled.program["dispatches"][0]
+        self.kernel = self.dev.load(compiled).kernel(dispatch["kernel"])
+        self.grid = [
+            c * w
+            for c, w in zip(dispatch["workgroup_count"], dispatch["workgroup_size"], strict=False)
+        ]
+        self.results: dict[str, float | None] = {}
+
+    def buffers(self, count: int):
+        return [self.dev.buffer(np.zeros(N_FLOATS, np.float32)) for _ in range(count)]
+
+    def record(self, n: int):
+        cb = self.dev.command_buffer()
+        s0, s1 = cb.binding(0), cb.binding(1)
+        for i in range(n):
+            src, dst = (s0, s1) if i % 2 == 0 else (s1, s0)
+            cb.dispatch(self.kernel, self.grid, args=(src, dst))
+            cb.barrier()
+        return cb.finalize()
+
+    def immediate(self) -> None:
+        a, b = self.buffers(2)
+        reps = 30 if self.quick else 200
+        samples = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            p = self.dev.dispatch(self.kernel, self.grid, args=(a, b))
+            samples.append(time.perf_counter() - t)
+            p.wait()
+        self.results["immediate_us"] = median_us(samples[reps // 10 :])
+        t = time.perf_counter()
+        for _ in range(reps):
+            p = self.dev.dispatch(self.kernel, self.grid, args=(a, b))
+        p.wait()
+        self.results["immediate_rate"] = reps / (time.perf_counter() - t)
+        expected = np.ones(N_FLOATS, np.float32)
+        if not np.array_equal(b.to_numpy(np.float32), expected):
+            raise SystemExit(f"{self.path}: immediate x+1 gave wrong results")
+
+    def replay(self, n: int) -> None:
+        reps = (3 if n > 1000 else 10) if self.quick else (30 if n > 1000 else 50)
+        cb = self.record(n)
+        a, b = self.buffers(2)
+        self.dev.submit(cb, [a, b]).wait(120)
+        out = a if n % 2 == 0 else b
+        if out.to_numpy(np.float32)[0] != n:
+            raise SystemExit(
+                f"{self.path}: chain of {n} gave {out.to_numpy(np.float32)[0]}, not {n}"
+            )
+        same = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            p = self.dev.submit(cb, [a, b])
+            same.append(time.perf_counter() - t)
+            p.wait(120)
+        fresh = []
+        for _ in range(reps):
+            c, d = self.buffers(2)
+            t = time.perf_counter()
+            p = self.dev.submit(cb, [c, d])
+            fresh.append(time.perf_counter() - t)
+            p.wait(120)
+            c.free()
+            d.free()
+        # The driver's share: the same recorded VkCommandBuffer through the lane alone
+        # (vkQueueSubmit2 with pre-built structs), no binding work.
+        raw = []
+        self.dev.submit(cb, [a, b]).wait(120)  # live buffers in the instance used below
+        instance = next(
+            i for pool in cb._instances.values() for i in pool if i.handle == cb.last_handle
+        )
+        lane = self.dev.lane(0)
+        for _ in range(reps):
+            t = time.perf_counter()
+            p = lane.submit(instance.command_buffer)
+            raw.append(time.perf_counter() - t)
+            p.wait(120)
+        self.results[f"raw{n}_us"] = median_us(raw)
+        rerecord = []
+        for _ in range(max(2, reps // 5)):
+            t = time.perf_counter()
+            cb2 = self.record(n)
+            p = self.dev.submit(cb2, [a, b])
+            rerecord.append(time.perf_counter() - t)
+            p.wait(120)
+            cb2.release()
+        self.results[f"replay{n}_same_us"] = median_us(same)
+        self.results[f"replay{n}_new_us"] = median_us(fresh)
+        self.results[f"rerecord{n}_us"] = median_us(rerecord)
+        self.results[f"records{n}"] = cb.record_count
+        cb.release()
+
+    def chain(self, n: int = 100) -> None:
+        reps = 10 if self.quick else 50
+        cb = self.record(n)
+        a, b = self.buffers(2)
+        samples = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            self.dev.submit(cb, [a, b]).wait(120)
+            samples.append(time.perf_counter() - t)
+        self.results["chain100_us"] = median_us(samples)
+        # Ping-pong with an even n ends in `a`, which grows by n per replay.
+        if n % 2 == 0 and a.to_numpy(np.float32)[0] != n * reps:
+            raise SystemExit(
+                f"{self.path}: chain-{n} gave {a.to_numpy(np.float32)[0]}, not {n * reps}"
+            )
+
+    def close(self) -> None:
+        self.dev.close()
+
+
+def compile_vmfb(n: int, abi: str, vmfb: Path) -> str:
+    """Compile chain-n for IREE's runtime with the same Vulkan flags; '' or the problem."""
+    source = vmfb.with_suffix(".mlir")
+    source.write_text(chain_mlir(n))
+    try:
+        cmd = [iree_compile_path(), str(source), *vulkan_device_flags(abi), "-o", str(vmfb)]
+    except Exception as error:  # noqa: BLE001 - no compiler installed
+        return f"iree-compile unavailable: {error}"
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"iree-compile failed: {done.stderr.strip().splitlines()[-1:]}"
+    return ""
+
+
+def load_or_compile_addone(workdir: Path, bundle_dir: Path | None):
+    """The x+1 kernel bundle: from --bundle-dir (made by --save-bundles) or compiled now."""
+    from compiler.bundle import KernelBundle, Variant
+
+    if bundle_dir is not None and (bundle_dir / "addone.bundle").exists():
+        return KernelBundle.load(bundle_dir / "addone.bundle"), "loaded"
+    (workdir / "addone.mlir").write_text(addone_mlir())
+    result = compile_mlir(workdir / "addone.mlir", vulkan_abis=("descriptors", "bda"))
+    bundle = KernelBundle(
+        "addone",
+        "bench",
+        [Variant(v.kind, v.target, v.abi, v.data, v.info) for v in result.variants],
+        result.program,
+    )
+    if bundle_dir is not None:
+        bundle_dir.mkdir(parents=True, exist_ok=True)
+        bundle.save(bundle_dir / "addone.bundle")
+        for abi in ("descriptors", "bda"):
+            problem = compile_vmfb(100, abi, bundle_dir / f"chain100_{abi}.vmfb")
+            if problem:
+                print(f"  {abi} vmfb: {problem}")
+    return bundle, "compiled"
+
+
+def iree_chain(index: int, n: int, quick: bool, workdir: Path) -> dict[str, float | str]:
+    """chain-n through IREE's C runtime (iree.runtime, driver "vulkan"), per ABI."""
+    out: dict[str, float | str] = {}
+    try:
+        import iree.runtime as rt
+    except ImportError as error:
+        return {"error": f"iree.runtime not importable: {error}"}
+    for abi in ("descriptors", "bda"):
+        vmfb = workdir / f"chain{n}_{abi}.vmfb"
+        problem = compile_vmfb(n, abi, vmfb) if not vmfb.exists() else ""
+        if problem:
+            out[abi] = problem
+            continue
+        try:
+            config = rt.Config(f"vulkan://{index}" if index else "vulkan")
+            ctx = rt.SystemContext(config=config)
+            ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb.read_bytes()))
+            fn = ctx.modules.module["chain"]
+            x = rt.asdevicearray(config.device, np.zeros(N_FLOATS, np.float32))
+            fn(x)  # warm up (pipeline creation)
+            samples = []
+            for _ in range(3 if quick else 10):
+                t = time.perf_counter()
+                fn(x)
+                samples.append(time.perf_counter() - t)
+            out[abi] = median_us(samples)
+        except Exception as error:  # noqa: BLE001 - report whatever IREE raised
+            out[abi] = f"iree.runtime failed: {str(error).splitlines()[0][:120]}"
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--no-iree", action="store_true", help="skip IREE's runtime")
+    parser.add_argument(
+        "--bundle-dir",
+        type=Path,
+        help="use (or, when empty, save) the compiled kernels there: for machines without "
+        "iree-compile",
+    )
+    args = parser.parse_args()
+
+    reports = list_devices()
+    if args.device >= len(reports) or not reports[args.device].available:
+        print(f"no usable Vulkan device vulkan:{args.device}: {reports}")
+        return 1
+    report = reports[args.device]
+    print(
+        f"device: {report.spec} {report.name} (Vulkan {report.versions['api']}, "
+        f"{report.versions['driver']})"
+    )
+    paths = [p for p in ("bda", "push_descriptors") if report.paths[p].available]
+    paths.append("descriptor_sets")
+    for p, cap in report.paths.items():
+        if not cap.available:
+            print(f"  path {p} unavailable: {cap.reason}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        t = time.perf_counter()
+        compiled, how = load_or_compile_addone(workdir, args.bundle_dir)
+        print(f"{how} x+1 ({N_FLOATS} floats) for both ABIs in {time.perf_counter() - t:.1f} s")
+        if args.bundle_dir is not None:
+            for vmfb in args.bundle_dir.glob("chain100_*.vmfb"):
+                (workdir / vmfb.name).write_bytes(vmfb.read_bytes())
+
+        results: dict[str, dict] = {}
+        for path in paths:
+            bench = PathBench(args.device, path, compiled, args.quick)
+            try:
+                bench.immediate()
+                for n in (100, 5000):
+                    bench.replay(n)
+                bench.chain(100)
+            finally:
+                bench.close()
+            results[path] = bench.results
+            r = bench.results
+            print(
+                f"[{path}] immediate {fmt_us(r['immediate_us'])} "
+                f"({r['immediate_rate']:.0f}/s back-to-back); "
+                f"replay100 {fmt_us(r['replay100_new_us'])}, "
+                f"replay5000 {fmt_us(r['replay5000_new_us'])}, "
+                f"chain-100 {fmt_us(r['chain100_us'])}",
+                flush=True,
+            )
+        iree = {} if args.no_iree else iree_chain(args.device, 100, args.quick, workdir)
+
+    print()
+    print("summary (host time per call, median; new = new buffers bound on each replay)")
+    header = (
+        f"{'path':<17}{'immediate':>11}{'replay100':>11}{'(same)':>10}{'re-record':>11}"
+        f"{'ratio':>7}{'replay5000':>12}{'(same)':>10}{'re-record':>11}{'ratio':>8}"
+        f"{'chain-100':>11}"
+    )
+    print(header)
+    for path, r in results.items():
+        ratio100 = r["rerecord100_us"] / r["replay100_new_us"]
+        ratio5000 = r["rerecord5000_us"] / r["replay5000_new_us"]
+        print(
+            f"{path:<17}{fmt_us(r['immediate_us']):>11}{fmt_us(r['replay100_new_us']):>11}"
+            f"{fmt_us(r['replay100_same_us']):>10}{fmt_us(r['rerecord100_us']):>11}"
+            f"{ratio100:>6.0f}x{fmt_us(r['replay5000_new_us']):>12}"
+            f"{fmt_us(r['replay5000_same_us']):>10}{fmt_us(r['rerecord5000_us']):>11}"
+            f"{ratio5000:>7.0f}x{fmt_us(r['chain100_us']):>11}"
+        )
+    if iree:
+        print("IREE C runtime (iree.runtime, same chain-100 program, per call):")
+        for abi, value in iree.items():
+            text = fmt_us(value) if isinstance(value, float) else value
+            print(f"  {abi:<12} {text}")
+            best = min(r["chain100_us"] for r in results.values())
+            if isinstance(value, float):
+                print(f"  {'':<12} amdgpu-direct best chain-100 is {value / best:.1f}x faster")
+    print(
+        "driver share of replay5000 (the recorded VkCommandBuffer submitted alone): "
+        + ", ".join(f"{p} {fmt_us(r['raw5000_us'])}" for p, r in results.items())
+    )
+    if "bda" in results:
+        bda = results["bda"]["replay5000_new_us"]
+        verdict = "met" if bda <= 100 else "NOT met"
+        print(
+            f"goal: BDA cached replay of 5000 dispatches <= 100 us host time: {fmt_us(bda)} "
+            f"({verdict}; records={results['bda']['records5000']})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
