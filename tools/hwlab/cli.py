@@ -15,23 +15,25 @@ import socket
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from amdgpu.errors import AmdgpuError
 
 
 def _inventory(specs: list[str] | None):
-    from tools.hwlab.inventory import inventory
+    """The selected devices (every device when none is named), in the order given."""
+    from tools.hwlab.inventory import find_device, inventory
 
-    devices = inventory(socket.gethostname())
+    machine = socket.gethostname()
+    devices = inventory(machine)
     if specs:
-        known = {d.spec: d for d in devices}
-        unknown = [s for s in specs if s not in known]
-        if unknown:
-            raise AmdgpuError(
-                f"no such device: {', '.join(unknown)}; 'hwlab devices' lists: " + ", ".join(known)
-            )
-        devices = [known[s] for s in specs]
+        chosen = []
+        for spec in specs:
+            dev = find_device(machine, spec, devices)
+            if dev.key not in {d.key for d in chosen}:
+                chosen.append(dev)
+        devices = chosen
     return devices
 
 
@@ -40,26 +42,30 @@ def cmd_devices(args) -> int:
     if args.json:
         print(json.dumps([d.to_json() for d in devices], indent=2))
         return 0
-    table = Table(title="hwlab devices")
-    for col in (
-        "spec",
-        "backend",
-        "name",
-        "target",
-        "backend available",
-        "optimized paths",
-        "versions",
-    ):
-        table.add_column(col, overflow="fold")
+    console = Console()
+    table = Table(title="hwlab devices", show_lines=True)
+    table.add_column("device", overflow="fold", ratio=2)
+    table.add_column("backend available", overflow="fold", ratio=3)
+    table.add_column("optimized paths", overflow="fold", ratio=4)
     for d in devices:
-        avail = "[green]yes[/]" if d.available else f"[red]no[/]: {d.reason}"
+        ident = (
+            f"[bold]{escape(d.spec)}[/]\n{d.backend}: {escape(d.name or '-')}\n"
+            f"target {escape(d.target or '-')}"
+        )
+        ident += "".join(f"\n{k} {escape(str(v))}" for k, v in d.versions.items())
+        avail = "[green]yes[/]" if d.available else f"[red]no[/]: {escape(d.reason)}"
+        if d.available:
+            avail += "\nclasses: " + ", ".join(sorted(d.hardware_classes))
         paths = "\n".join(
-            f"[green]{k}[/]" if ok else f"[yellow]{k}: no[/] ({d.path_reasons.get(k, '')})"
+            f"[green]{k}: yes[/]"
+            if ok
+            else f"[yellow]{k}: no[/] ({escape(d.path_reasons.get(k, ''))})"
             for k, ok in d.paths.items()
         )
-        versions = ", ".join(f"{k} {v}" for k, v in d.versions.items())
-        table.add_row(d.spec, d.backend, d.name, d.target, avail, paths, versions)
-    Console().print(table)
+        if paths and not d.available:
+            paths = "[dim]the library offers (no device to use them):[/]\n" + paths
+        table.add_row(ident, avail, paths or "-")
+    console.print(table)
     return 0
 
 
@@ -82,8 +88,19 @@ def cmd_run(args) -> int:
     from tools.hwlab.runner import run
 
     devices = _inventory(args.device)
-    report = run(devices, args.suite or ["conformance"], args.k, show_progress=sys.stderr.isatty())
+    suites = args.suite or ["conformance"]
+    progress_console = Console(stderr=True)
+    report = run(
+        devices,
+        suites,
+        args.k,
+        show_progress=progress_console.is_terminal,
+        console=progress_console,
+    )
     _write_reports(report, args, Console())
+    if not report.results:
+        print(f"hwlab: no test of {', '.join(suites)} matched -k {args.k!r}", file=sys.stderr)
+        return 1
     return 1 if report.failed else 0
 
 
@@ -108,15 +125,19 @@ def cmd_bench(args) -> int:
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(
-            r["device"],
-            r["measure"],
-            r.get("value_text", ""),
-            r.get("baseline_text", ""),
-            r.get("ratio_text", ""),
-            r.get("note", ""),
+            *(
+                escape(str(r.get(k, "")))
+                for k in ("device", "measure", "value_text", "baseline_text", "ratio_text", "note")
+            )
         )
-    Console().print(table)
-    return 0
+    console = Console()
+    console.print(table)
+    console.print(
+        "ratio: our figure against the baseline (faster = less time, or more dispatches per "
+        "second). Baselines: IREE's runtime on the same device (vulkan driver) or on the CPU "
+        "(local-task) for HSA devices; HIP through hip-python where libamdhip64 exists."
+    )
+    return 1 if any(r.get("value_text") == "failed" for r in rows) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tools.hwlab.results import LabReport
@@ -16,14 +17,24 @@ SYMBOL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip
 STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "skipped": "yellow"}
 
 
+def summary_line(message: str) -> str:
+    """The line that says what went wrong: pytest's first "E   " line (the exception),
+    else the last non-empty line."""
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("E   "):
+            return ln[1:].strip()
+    return lines[-1].strip() if lines else ""
+
+
 def terminal(report: LabReport, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title="hwlab: tests x devices", show_lines=False)
     table.add_column("test", overflow="fold")
     for key in report.device_keys():
-        table.add_column(key, justify="center", overflow="fold")
+        table.add_column(escape(key), justify="center", overflow="fold")
     for test in report.test_names():
-        row = [test]
+        row = [escape(test)]
         for key in report.device_keys():
             r = report.cell(test, key)
             row.append(f"[{STYLE[r.outcome]}]{SYMBOL[r.outcome]}[/]" if r else "-")
@@ -35,8 +46,25 @@ def terminal(report: LabReport, console: Console | None = None) -> None:
     )
     for r in report.results:
         if r.outcome in ("failed", "error"):
-            first = r.message.strip().splitlines()[-1] if r.message.strip() else ""
-            console.print(f"[red]{SYMBOL[r.outcome]}[/] {r.test} on {r.device}: {first}")
+            console.print(
+                f"[red]{SYMBOL[r.outcome]}[/] {escape(r.test)} on {escape(r.device)}: "
+                f"{escape(summary_line(r.message))}"
+            )
+    reasons: dict[tuple[str, str], int] = {}
+    for r in report.results:
+        if r.outcome == "skipped":
+            key = (r.device, summary_line(r.message))
+            reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
+        console.print("[bold]skipped[/]")
+        for (device, why), n in reasons.items():
+            console.print(f"  [yellow]{n} on {escape(device)}[/]: {escape(why)}")
+    figures = [r for r in report.results if r.outcome == "passed" and r.message]
+    if figures:
+        console.print("[bold]figures[/]")
+        for r in figures:
+            text = "; ".join(r.message.splitlines())
+            console.print(f"  {escape(r.test)} on {escape(r.device)}: {escape(text)}")
 
 
 def junit_xml(report: LabReport, path: str | Path) -> None:
@@ -60,10 +88,12 @@ def junit_xml(report: LabReport, path: str | Path) -> None:
             )
             if r.outcome in ("failed", "error"):
                 tag = "failure" if r.outcome == "failed" else "error"
-                first = r.message.strip().splitlines()[-1] if r.message.strip() else r.outcome
+                first = summary_line(r.message) or r.outcome
                 ET.SubElement(case, tag, message=first[:500]).text = r.message
             elif r.outcome == "skipped":
                 ET.SubElement(case, "skipped", message=r.message[:500])
+            elif r.message:  # a passing perf test's figures
+                ET.SubElement(case, "system-out").text = r.message
     ET.indent(suites)
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
@@ -127,7 +157,7 @@ def html_report(report: LabReport, path: str | Path) -> None:
         parts.append("</tr>")
     parts.append("</table><h2>Details</h2>")
     for i, r in enumerate(report.results):
-        if r.outcome == "passed":
+        if r.outcome == "passed" and not r.message:
             continue
         parts.append(
             f"<details id='r{i}' open><summary>{SYMBOL[r.outcome]}: {e(r.test)} on {e(r.device)}"

@@ -13,22 +13,13 @@ from pathlib import Path
 import pytest
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from tools.hwlab.inventory import LabDevice
+from tools.hwlab import fixtures
+from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice
 from tools.hwlab.results import CellResult, LabReport, this_machine
 
 SUITES_DIR = Path(__file__).parent / "suites"
 SUITES = {"conformance": ["conformance.py"], "perf": ["perf.py"]}
 SUITES["all"] = SUITES["conformance"] + SUITES["perf"]
-HARDWARE_CLASSES = (
-    "generic",
-    "hsa_virtual",
-    "hsa_rocr",
-    "isa_gfx11",
-    "isa_gfx12",
-    "isa_gfx9",
-    "vulkan",
-    "vulkan_bda",
-)
 
 
 def suite_files(suite: str) -> list[Path]:
@@ -43,12 +34,52 @@ def suite_files(suite: str) -> list[Path]:
     )
 
 
+def cell_name(item, dev: LabDevice | None) -> str:
+    """A test's name in reports, "suite::test[params]": without the lab_device parameter."""
+    suite = Path(str(item.fspath)).stem
+    name = getattr(item, "originalname", None) or item.name
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return f"{suite}::{name}"
+    ident = callspec.id
+    if dev is not None:
+        key = dev.key
+        if ident == key:
+            ident = ""
+        elif ident.startswith(key + "-"):
+            ident = ident[len(key) + 1 :]
+        elif ident.endswith("-" + key):
+            ident = ident[: -len(key) - 1]
+        else:
+            ident = ident.replace(f"-{key}-", "-")
+    return f"{suite}::{name}[{ident}]" if ident else f"{suite}::{name}"
+
+
+def _definition_order(item) -> tuple:
+    """(file, line, parameter indices): tests listed as their suite defines them, not in
+    the order pytest runs them (it groups parametrized tests by parameter)."""
+    callspec = getattr(item, "callspec", None)
+    indices = (
+        tuple(v for k, v in sorted(callspec.indices.items()) if k != "lab_device")
+        if callspec is not None
+        else ()
+    )
+    path, line, _ = item.location
+    return (str(path), line or 0, indices)
+
+
+def figures(report) -> str:
+    """What a passing test recorded with `record_property` (perf figures), one per line."""
+    return "\n".join(f"{k}: {v}" for k, v in getattr(report, "user_properties", []))
+
+
 class _Collector:
     def __init__(self, devices: list[LabDevice], progress: Progress | None):
         self.devices = devices
         self.by_key = {d.key: d for d in devices}
         self.names: dict[str, tuple[str, str]] = {}  # nodeid -> (test, device key)
         self.results: dict[str, CellResult] = {}
+        self.order: dict[str, tuple] = {}  # test name -> where it is defined
         self.progress = progress
         self.task = None
 
@@ -63,10 +94,19 @@ class _Collector:
     def pytest_collection_modifyitems(self, items):
         for item in items:
             dev = item.callspec.params.get("lab_device") if hasattr(item, "callspec") else None
-            suite = Path(str(item.fspath)).stem
-            self.names[item.nodeid] = (f"{suite}::{item.originalname}", dev.key if dev else "-")
-        if self.progress is not None:
-            self.task = self.progress.add_task("hwlab", total=len(items))
+            self.names[item.nodeid] = (cell_name(item, dev), dev.key if dev else "-")
+            self.order.setdefault(self.names[item.nodeid][0], _definition_order(item))
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session):
+        if self.progress is not None:  # after -k deselection
+            self.task = self.progress.add_task("hwlab", total=len(session.items), current="")
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid, location):
+        if self.progress is not None and self.task is not None:
+            test, device = self.names.get(nodeid, (nodeid, "-"))
+            self.progress.update(self.task, current=f"{test} on {device}")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item):
@@ -77,8 +117,16 @@ class _Collector:
             pytest.skip(f"{dev.spec} is not available: {dev.reason}")
         for mark in item.iter_markers():
             if mark.name in HARDWARE_CLASSES and mark.name not in dev.hardware_classes:
-                pytest.skip(
-                    f"needs {mark.name}; {dev.spec} has {', '.join(sorted(dev.hardware_classes))}"
+                pytest.skip(dev.missing_class_reason(mark.name))
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report):
+        if report.failed:  # a suite file that does not import: one error row, not silence
+            name = f"{Path(report.nodeid.split('::')[0]).stem or 'suite'}::<collection>"
+            for dev in self.devices or [None]:
+                key = dev.key if dev else "-"
+                self.results[f"{report.nodeid}@{key}"] = CellResult(
+                    name, key, "error", 0.0, str(report.longrepr)
                 )
 
     @pytest.hookimpl
@@ -109,7 +157,7 @@ class _Collector:
                 outcome, message = "skipped", reason.removeprefix("Skipped: ")
             else:
                 outcome = "passed" if report.passed else "failed"
-                message = "" if report.passed else str(report.longrepr)
+                message = figures(report) if report.passed else str(report.longrepr)
             self.results[report.nodeid] = CellResult(
                 test, device, outcome, report.duration, message
             )
@@ -125,6 +173,7 @@ def run(
     suites: list[str],
     keyword: str | None = None,
     show_progress: bool = True,
+    console=None,
 ) -> LabReport:
     files = [str(f) for s in suites for f in suite_files(s)]
     args = [
@@ -135,6 +184,7 @@ def run(
         "no:terminal",
         "-o",
         "addopts=",
+        "--import-mode=importlib",  # suite files of the same name in different folders
         "--rootdir",
         str(SUITES_DIR),
         "-c",
@@ -143,20 +193,30 @@ def run(
     if keyword:
         args += ["-k", keyword]
     progress = (
-        Progress(TextColumn("[bold]hwlab run"), BarColumn(), MofNCompleteColumn())
+        Progress(
+            TextColumn("[bold]hwlab run"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[current]}"),
+            console=console,
+            transient=False,
+        )
         if show_progress
         else None
     )
     collector = _Collector(devices, progress)
     if progress is not None:
         with progress:
-            code = pytest.main(args, plugins=[collector])
+            code = pytest.main(args, plugins=[collector, fixtures])
     else:
-        code = pytest.main(args, plugins=[collector])
-    if code not in (0, 1, 5):  # 2: interrupted, 3: internal error, 4: usage error
+        code = pytest.main(args, plugins=[collector, fixtures])
+    if code not in (0, 1, 5) and not collector.results:  # 2, 3, 4 with nothing to show
         raise RuntimeError(f"the suite could not run (pytest exit {int(code)}): check {files}")
     report = LabReport(
         machines=[this_machine()], devices=[{**d.to_json(), "key": d.key} for d in devices]
     )
-    report.results = list(collector.results.values())
+    last = (chr(0x10FFFF), 0, ())
+    report.results = sorted(
+        collector.results.values(), key=lambda r: collector.order.get(r.test, last)
+    )
     return report

@@ -1,0 +1,491 @@
+"""The driver conformance suite: the same tests against every lab device.
+
+Areas: identity; every built-in workload against its reference, immediate and replayed;
+timeline and barrier semantics across lanes; memory (buffers, views, copies; on HSA, pools
+and access rules); faults and recovery; packet-trace capture; the backends' optimized paths.
+
+Each test carries hardware-class markers; hwlab skips a test (with the reason) on a device
+that lacks one. `runs_kernels` is what a virtual agent without an ISA executor lacks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from amdgpu.errors import (
+    BufferRangeError,
+    DeviceError,
+    HsaError,
+    KernelArgumentError,
+    QueueError,
+    SignalTimeout,
+)
+from compiler import library
+from tools.hwlab.suites.conftest import empty_submission, library_bundle
+
+MLIR_WORKLOADS = ["saxpy", "chain-4", "reduction", "softmax", "matmul-f32", "matmul-f16", "mlp"]
+OPENCL_WORKLOADS = ["fill", "copy", "saxpy-hidden", "lds-reduce"]
+WAIT_S = 60.0
+
+
+def assert_close(got, want, name: str) -> None:
+    """Outputs against the reference (f16 programs compare loosely)."""
+    assert len(got) == len(want), f"{name}: {len(got)} outputs, reference has {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, f"{name} output {i}: shape {g.shape}, reference {w.shape}"
+        if np.issubdtype(w.dtype, np.floating):
+            tol = 2e-2 if (g.dtype == np.float16 or w.dtype == np.float16) else 1e-4
+            err = float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)), initial=0))
+            assert np.allclose(g, w, rtol=tol, atol=tol), (
+                f"{name} output {i}: max |error| {err:.3g} > tolerance {tol}"
+            )
+        else:
+            assert (g == w).all(), f"{name} output {i}: {int((g != w).sum())} elements differ"
+
+
+# --- identity --------------------------------------------------------------------------------
+@pytest.mark.generic
+def test_device_identity_matches_the_inventory(device, lab_device):
+    assert device.spec == lab_device.spec
+    assert device.backend == lab_device.backend
+    assert device.driver == ("amdgpu" if device.backend == "hsa" else "vulkan")
+    assert device.target == lab_device.target
+    assert device.name == lab_device.name
+    assert device.lanes >= 1
+    for path, cap in device.paths.items():
+        assert bool(cap.available) == lab_device.paths.get(path, bool(cap.available)), path
+
+
+# --- workloads -------------------------------------------------------------------------------
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("workload", MLIR_WORKLOADS)
+def test_workload_immediate(device, workload):
+    from amdgpu.workloads import run_workload
+
+    result = run_workload(device, workload)
+    assert result.correct, (
+        f"{workload} on {device.spec}: max |error| {result.max_abs_error:.3g} vs the reference"
+    )
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("workload", MLIR_WORKLOADS)
+def test_workload_replayed(device, workload):
+    """Record the program once, replay it with two different binding tables."""
+    from amdgpu.program import ProgramRunner
+
+    name = workload.replace("-", "_")
+    runner = ProgramRunner(device, library_bundle(device, name))
+    cb = runner.record()
+    for seed in (0, 1):
+        inputs = library.example_inputs(name, seed)
+        buffers = runner.allocate(inputs)
+        try:
+            runner.replay(buffers, lane=seed % device.lanes)
+            device.synchronize(WAIT_S)
+            assert_close(runner.read_outputs(buffers), library.reference(name, *inputs), workload)
+        finally:
+            buffers.free()
+    assert runner.record() is cb  # replayed, never re-recorded
+
+
+@pytest.mark.hsa
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("workload", OPENCL_WORKLOADS)
+def test_opencl_workload_immediate(device, workload):
+    from amdgpu.workloads import run_workload
+
+    result = run_workload(device, workload)
+    assert result.correct, (
+        f"{workload} on {device.spec}: max |error| {result.max_abs_error:.3g} vs the reference"
+    )
+
+
+@pytest.mark.hsa
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("workload", OPENCL_WORKLOADS)
+def test_opencl_workload_replayed(device, workload):
+    """One command buffer over binding slots for the buffer arguments, submitted twice with
+    new buffers (the scalars are recorded)."""
+    name = workload.replace("-", "_")
+    spec = library.spec(name)
+    kernel = device.load(library_bundle(device, name)).kernel(spec.kernel)
+    recorded = library.example_inputs(name, 0)
+    cb = device.command_buffer()
+    args, buffer_args = [], []
+    for i, ((_, kind), value) in enumerate(zip(spec.args, recorded, strict=True)):
+        if kind.startswith("buffer:"):
+            args.append(cb.binding(len(buffer_args)))
+            buffer_args.append(i)
+        else:
+            args.append(np.dtype(kind).type(value))
+    cb.dispatch(kernel, spec.grid, spec.block, args)
+    cb.finalize()
+    for seed in (1, 2):
+        values = library.example_inputs(name, seed)
+        values = [values[i] if i in buffer_args else recorded[i] for i in range(len(values))]
+        want = library.reference(name, *values)
+        bufs = [device.buffer(np.asarray(values[i])) for i in buffer_args]
+        device.submit(cb, bufs, lane=seed % device.lanes).wait(WAIT_S)
+        got = [
+            b.to_numpy(np.asarray(values[i]).dtype) for b, i in zip(bufs, buffer_args, strict=True)
+        ]
+        assert_close(got, [np.asarray(want[i]).reshape(-1) for i in buffer_args], workload)
+        for b in bufs:
+            b.free()
+
+
+# --- timelines and barriers -------------------------------------------------------------------
+@pytest.mark.generic
+def test_timeline_advances_once_per_submission(device):
+    points = {lane: [empty_submission(device, lane) for _ in range(3)] for lane in (0, 1)}
+    for lane, pts in points.items():
+        values = [p.value for p in pts]
+        assert values == sorted(values) and len(set(values)) == 3, values
+        assert values[1] - values[0] == 1 and all(p.lane == lane for p in pts)
+    device.synchronize(WAIT_S)
+    assert all(p.done() for pts in points.values() for p in pts)
+
+
+@pytest.mark.generic
+def test_cross_lane_wait_holds_until_the_other_lane_completes(device, hold):
+    release = hold(0)
+    p0 = empty_submission(device, 0)
+    p1 = empty_submission(device, 1, wait=[p0])
+    with pytest.raises(SignalTimeout):
+        p1.wait(0.3)
+    assert not p0.done() and not p1.done()
+    release()
+    p1.wait(WAIT_S)
+    assert p0.done()
+
+
+@pytest.mark.generic
+def test_lanes_are_independent(device, hold):
+    queues = getattr(device, "queue_count", None)
+    if device.backend == "vulkan" and queues is not None and queues < 2:
+        pytest.skip(
+            f"{device.spec} has {queues} compute queue: its lanes share one VkQueue, where a "
+            f"held lane holds the others"
+        )
+    release = hold(0)
+    blocked = empty_submission(device, 0)
+    free = empty_submission(device, 1)
+    free.wait(10.0)  # lane 1 completes while lane 0 is held
+    assert not blocked.done()
+    with pytest.raises(SignalTimeout) as e:
+        device.synchronize(timeout=0.3)
+    assert "\n" not in str(e.value)
+    release()
+    device.synchronize(WAIT_S)
+    assert blocked.done()
+
+
+@pytest.mark.generic
+def test_cross_lane_data_dependency(device):
+    """fill on lane 0 -> copy on lane 1 (waits) -> copy on lane 0 (waits): the value arrives."""
+    n = 4096
+    a, b, c = device.buffer(n), device.buffer(n), device.buffer(n)
+    fill = device.command_buffer()
+    fill.fill(fill.binding(0), np.float32(5.0), n)
+    fill.finalize()
+    copy = device.command_buffer()
+    copy.copy(copy.binding(0), copy.binding(1), n)
+    copy.finalize()
+    p0 = device.submit(fill, [a], lane=0)
+    p1 = device.submit(copy, [b, a], lane=1, wait=[p0])
+    p2 = device.submit(copy, [c, b], lane=0, wait=[p1])
+    p2.wait(WAIT_S)
+    assert (c.to_numpy(np.float32) == 5.0).all()
+
+
+@pytest.mark.generic
+def test_barrier_orders_commands_in_a_command_buffer(device):
+    """fill A; barrier; copy A->B; barrier; overwrite half of A: B has the first value
+    (read-after-write and write-after-read both ordered)."""
+    n = 4096
+    cb = device.command_buffer()
+    cb.fill(cb.binding(0), np.float32(2.5), n)
+    cb.barrier()
+    cb.copy(cb.binding(1), cb.binding(0), n)
+    cb.barrier()
+    cb.fill(cb.binding(0).view(n // 2), np.float32(-1.0), n // 2)
+    cb.finalize()
+    for lane in (0, 1):
+        a, b = device.buffer(n), device.buffer(n)
+        device.submit(cb, [a, b], lane=lane).wait(WAIT_S)
+        assert (b.to_numpy(np.float32) == 2.5).all()
+        got = a.to_numpy(np.float32)
+        assert (got[: n // 8] == 2.5).all() and (got[n // 8 :] == -1.0).all()
+
+
+@pytest.mark.generic
+def test_wait_timeout_is_a_signal_timeout(device, hold):
+    release = hold(0)
+    point = empty_submission(device, 0)
+    with pytest.raises(SignalTimeout) as e:
+        point.wait(0.2)
+    assert "\n" not in str(e.value)
+    release()
+    point.wait(WAIT_S)
+
+
+# --- memory ----------------------------------------------------------------------------------
+@pytest.mark.generic
+@pytest.mark.parametrize("nbytes", [1, 4, 4099, 1 << 20])
+def test_buffer_round_trip(device, nbytes):
+    data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    buf = device.buffer(data)
+    assert buf.nbytes == nbytes
+    np.testing.assert_array_equal(buf.to_numpy(), data)
+    buf.write(data[::-1].copy())
+    np.testing.assert_array_equal(buf.to_numpy(), data[::-1])
+    buf.free()
+
+
+@pytest.mark.generic
+def test_buffer_views(device):
+    a = device.buffer(np.arange(64, dtype=np.float32))
+    v = a.view(16, 64)  # floats 4..19
+    assert v.nbytes == 64 and v.address == a.address + 16 and v.is_view
+    np.testing.assert_array_equal(v.to_numpy(np.float32), np.arange(4, 20))
+    v.write(np.full(4, -1, np.float32), offset=8)  # floats 6..9
+    w = v.view(8, 16)
+    assert w.address == a.address + 24
+    assert (w.to_numpy(np.float32) == -1).all()
+    want = np.arange(64, dtype=np.float32)
+    want[6:10] = -1
+    np.testing.assert_array_equal(a.to_numpy(np.float32), want)
+    with pytest.raises(BufferRangeError):
+        a.view(200, 64)
+    with pytest.raises(BufferRangeError):
+        v.write(np.zeros(17, np.float32))
+    with pytest.raises(DeviceError):
+        v.free()
+    a.free()
+    with pytest.raises(DeviceError):
+        v.to_numpy()
+
+
+@pytest.mark.generic
+def test_fill_and_copy_replayed_with_new_bindings(device):
+    n = 1024
+    cb = device.command_buffer()
+    cb.copy(cb.binding(1), cb.binding(0), n * 4)
+    cb.fill(cb.binding(2), np.float32(7.0), n * 4)
+    cb.finalize()
+    for seed in range(3):
+        data = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+        src, dst, filled = device.buffer(data), device.buffer(n * 4), device.buffer(n * 4)
+        device.submit(cb, [src, dst, filled], lane=seed % 2).wait(WAIT_S)
+        np.testing.assert_array_equal(dst.to_numpy(np.float32), data)
+        assert (filled.to_numpy(np.float32) == 7.0).all()
+        for b in (src, dst, filled):
+            b.free()
+
+
+@pytest.mark.hsa
+def test_hsa_memory_pools(device):
+    """Buffers in a GPU-agent global pool, kernargs in a CPU kernarg pool, staging in a
+    fine-grained host pool (what ROCr needs for VRAM)."""
+    p = device.provider
+    gpu_pools = {x.handle: x for x in p.agent_pools(device.agent.handle)}
+    cpu_pools = {x.handle: x for a in p.cpu_agents() for x in p.agent_pools(a.handle)}
+    buf_pool = gpu_pools.get(device.buffer_pool)
+    assert buf_pool is not None and buf_pool.runtime_alloc_allowed, "buffer pool not on the GPU"
+    assert buf_pool.is_coarse_grained or buf_pool.is_fine_grained
+    assert cpu_pools[device.kernarg_pool].is_kernarg
+    assert cpu_pools[device.host_pool].is_fine_grained or cpu_pools[device.host_pool].is_kernarg
+    buf = device.buffer(np.arange(1024, dtype=np.uint32))
+    assert buf.address % max(buf_pool.alignment, 1) == 0
+    buf.free()
+
+
+@pytest.mark.hsa_virtual
+def test_hsa_access_rules(device):
+    """A GPU pool allocation is mapped for its owner only, until agents_allow_access."""
+    from amdgpu.errors import MemoryFault
+
+    p = device.provider
+    buf = device.buffer(4096)
+    cpu = p.cpu_agents()[0].handle
+    p.memory.find(buf.address, 4096, device.agent.handle)  # the owner: mapped
+    with pytest.raises(MemoryFault):
+        p.memory.find(buf.address, 4096, cpu)
+    p.agents_allow_access([device.agent.handle, cpu], buf.address)
+    p.memory.find(buf.address, 4096, cpu)
+    buf.free()
+
+
+@pytest.mark.hsa_virtual
+def test_copy_between_agents_of_a_two_gpu_system(lab_device):
+    import amdgpu
+
+    system = "amdgpu:virtual:" + ",".join([lab_device.target] * 2)
+    with amdgpu.open(system + ":0") as d0, amdgpu.open(system + ":1") as d1:
+        assert d0.agent.handle != d1.agent.handle
+        data = np.arange(4096, dtype=np.float32)
+        src, dst = d0.buffer(data), d1.buffer(data.nbytes)
+        d0.copy(dst, src).wait(WAIT_S)
+        np.testing.assert_array_equal(dst.to_numpy(np.float32), data)
+
+
+# --- faults and recovery ---------------------------------------------------------------------
+@pytest.mark.hsa_virtual
+def test_faulting_kernel_is_a_queue_error_and_the_rest_keeps_working(device, fresh_device):
+    """An out-of-bounds fill (or, without an ISA executor, any kernel) puts lane 0 of a
+    separately opened device in the error state; its lane 1 and the other device go on."""
+    bad = fresh_device()
+    fill = bad.load(library_bundle(bad, "fill")).kernel("fill")
+    small = bad.buffer(64)
+    bad.dispatch(fill, 1 << 16, 256, (small, np.float32(1.0), np.uint32(1 << 16)), lane=0)
+    with pytest.raises(HsaError) as e:
+        bad.synchronize(WAIT_S)
+    assert isinstance(e.value, QueueError) and e.value.status != 0, repr(e.value)
+    assert "\n" not in str(e.value)
+    empty_submission(bad, 1).wait(WAIT_S)  # the same device's other lane
+    with pytest.raises(QueueError):
+        empty_submission(bad, 0)  # the faulted lane refuses new work
+    buf = device.buffer(np.arange(16, dtype=np.float32))  # another device of the system
+    empty_submission(device, 0).wait(WAIT_S)
+    np.testing.assert_array_equal(buf.to_numpy(np.float32), np.arange(16))
+
+
+@pytest.mark.hsa_virtual
+def test_invalid_packet_is_a_queue_error(fresh_device):
+    import packets
+
+    dev = fresh_device()
+    bad = bytearray(packets.barrier_and(dep_signals=[], barrier=True))
+    bad[0] = 0x7F  # packet type 127: no AQL type
+    dev.lanes_[0].ring.publish(bytes(bad))
+    empty_submission(dev, 1).wait(WAIT_S)
+    with pytest.raises(QueueError) as e:
+        dev.synchronize(WAIT_S)
+    assert e.value.status != 0
+
+
+@pytest.mark.generic
+def test_wrong_arguments_are_refused_and_the_device_keeps_working(device):
+    from amdgpu.program import ProgramRunner
+
+    runner = ProgramRunner(device, library_bundle(device, "saxpy"))
+    kernel = runner.kernels[0]
+    with pytest.raises((KernelArgumentError, DeviceError)):
+        device.dispatch(kernel, 1024, 64, ())  # no arguments at all
+    with pytest.raises((KernelArgumentError, DeviceError)):
+        device.dispatch(kernel, 1024, 64, ("not a buffer",) * 8)
+    empty_submission(device, 0).wait(WAIT_S)
+
+
+# --- trace capture ---------------------------------------------------------------------------
+@pytest.mark.hsa
+def test_trace_of_a_dispatch_shows_its_packet(fresh_device, trace_sink):
+    import packets
+
+    dev = fresh_device()
+    fill = dev.load(library_bundle(dev, "fill")).kernel("fill")
+    out = dev.buffer(4096)
+    dev.dispatch(fill, 1024, 256, (out, np.float32(1.0), np.uint32(1024)), lane=0)
+    recs = [r for r in trace_sink.records if isinstance(r, packets.trace.PacketRecord)]
+    dispatches = [
+        (r, r.decode()) for r in recs if r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
+    ]
+    assert dispatches, f"no kernel-dispatch packet among {len(recs)} traced packets"
+    rec, d = dispatches[-1]
+    assert d["grid_size_x"] == 1024 and d["workgroup_size_x"] == 256
+    assert d["kernel_object"] == fill.kernel_object
+    assert rec.symbol and "fill" in rec.symbol
+    assert rec.reserve_ns <= rec.publish_ns
+
+
+@pytest.mark.hsa
+def test_trace_of_a_replay_shows_one_packet_block(fresh_device, trace_sink):
+    import packets
+
+    dev = fresh_device()
+    fill = dev.load(library_bundle(dev, "fill")).kernel("fill")
+    cb = dev.command_buffer()
+    for value in (1.0, 2.0, 3.0):
+        cb.dispatch(fill, 1024, 256, (cb.binding(0), np.float32(value), np.uint32(1024)))
+    cb.finalize()
+    release = None
+    try:
+        from tools.hwlab.suites.conftest import hold_lane
+
+        release = hold_lane(dev, 0)  # nothing runs while the trace is read
+        start = len(trace_sink.records)
+        dev.submit(cb, [dev.buffer(4096)], lane=0)
+        recs = [
+            r
+            for r in trace_sink.records[start:]
+            if isinstance(r, packets.trace.PacketRecord)
+            and r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
+        ]
+        assert len(recs) == 3, f"{len(recs)} kernel-dispatch packets traced, want 3"
+        ids = [r.packet_id for r in recs]
+        assert ids == list(range(ids[0], ids[0] + 3)), ids
+        assert len({r.doorbell_ns for r in recs}) == 1, "replay rang the doorbell more than once"
+        assert all(r.decode()["kernel_object"] == fill.kernel_object for r in recs)
+    finally:
+        if release is not None:
+            release()
+
+
+@pytest.mark.vulkan
+def test_trace_of_a_vulkan_submission(device, trace_sink):
+    import packets
+
+    empty_submission(device, 1).wait(WAIT_S)
+    subs = [r for r in trace_sink.records if isinstance(r, packets.trace.VulkanSubmissionRecord)]
+    assert subs, "no Vulkan submission record"
+    assert subs[-1].payload["device"] == device.spec and subs[-1].payload["lane"] == 1
+
+
+# --- optimized paths -------------------------------------------------------------------------
+@pytest.mark.vulkan
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("path", ["bda", "push_descriptors", "descriptor_sets"])
+def test_vulkan_dispatch_path(fresh_device, lab_device, path):
+    from amdgpu.workloads import run_workload
+
+    if path != "descriptor_sets" and not lab_device.paths.get(path):
+        pytest.skip(f"{lab_device.spec} lacks {path}: {lab_device.path_reasons.get(path, '')}")
+    dev = fresh_device(path=path)
+    assert dev.path == path
+    result = run_workload(dev, "chain-4", replay=True)
+    assert result.correct, f"chain-4 on path {path}: max |error| {result.max_abs_error:.3g}"
+
+
+@pytest.mark.vulkan_bda
+def test_vulkan_bda_addresses_are_real(device):
+    assert device.path == "bda"
+    a, b = device.buffer(256), device.buffer(256)
+    assert a.address and b.address and a.address != b.address
+
+
+@pytest.mark.isa_gfx11
+def test_gfx11_code_object_is_wave32_and_runs(device):
+    bundle = library_bundle(device, "lds_reduce")
+    variant = bundle.variant_for(device.isa)
+    from compiler.codeobject import read_code_object
+
+    info = read_code_object(variant.data).kernels["lds_reduce"]
+    assert info.wavefront_size == 32 and info.descriptor.wavefront_size32
+    from amdgpu.workloads import run_workload
+
+    assert run_workload(device, "lds-reduce").correct
+
+
+@pytest.mark.hsa_rocr
+def test_rocr_agent_facts(device):
+    from compiler.targets import lookup
+
+    assert device.provider.name == "rocr"
+    assert lookup(device.target).name == device.target
+    assert device.agent.isa.startswith(device.target)
+    assert device.provider.version()
