@@ -1,0 +1,121 @@
+"""Speed of the virtual gfx11 ISA executor, in lane-instructions per second.
+
+A lane-instruction is one instruction executed for one lane of a wave32 wave (scalar
+instructions count 32, like the vector ones: the figure is instructions x 32 x waves).
+Runs, each several times, best time kept:
+  * clang saxpy (OpenCL C, -O2) over 2^20 floats, workgroups of 256;
+  * IREE matmul f16 (WMMA), 256x256x256 (or --matmul 64: the kernel library's own);
+and, in the same run, numpy computing the saxpy directly, to state the overhead ratio.
+
+    python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hsa.virtual.gfx11.testing import TEST_KERNELS_CL, Harness, build_code_object, run_program
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
+    code = h.load(build_code_object(TEST_KERNELS_CL, "cl"))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    xa, ya = h.buffer(x), h.buffer(y)
+    a = np.float32(2.5)
+
+    def run() -> None:
+        h.dispatch(code, "saxpy", (n,), (256,), [ya, xa, float(a), n])
+
+    run()  # warm: decode and compile once
+    seconds = _best(run, repeat)
+    lane_instr = h.executor.last_lane_instructions
+    numpy_seconds = _best(lambda: a * x + y, max(repeat, 5))
+    return {
+        "kernel": "clang saxpy", "elements": n, "seconds": seconds,
+        "instructions": h.executor.last_instructions, "lane_instructions": lane_instr,
+        "lane_instructions_per_s": lane_instr / seconds, "numpy_seconds": numpy_seconds,
+        "overhead_vs_numpy": seconds / numpy_seconds,
+    }
+
+
+MATMUL_F16 = """
+func.func @matmul_f16(%a: tensor<{n}x{n}xf16>, %b: tensor<{n}x{n}xf16>) -> tensor<{n}x{n}xf32> {{
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{n}x{n}xf32>
+  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}xf16>, tensor<{n}x{n}xf16>)
+                     outs(%f : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  return %r : tensor<{n}x{n}xf32>
+}}
+"""
+
+
+def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
+    """IREE's matmul f16 (WMMA): the kernel library's 64x64, or an n x n one."""
+    try:
+        import compiler
+        if size == 64:
+            bundle = compiler.compile("matmul_f16", targets=["gfx1100"], abi=())
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"matmul_f16_{size}.mlir"
+                path.write_text(MATMUL_F16.format(n=size))
+                bundle = compiler.compile(path, targets=["gfx1100"], abi=())
+    except Exception as e:  # noqa: BLE001
+        return {"kernel": "iree matmul_f16", "skipped": str(e)}
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s["shape"]).astype(s["dtype"]) for s in bundle.program["inputs"]]
+    run_program(h, bundle, inputs)
+    seconds = _best(lambda: run_program(h, bundle, inputs), repeat)
+    a, b = inputs
+    numpy_seconds = _best(lambda: a.astype(np.float32) @ b.astype(np.float32), max(repeat, 5))
+    lane_instr = h.executor.last_lane_instructions
+    return {
+        "kernel": "iree matmul_f16 (WMMA)", "shape": [list(x.shape) for x in inputs],
+        "seconds": seconds, "instructions": h.executor.last_instructions,
+        "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
+        "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=1 << 20)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--matmul", type=int, default=256, help="matmul size n (64: the library's)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    h = Harness()
+    results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul)]
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    for r in results:
+        if "skipped" in r:
+            print(f"{r['kernel']}: skipped ({r['skipped']})")
+            continue
+        print(f"{r['kernel']}: {r['seconds'] * 1e3:.1f} ms, {r['instructions']} instructions, "
+              f"{r['lane_instructions'] / 1e6:.1f} M lane-instructions, "
+              f"{r['lane_instructions_per_s'] / 1e6:.1f} M lane-instructions/s; "
+              f"numpy {r['numpy_seconds'] * 1e3:.3f} ms (x{r['overhead_vs_numpy']:.0f})")
+
+
+if __name__ == "__main__":
+    main()

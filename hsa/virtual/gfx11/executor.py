@@ -1,0 +1,516 @@
+"""The gfx11 ISA executor: runs a kernel dispatch as wide numpy wave state.
+
+`Gfx11Executor.run(dispatch, memory)` reads the kernel descriptor at `kernel_object`, sets
+up every wave of a batch of workgroups the way the hardware initialises them (user SGPRs in
+kernel_code_properties order, workgroup ids after `user_sgpr_count`, packed work-item ids in
+v0, EXEC for partial waves), then executes instruction by instruction for all waves that
+share a program counter. Decoded and compiled instructions are cached per code address
+and checked against the code bytes on each dispatch.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from amdgpu.errors import (
+    HSA_STATUS_ERROR_EXCEPTION,
+    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+    HsaError,
+    IllegalInstruction,
+    MemoryFault,
+)
+from hsa.virtual.executor import Dispatch
+from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.gfx11 import mem, salu, valu, vop3p
+from hsa.virtual.gfx11.state import LANES, PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
+from hsa.virtual.memory import MemoryMap
+
+NSGPR = 128
+BATCH_BYTES = 256 << 20  # VGPR and scratch state per batch of workgroups
+MAX_STEPS = 10_000_000  # instructions per group run before we call it a hang
+CODE_WINDOW = 1 << 20  # bytes of code around the entry that a program may reach
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    kernarg_size: int
+    entry_offset: int
+    rsrc1: int
+    rsrc2: int
+    rsrc3: int
+    properties: int
+
+    @classmethod
+    def from_bytes(cls, b: bytes) -> Descriptor:
+        g, p, k = struct.unpack_from("<III", b, 0)
+        entry = struct.unpack_from("<q", b, 16)[0]
+        r3, r1, r2 = struct.unpack_from("<III", b, 44)
+        props = struct.unpack_from("<H", b, 56)[0]
+        return cls(g, p, k, entry, r1, r2, r3, props)
+
+    @property
+    def vgprs(self) -> int:  # wave32: granules of 8
+        return min(256, ((self.rsrc1 & 0x3F) + 1) * 8)
+
+    @property
+    def user_sgpr_count(self) -> int:
+        return (self.rsrc2 >> 1) & 0x1F
+
+
+# --- compiled programs ------------------------------------------------------------------------
+SIMPLE, CONTROL, MEMORY = 0, 1, 2
+
+
+@dataclass
+class Compiled:
+    inst: d.Instruction
+    kind: int
+    fn: Callable | None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        self.size = self.inst.size
+
+
+@dataclass
+class Program:
+    entry: int
+    start: int  # address of code[0]: the code object's allocation (functions before entry)
+    snapshot: np.ndarray  # the code words of that allocation
+    code: tuple[int, ...]
+    cache: dict[int, Compiled] = field(default_factory=dict)
+
+    def at(self, pc: int) -> Compiled:
+        c = self.cache.get(pc)
+        if c is None:
+            index = (pc - self.start) // 4
+            if index < 0 or index >= len(self.code):
+                inst = d.Instruction(pc, 4, "UNKNOWN", 0, "<outside code>", {}, None, (0,))
+            else:
+                inst = d.decode_one(self.code, index, pc)
+            c = compile_instruction(inst)
+            self.cache[pc] = c
+        return c
+
+
+def compile_instruction(inst: d.Instruction) -> Compiled:
+    enc = inst.encoding
+    fn = None
+    kind = SIMPLE
+    if inst.name in ("<unknown>", "<outside code>"):
+        return Compiled(inst, SIMPLE, None, "unknown opcode")
+    if enc == "SOPP" or (enc == "SOP1" and inst.name in (
+            "s_getpc_b64", "s_setpc_b64", "s_swappc_b64")):
+        return Compiled(inst, CONTROL, control_fn(inst))
+    if enc in ("SOP1", "SOP2", "SOPC", "SOPK"):
+        fn = salu.compile_salu(inst)
+    elif enc in ("VOP1", "VOP2", "VOPC", "VOP3"):
+        fn = valu.compile_alu(inst)
+    elif enc in ("VOP3P", "VOPD"):
+        fn = vop3p.compile(inst)
+    elif enc == "SMEM":
+        fn, kind = mem.compile_smem(inst), MEMORY
+    elif enc in ("FLAT", "GLOBAL", "SCRATCH"):
+        fn, kind = mem.compile_flat(inst), MEMORY
+    elif enc in ("MUBUF", "MTBUF"):
+        fn, kind = mem.compile_mubuf(inst), MEMORY
+    elif enc == "DS":
+        fn, kind = mem.compile_ds(inst), MEMORY
+    return Compiled(inst, kind, fn, None if fn else "not implemented")
+
+
+# Control results: list of (wave selection or None for all, next pc); END = the waves finish.
+END = -1
+BARRIER = -2
+
+
+def control_fn(inst: d.Instruction) -> Callable | None:
+    name = inst.name
+    nxt = inst.pc + inst.size
+    simm = inst.f.get("simm16", 0)
+    target = nxt + 4 * (simm - 0x10000 if simm & 0x8000 else simm)
+    if name == "s_endpgm" or name == "s_endpgm_saved":
+        return lambda g: END
+    if name == "s_branch":
+        return lambda g: target
+    if name == "s_barrier":
+        return lambda g: BARRIER
+    if name.startswith("s_cbranch_"):
+        cond = name[len("s_cbranch_"):]
+        tests = {
+            "scc0": lambda g: ~g.scc, "scc1": lambda g: g.scc.copy(),
+            "vccz": lambda g: g.s[:, d.VCC_LO] == 0, "vccnz": lambda g: g.s[:, d.VCC_LO] != 0,
+            "execz": lambda g: g.s[:, d.EXEC_LO] == 0,
+            "execnz": lambda g: g.s[:, d.EXEC_LO] != 0,
+        }
+        test = tests.get(cond)
+        if test is None:
+            return None
+
+        def branch(g: WaveGroup):
+            taken = np.asarray(test(g), bool)
+            if taken.all():
+                return target
+            if not taken.any():
+                return nxt
+            return [(taken, target), (~taken, nxt)]
+
+        return branch
+    if name == "s_getpc_b64":
+        def getpc(g: WaveGroup):
+            g.swrite(inst.f["sdst"], np.uint64(nxt), wide=True)
+            return nxt
+        return getpc
+    if name in ("s_setpc_b64", "s_swappc_b64"):
+        def setpc(g: WaveGroup):
+            dest = np.asarray(g.sread(inst.f["ssrc0"], inst.literal, wide=True), np.uint64)
+            if name == "s_swappc_b64":
+                g.swrite(inst.f["sdst"], np.uint64(nxt), wide=True)
+            uniq = np.unique(dest)
+            if uniq.size == 1:
+                return int(uniq[0])
+            return [(dest == u, int(u)) for u in uniq]
+        return setpc
+    if name == "s_trap":
+        def trap(g: WaveGroup):
+            raise TrapRaised(simm & 0xFF)
+        return trap
+    if name == "s_sendmsg" or name == "s_sendmsghalt":
+        return lambda g: nxt  # MSG_DEALLOC_VGPRS and friends: nothing to do here
+    if name in ("s_nop", "s_waitcnt", "s_waitcnt_depctr", "s_delay_alu", "s_clause",
+                "s_set_inst_prefetch_distance", "s_sleep", "s_setprio", "s_icache_inv",
+                "s_code_end", "s_wait_idle", "s_denorm_mode", "s_round_mode", "s_ttracedata",
+                "s_incperflevel", "s_decperflevel", "s_wakeup"):
+        return lambda g: nxt
+    return None
+
+
+def _round16(n: int) -> int:
+    return (n + 15) & ~15
+
+
+class TrapRaised(Exception):
+    """s_trap: the wave asked for the trap handler (e.g. __builtin_trap, a failed assert)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+# --- the per-batch context -------------------------------------------------------------------
+class BatchContext:
+    """What the memory instructions of one batch of workgroups need."""
+
+    def __init__(self, dispatch: Dispatch, memory: MemoryMap, lds_size: int, n_wg: int,
+                 private_size: int, n_lanes: int) -> None:
+        self.memory = memory
+        self.agent = dispatch.agent
+        self.kernel_name = dispatch.kernel_name
+        self.lds_size = lds_size
+        # sizes rounded to 16 bytes so that aligned accesses can index typed views
+        self.lds = np.zeros(_round16(lds_size * n_wg + 16), dtype=np.uint8)
+        self.private_size = private_size
+        self.scratch = np.zeros(_round16(private_size * n_lanes + 16), dtype=np.uint8)
+        self.wave_wg = np.zeros(0, np.int64)  # batch wave index -> workgroup index in batch
+        self.lane_instructions = 0
+
+    def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
+                  idx: np.ndarray | None) -> tuple[mem.ByteSpace, np.ndarray]:
+        wg = np.repeat(self.wave_wg[g.waves], LANES)
+        base = wg * self.lds_size
+        if idx is not None:
+            base = base[idx]
+        return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False), (
+            np.asarray(addr).astype(np.int64))
+
+    def scratch_space(self, g: WaveGroup, inst: d.Instruction,
+                      idx: np.ndarray | None) -> mem.ByteSpace:
+        lane = (g.waves[:, None] * LANES + np.arange(LANES)).reshape(-1)
+        if idx is not None:
+            lane = lane[idx]
+        return mem.ByteSpace(self, inst, self.scratch, lane * self.private_size,
+                             self.private_size, fault=True)
+
+    def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
+                  idx: np.ndarray | None):
+        if seg == "SCRATCH":
+            return self.scratch_space(g, inst, idx)
+        if seg == "FLAT" and addr.size:
+            hi = addr >> np.uint64(32)
+            kinds = set(np.unique(hi).tolist())
+            apertures = kinds & {SHARED_APERTURE_HI, PRIVATE_APERTURE_HI}
+            if not apertures:
+                return mem.GlobalSpace(self, inst)
+            lanes = (np.arange(g.count * LANES) if idx is None else idx)
+            parts = []
+            for ap in kinds:
+                mask = hi == ap
+                sub = lanes[mask]
+                if ap == SHARED_APERTURE_HI:
+                    space, _ = self.lds_space(g, inst, addr[mask], sub)
+                elif ap == PRIVATE_APERTURE_HI:
+                    space = self.scratch_space(g, inst, sub)
+                else:
+                    space = mem.GlobalSpace(self, inst)
+                parts.append((mask, space))
+            # LDS and scratch take 32-bit offsets within the aperture
+            addr[...] = np.where(np.isin(hi, list(apertures)), addr & np.uint64(0xFFFFFFFF), addr)
+            return parts[0][1] if len(parts) == 1 else mem.MixedSpace(parts)
+        return mem.GlobalSpace(self, inst)
+
+
+# --- the executor ------------------------------------------------------------------------------
+class Gfx11Executor:
+    """Executes gfx11 kernel dispatches (wave32) against a MemoryMap."""
+
+    family = "gfx11"
+
+    def __init__(self) -> None:
+        self._programs: dict[int, Program] = {}
+        self.last_lane_instructions = 0
+        self.last_instructions = 0
+
+    # program cache
+    def program(self, entry: int, memory: MemoryMap, agent: int) -> Program:
+        try:
+            alloc = memory.find(entry, 4, agent)
+        except MemoryFault as e:
+            raise MemoryFault(HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+                              f"kernel code at 0x{entry:x} is not mapped for the agent: "
+                              f"{e.text}; load the code object before dispatching",
+                              address=entry) from None
+        start = max(alloc.base, entry - CODE_WINDOW)
+        start += (entry - start) % 4
+        end = min(alloc.end, entry + CODE_WINDOW)
+        n = (end - start) // 4
+        snapshot = alloc.data[start - alloc.base: start - alloc.base + 4 * n].view("<u4")
+        prog = self._programs.get(entry)
+        if prog is not None and prog.snapshot.size == n and np.array_equal(prog.snapshot,
+                                                                             snapshot):
+            return prog
+        snap = snapshot.copy()
+        prog = Program(entry, start, snap, tuple(snap.tolist()))
+        self._programs[entry] = prog
+        return prog
+
+    def run(self, dispatch: Dispatch, memory: MemoryMap) -> None:
+        desc_bytes = memory.read(dispatch.kernel_object, 64, dispatch.agent)
+        desc = Descriptor.from_bytes(desc_bytes)
+        if not desc.properties >> 10 & 1:
+            raise IllegalInstruction(
+                HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                f"kernel {dispatch.kernel_name} is compiled for wave64; the virtual gfx11 "
+                "executor runs wave32 code only; compile with -mwavefrontsize32 (the "
+                "gfx11 default)")
+        entry = dispatch.kernel_object + desc.entry_offset
+        prog = self.program(entry, memory, dispatch.agent)
+        if min(int(x) for x in dispatch.grid_size) <= 0:
+            return  # an empty grid launches no waves
+        wg_size = tuple(max(1, int(x)) for x in dispatch.workgroup_size)
+        grid = tuple(int(x) for x in dispatch.grid_size)
+        counts = tuple(-(-grid[i] // wg_size[i]) for i in range(3))
+        n_wg = counts[0] * counts[1] * counts[2]
+        waves_per_wg = -(-(wg_size[0] * wg_size[1] * wg_size[2]) // LANES)
+        lane_bytes = 4 * desc.vgprs + max(dispatch.private_segment_size,
+                                          desc.private_segment_fixed_size)
+        per_wg = max(1, waves_per_wg * LANES * lane_bytes)
+        batch = max(1, BATCH_BYTES // per_wg)
+        self.last_lane_instructions = 0
+        self.last_instructions = 0
+        with np.errstate(all="ignore"):
+            for first in range(0, n_wg, batch):
+                wgs = np.arange(first, min(n_wg, first + batch))
+                self._run_batch(dispatch, memory, desc, prog, wgs, counts, wg_size, grid)
+
+    def _run_batch(self, dispatch: Dispatch, memory: MemoryMap, desc: Descriptor,
+                   prog: Program, wgs: np.ndarray, counts, wg_size, grid) -> None:
+        # workgroup coordinates and actual (partial) sizes
+        gx = wgs % counts[0]
+        gy = (wgs // counts[0]) % counts[1]
+        gz = wgs // (counts[0] * counts[1])
+        sx = np.minimum(wg_size[0], grid[0] - gx * wg_size[0])
+        sy = np.minimum(wg_size[1], grid[1] - gy * wg_size[1])
+        sz = np.minimum(wg_size[2], grid[2] - gz * wg_size[2])
+        items = sx * sy * sz
+        nwaves = -(-items // LANES)
+        wave_wg = np.repeat(np.arange(wgs.size), nwaves)
+        starts = np.cumsum(nwaves) - nwaves
+        wave_in_wg = np.arange(wave_wg.size) - starts[wave_wg]
+        W = wave_wg.size
+        private = max(dispatch.private_segment_size, desc.private_segment_fixed_size)
+        lds_size = max(dispatch.group_segment_size, desc.group_segment_fixed_size)
+        ctx = BatchContext(dispatch, memory, lds_size, wgs.size, private, W * LANES)
+        ctx.wave_wg = wave_wg
+
+        # lanes: flat id within the workgroup -> x, y, z
+        flat = wave_in_wg[:, None] * LANES + np.arange(LANES)[None, :]
+        ax, ay = sx[wave_wg][:, None], sy[wave_wg][:, None]
+        valid = flat < items[wave_wg][:, None]
+        tx = flat % ax
+        ty = (flat // ax) % ay
+        tz = flat // (ax * ay)
+        v = np.zeros((desc.vgprs, W, LANES), dtype=np.uint32)
+        v[0] = np.where(valid, tx | (ty << 10) | (tz << 20), 0).astype(np.uint32)
+
+        s = np.zeros((W, NSGPR), dtype=np.uint32)
+        k = 0
+
+        def put64(value: int) -> None:
+            nonlocal k
+            s[:, k] = value & 0xFFFFFFFF
+            s[:, k + 1] = (value >> 32) & 0xFFFFFFFF
+            k += 2
+
+        props = desc.properties
+        if props & 1:  # private segment buffer V#: not used with architected flat scratch
+            k += 4
+        if props & 2:
+            put64(dispatch.packet_address)
+        if props & 4:
+            put64(dispatch.queue_address)
+        if props & 8:
+            put64(dispatch.kernarg_address)
+        if props & 16:
+            put64(dispatch.dispatch_id)
+        if props & 32:  # flat scratch init: architected on gfx11, left zero
+            k += 2
+        if props & 64:
+            s[:, k] = private
+            k += 1
+        k = max(k, desc.user_sgpr_count)
+        for bit, coord in ((7, gx), (8, gy), (9, gz)):
+            if desc.rsrc2 >> bit & 1:
+                s[:, k] = coord[wave_wg].astype(np.uint32)
+                k += 1
+        if desc.rsrc2 >> 10 & 1:  # workgroup info
+            k += 1
+        if desc.rsrc2 & 1:  # private segment wave byte offset: scratch is per lane here
+            s[:, k] = 0
+            k += 1
+        s[:, d.EXEC_LO] = WaveGroup.pack(valid)
+        scc = np.zeros(W, dtype=bool)
+        group = WaveGroup(s, v, scc, np.arange(W), prog.entry)
+        self._schedule([group], prog, ctx)
+        self.last_lane_instructions += ctx.lane_instructions
+
+    # --- scheduling -------------------------------------------------------------------------
+    def _schedule(self, groups: list[WaveGroup], prog: Program, ctx: BatchContext) -> None:
+        """Run the group with the lowest pc until every wave ended. Groups that meet at one
+        pc merge; s_barrier holds a group until every live wave waits at a barrier (a
+        superset of "every wave of its workgroup"), then all continue after it."""
+        while True:
+            live = [g for g in groups if not g.done]
+            if not live:
+                return
+            if all(g.waiting for g in live):
+                for g in live:
+                    g.waiting = False
+                    g.pc += 4  # s_barrier is one dword
+            groups = self._merge(live)
+            g = min((x for x in groups if not x.waiting), key=lambda x: x.pc)
+            others = [x for x in groups if x is not g]
+            groups = others + self._run_group(g, prog, ctx, others)
+
+    @staticmethod
+    def _merge(groups: list[WaveGroup]) -> list[WaveGroup]:
+        by_pc: dict[tuple[int, bool], list[WaveGroup]] = {}
+        for g in groups:
+            by_pc.setdefault((g.pc, g.waiting), []).append(g)
+        out = []
+        for (_, waiting), gs in by_pc.items():
+            m = gs[0] if len(gs) == 1 else WaveGroup.merge(gs)
+            m.waiting = waiting
+            out.append(m)
+        return out
+
+    def _run_group(self, g: WaveGroup, prog: Program, ctx: BatchContext,
+                   others: list[WaveGroup]) -> list[WaveGroup]:
+        """Run `g` until it ends, waits at a barrier, splits, or meets another group's pc.
+        Returns the group(s) it became."""
+        other_pcs = {x.pc for x in others}
+        min_other = min(other_pcs) if other_pcs else None
+        steps_done = [0]
+        try:
+            return self._steps(g, prog, ctx, others, min_other, steps_done)
+        finally:  # count what ran, also when an instruction faults
+            ctx.lane_instructions += steps_done[0] * g.count * LANES
+            self.last_instructions += steps_done[0]
+
+    def _steps(self, g: WaveGroup, prog: Program, ctx: BatchContext, others: list[WaveGroup],
+               min_other: int | None, steps_done: list[int]) -> list[WaveGroup]:
+        cache = prog.cache
+        steps = 0
+        try:
+            while True:
+                c = cache.get(g.pc) or prog.at(g.pc)
+                if c.fn is None:
+                    raise self._illegal(c, ctx)
+                steps += 1
+                try:
+                    if c.kind == SIMPLE:
+                        c.fn(g)
+                        g.pc += c.size
+                        continue
+                    if c.kind == MEMORY:
+                        c.fn(g, ctx)
+                        g.pc += c.size
+                        continue
+                    result = c.fn(g)
+                except HsaError:
+                    raise
+                except TrapRaised as e:  # what ROCr reports for a wave that traps
+                    raise HsaError(
+                        HSA_STATUS_ERROR_EXCEPTION,
+                        f"kernel {ctx.kernel_name} executed s_trap {e.code} at pc "
+                        f"0x{c.inst.pc:x} (__builtin_trap or a failed device assert); the "
+                        "queue is in its error state") from None
+                except Exception as e:  # a gap in the semantics: a clean queue error
+                    raise self._failed(c, ctx, e) from e
+                if isinstance(result, list):  # divergent scalar branch
+                    return [g.take(sel, pc) for sel, pc in result]
+                if result == END:
+                    g.done = True
+                    return [g]
+                if result == BARRIER:
+                    if not others:
+                        g.pc += c.size
+                        continue
+                    g.waiting = True
+                    return [g]
+                jumped = result != g.pc + c.size
+                g.pc = result
+                if jumped and min_other is not None and g.pc >= min_other:
+                    return [g]  # let the scheduler merge or run the group behind
+                if steps > MAX_STEPS:
+                    raise IllegalInstruction(
+                        HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                        f"kernel {ctx.kernel_name} ran more than {MAX_STEPS} instructions "
+                        f"(pc 0x{g.pc:x}); it does not terminate in the virtual gfx11 "
+                        "executor")
+        finally:
+            steps_done[0] = steps
+
+    @staticmethod
+    def _failed(c: Compiled, ctx: BatchContext, e: Exception) -> IllegalInstruction:
+        inst = c.inst
+        return IllegalInstruction(
+            HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+            f"unsupported use of gfx11 instruction {inst.name} ({inst.encoding}) in kernel "
+            f"{ctx.kernel_name} at pc 0x{inst.pc:x}: {type(e).__name__}: {e}; the virtual "
+            "gfx11 executor cannot run it")
+
+    @staticmethod
+    def _illegal(c: Compiled, ctx: BatchContext) -> IllegalInstruction:
+        inst = c.inst
+        return IllegalInstruction(
+            HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+            f"unsupported gfx11 instruction {inst.name} ({inst.encoding}) in kernel "
+            f"{ctx.kernel_name} at pc 0x{inst.pc:x}; the virtual gfx11 executor "
+            f"does not implement it ({c.error})")

@@ -1,0 +1,147 @@
+"""Register-level listings of decoded gfx11 instructions, in LLVM's operand spelling.
+
+`register_operands(inst)` names the registers an instruction reads and writes, in the order
+and spelling llvm-objdump prints them (v[0:1], s15, vcc_lo, exec_lo, null, off); constants
+and modifiers are left out. Tests compare it with llvm-objdump-19's disassembly; it is also
+handy in error reports.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hsa.virtual.gfx11 import decoder as d
+
+_SPECIAL = {d.VCC_LO: "vcc_lo", d.VCC_HI: "vcc_hi", d.NULL: "null", d.M0: "m0",
+            d.EXEC_LO: "exec_lo", d.EXEC_HI: "exec_hi"}
+_SPECIAL64 = {d.VCC_LO: "vcc", d.EXEC_LO: "exec", d.NULL: "null"}
+REGISTER_TOKEN = re.compile(
+    r"^(v\d+|v\[\d+:\d+\]|s\d+|s\[\d+:\d+\]|vcc_lo|vcc_hi|vcc|exec_lo|exec_hi|exec|m0|null|"
+    r"ttmp\d+|ttmp\[\d+:\d+\]|off)$")
+
+
+_INVALID = re.compile(r"^v(32|48|64)/\*Invalid")
+_PROBE_FIELDS = {32: "src0", 48: "src1", 64: "src2"}  # the VGPRs gen_tables put there
+
+
+def _range(prefix: str, lo: int, width: int) -> str:
+    return f"{prefix}{lo}" if width == 1 else f"{prefix}[{lo}:{lo + width - 1}]"
+
+
+def scalar_name(code: int, width: int = 1) -> str | None:
+    """The spelling of a scalar operand code, or None for a constant."""
+    if code < 106:
+        return _range("s", code, width)
+    if 108 <= code <= 123:
+        return _range("ttmp", code - 108, width)
+    if width == 2 and code in _SPECIAL64:
+        return _SPECIAL64[code]
+    return _SPECIAL.get(code)
+
+
+def source_name(code: int, width: int = 1) -> str | None:
+    if code >= d.VGPR0:
+        return _range("v", code - d.VGPR0, width)
+    return scalar_name(code, width)
+
+
+_VGPR_FIELDS = {"vdst", "vdstx", "vdsty", "addr", "data", "data0", "data1", "vdata", "vaddr"}
+_SRC_FIELDS = {"src0", "src1", "src2", "vsrc1", "src0x", "src0y", "vsrc1x", "vsrc1y"}
+_SGPR_FIELDS = {"sdst", "ssrc0", "ssrc1", "sdata", "sbase", "srsrc"}
+
+
+def _field_name(inst: d.Instruction, field: str, width: int) -> str | None:
+    f = inst.f
+    if field == "src0" and "dpp" in f:
+        return _range("v", f["dpp"] & 0xFF, width)
+    if field in _SRC_FIELDS:
+        return source_name(f[field], width)
+    if field in _SGPR_FIELDS:
+        return scalar_name(f[field], width)
+    if field in _VGPR_FIELDS:
+        return _range("v", f[field], width)
+    return None
+
+
+def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
+    out: list[str] = []
+    f = inst.f
+    enc = inst.encoding
+    for entry in info["operands"]:
+        if len(entry) == 2:
+            field, width = entry
+            if field.startswith("s") and field[1:].isdigit():  # an SGPR written through vdst/sdst
+                code = f["sdst"] if int(field[1:]) == 0 and "sdst" in f else f.get("vdst", 0)
+                if enc == "VOP3" and inst.op < 0x100:
+                    code = f["vdst"]
+                name = scalar_name(code, width)
+            elif enc == "GLOBAL" and field == "addr" and f["saddr"] != d.NULL:
+                name = _range("v", f["addr"], 1)
+            elif enc == "SCRATCH" and field == "addr" and not f["sve"]:
+                name = "off"
+            elif enc in ("MUBUF", "MTBUF") and field == "vaddr":
+                n = f["offen"] + f["idxen"]
+                name = _range("v", f["vaddr"], n) if n else "off"
+            else:
+                name = _field_name(inst, field, width)
+            if name:
+                out.append(name)
+            continue
+        token = entry[0]
+        invalid = _INVALID.match(token)
+        if invalid and enc == "VOP3":  # an SGPR operand that our probe filled with a VGPR
+            name = source_name(f[_PROBE_FIELDS[int(invalid.group(1))]], 1)
+            if name:
+                out.append(name)
+        elif token == "off" and enc in ("GLOBAL", "SCRATCH", "FLAT"):
+            out.append("off" if f["saddr"] == d.NULL else
+                       scalar_name(f["saddr"], 2 if enc == "GLOBAL" else 1) or "off")
+        elif enc in ("MUBUF", "MTBUF") and token == "0":
+            name = scalar_name(f["soffset"])
+            if name:
+                out.append(name)
+        elif REGISTER_TOKEN.match(token):
+            out.append(token)
+    if enc in ("FLAT", "GLOBAL", "SCRATCH") and "_atomic_" in inst.name and f["glc"]:
+        width = 2 if inst.name.endswith(("_b64", "_u64", "_i64", "_f64")) else 1
+        out.insert(0, _range("v", f["vdst"], width))  # returns the old value (glc)
+    if enc == "SMEM" and "sbase" in f:  # LLVM spells a zero offset with no SGPR as "null"
+        if f["soffset"] != d.NULL:
+            out.append(scalar_name(f["soffset"]) or "")
+        elif f["offset"] == 0 and inst.name.startswith("s_"):
+            out.append("null")
+    return [x for x in out if x]
+
+
+def register_operands(inst: d.Instruction) -> list[str]:
+    tables = d.opcode_tables()
+    if inst.encoding == "VOPD":
+        x = tables["VOPDX"].get(inst.f["opx"])
+        y = tables["VOPDY"].get(inst.f["opy"])
+        if not x or not y:
+            return []
+        fx = dict(inst.f)
+        ops = []
+        for info in (x, y):
+            for entry in info["operands"]:
+                if len(entry) == 2:
+                    field = entry[0]
+                    name = source_name(fx[field], entry[1]) if field.startswith(
+                        ("src", "vsrc")) else _range("v", fx[field], entry[1])
+                    if name:
+                        ops.append(name)
+                elif REGISTER_TOKEN.match(entry[0]):
+                    ops.append(entry[0])
+        return ops
+    table = tables.get(inst.encoding, {})
+    info = table.get(inst.op)
+    if info is None:
+        return []
+    return _operand_list(inst, info)
+
+
+def llvm_registers(operand_text: str) -> list[str]:
+    """Register tokens of an llvm-objdump operand string, in order."""
+    text = re.sub(r"abs\(|[|()\-]", " ", operand_text.replace("::", " "))
+    tokens = re.split(r"[\s,]+", text)
+    return [t for t in tokens if REGISTER_TOKEN.match(t)]

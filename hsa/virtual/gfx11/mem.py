@@ -1,0 +1,673 @@
+"""Memory instructions: SMEM, GLOBAL/FLAT/SCRATCH, MUBUF, DS, on wide wave state.
+
+Global memory goes through the virtual system's MemoryMap with the dispatch's agent, so an
+access outside every allocation (or to memory not mapped for the agent) raises MemoryFault,
+re-raised here with the kernel name and PC. LDS is one byte array per workgroup of the
+batch; scratch is one byte array per lane. Both are bounds-checked the way the hardware does
+it: an LDS access out of range reads 0 and drops stores; scratch out of range faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
+from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.gfx11.state import LANES, WaveGroup
+
+if TYPE_CHECKING:
+    from hsa.virtual.gfx11.executor import BatchContext
+
+u32, u64 = np.uint32, np.uint64
+_LANE = np.arange(LANES)
+
+
+def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
+    return MemoryFault(
+        HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+        f"memory fault in kernel {ctx.kernel_name} at pc 0x{inst.pc:x}: address 0x{address:x}"
+        f" ({why}); check the kernel's buffer sizes and arguments",
+        address=address,
+    )
+
+
+def gather_words(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+                 nwords: int) -> np.ndarray:
+    """(n,) byte addresses -> (n, nwords) uint32 from global memory."""
+    try:
+        if nwords == 1:
+            return ctx.memory.gather(addresses, np.uint32, ctx.agent).reshape(-1, 1)
+        out = ctx.memory.gather(addresses, np.dtype((np.void, 4 * nwords)), ctx.agent)
+        return np.frombuffer(out.tobytes(), dtype="<u4").reshape(-1, nwords)
+    except MemoryFault as e:
+        raise _fault(ctx, inst, e.address, str(e.text)) from None
+
+
+def gather_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+                 dtype) -> np.ndarray:
+    try:
+        return ctx.memory.gather(addresses, dtype, ctx.agent)
+    except MemoryFault as e:
+        raise _fault(ctx, inst, e.address, str(e.text)) from None
+
+
+def scatter_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+                  values: np.ndarray) -> None:
+    try:
+        ctx.memory.scatter(addresses, values, ctx.agent)
+    except MemoryFault as e:
+        raise _fault(ctx, inst, e.address, str(e.text)) from None
+
+
+# --- SMEM ----------------------------------------------------------------------------------
+def compile_smem(inst: d.Instruction) -> Callable | None:
+    name = inst.name
+    if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv"):
+        return lambda g, ctx: None
+    if not (name.startswith("s_load_b") or name.startswith("s_buffer_load_b")):
+        return None
+    nwords = int(name.rsplit("_b", 1)[1]) // 32
+    f = inst.f
+
+    def run(g: WaveGroup, ctx: BatchContext) -> None:
+        offset = np.uint64(f["offset"] & 0xFFFFFFFFFFFFFFFF) if f["offset"] >= 0 else None
+        base = g.s[:, f["sbase"]].astype(u64) | (g.s[:, f["sbase"] + 1].astype(u64) << u64(32))
+        if name.startswith("s_buffer"):
+            base = base & u64(0xFFFFFFFFFFFF)
+        addr = base + u64(f["offset"] & 0xFFFFFFFF) if offset is not None else (
+            base - u64(-f["offset"]))
+        if f["soffset"] != d.NULL:
+            addr = addr + np.asarray(g.sread(f["soffset"], None), u64)
+        addr = addr & u64(~3 & 0xFFFFFFFFFFFFFFFF)  # SMEM ignores the two low address bits
+        first = addr[0]
+        if np.all(addr == first):
+            words = gather_words(ctx, inst, np.array([first], u64), nwords)
+            g.s[:, f["sdata"]: f["sdata"] + nwords] = words[0]
+        else:
+            words = gather_words(ctx, inst, addr, nwords)
+            g.s[:, f["sdata"]: f["sdata"] + nwords] = words
+
+    return run
+
+
+# --- per-lane helpers ------------------------------------------------------------------------
+def _active(g: WaveGroup) -> np.ndarray | None:
+    """Flat indices of active lanes, or None when all are active."""
+    if g.exec_all():
+        return None
+    return np.flatnonzero(g.exec_mask())
+
+
+def _sel(x: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
+    flat = x.reshape(-1)
+    return flat if idx is None else flat[idx]
+
+
+def _lanes(g: WaveGroup, value) -> np.ndarray:
+    return np.broadcast_to(value, (g.count, LANES))
+
+
+def _put(g: WaveGroup, reg: int, idx: np.ndarray | None, values: np.ndarray) -> None:
+    target = g.v[reg]
+    if idx is None:
+        target.reshape(-1)[:] = values
+    elif target.flags.c_contiguous:
+        target.reshape(-1)[idx] = values
+    else:
+        rows, lanes = np.divmod(idx, LANES)
+        target[rows, lanes] = values
+
+
+# Load/store kinds by the suffix of the mnemonic: (dtype, dwords, d16 mode)
+_LOADS = {
+    "u8": (np.uint8, 1, None), "i8": (np.int8, 1, None), "u16": (np.uint16, 1, None),
+    "i16": (np.int16, 1, None), "b32": (np.uint32, 1, None), "b64": (None, 2, None),
+    "b96": (None, 3, None), "b128": (None, 4, None),
+    "d16_u8": (np.uint8, 1, "lo"), "d16_i8": (np.int8, 1, "lo"), "d16_b16": (np.uint16, 1, "lo"),
+    "d16_hi_u8": (np.uint8, 1, "hi"), "d16_hi_i8": (np.int8, 1, "hi"),
+    "d16_hi_b16": (np.uint16, 1, "hi"),
+}
+_STORES = {
+    "b8": (np.uint8, 1, None), "b16": (np.uint16, 1, None), "b32": (np.uint32, 1, None),
+    "b64": (None, 2, None), "b96": (None, 3, None), "b128": (None, 4, None),
+    "d16_hi_b8": (np.uint8, 1, "hi"), "d16_hi_b16": (np.uint16, 1, "hi"),
+}
+
+
+def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], np.ndarray],
+               fetch_words: Callable[[int], np.ndarray]) -> None:
+    dtype, nwords, d16 = kind
+    if dtype is None or dtype == np.uint32:
+        words = fetch_words(nwords)
+        for k in range(nwords):
+            _put(g, vdst + k, idx, words[:, k])
+        return
+    values = fetch(np.dtype(dtype))
+    if np.dtype(dtype).kind == "i":
+        bits = values.astype(np.int32).view(u32)
+    else:
+        bits = values.astype(u32)
+    if d16 == "lo":
+        old = _sel(g.v[vdst], idx)
+        bits = (old & u32(0xFFFF0000)) | (bits & u32(0xFFFF))
+    elif d16 == "hi":
+        old = _sel(g.v[vdst], idx)
+        bits = (old & u32(0xFFFF)) | (bits << u32(16))
+    _put(g, vdst, idx, bits)
+
+
+def _store_values(g: WaveGroup, vdata: int, idx, kind) -> tuple[np.ndarray | None, list]:
+    """(typed values, or None for multi-dword) and the list of dword arrays."""
+    dtype, nwords, d16 = kind
+    words = [_sel(g.v[vdata + k], idx) for k in range(nwords)]
+    if dtype is None:
+        return None, words
+    bits = words[0]
+    if d16 == "hi":
+        bits = bits >> u32(16)
+    return bits.astype(dtype), words
+
+
+# --- GLOBAL / FLAT / SCRATCH -----------------------------------------------------------------
+_WIDE = ("u64", "i64", "b64", "f64")
+
+
+def _atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
+    """fn(old, value) -> new for an atomic named <operation>_<type> (add_u32, max_i64, ...),
+    on unsigned words of the type's width; None if unknown. cmpswap is handled apart."""
+    operation, _, t = op.rpartition("_")
+    if t not in ("u32", "i32", "b32", "f32") + _WIDE:
+        return None
+    wide = t in _WIDE
+    unsigned = u64 if wide else u32
+    signed = np.int64 if wide else np.int32
+    flt = np.float64 if wide else np.float32
+    one = unsigned(1)
+    return {
+        "swap": lambda old, v: v,
+        "storexchg": lambda old, v: v,
+        "add": lambda old, v: (old.view(flt) + v.view(flt)).view(unsigned) if t[0] == "f"
+        else old + v,
+        "sub": lambda old, v: old - v,
+        "rsub": lambda old, v: v - old,
+        "min": lambda old, v: (np.minimum(old.view(signed), v.view(signed)).view(unsigned)
+                               if t[0] == "i" else np.fmin(old.view(flt), v.view(flt)).view(
+                                   unsigned) if t[0] == "f" else np.minimum(old, v)),
+        "max": lambda old, v: (np.maximum(old.view(signed), v.view(signed)).view(unsigned)
+                               if t[0] == "i" else np.fmax(old.view(flt), v.view(flt)).view(
+                                   unsigned) if t[0] == "f" else np.maximum(old, v)),
+        "and": lambda old, v: old & v, "or": lambda old, v: old | v,
+        "xor": lambda old, v: old ^ v,
+        "inc": lambda old, v: np.where(old >= v, unsigned(0), old + one),
+        "dec": lambda old, v: np.where((old == 0) | (old > v), v, old - one),
+    }.get(operation)
+
+
+def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
+               write: Callable[[np.ndarray, np.ndarray], None], addresses: np.ndarray,
+               values: np.ndarray, fn, compare: np.ndarray | None = None) -> np.ndarray:
+    """Apply an atomic per lane in lane order; returns the value each lane saw before.
+    Values are unsigned words (uint32 or uint64); `compare` makes it a compare-and-swap."""
+    dtype = values.dtype
+    uniq = np.unique(addresses)
+    if uniq.size == addresses.size:
+        old = old_read(addresses)
+        if compare is not None:
+            new = np.where(old == compare, values, old)
+        else:
+            new = fn(old, values).astype(dtype)
+        write(addresses, new)
+        return old
+    returned = np.empty(addresses.size, dtype=dtype)
+    current: dict[int, int] = {}
+    olds = old_read(addresses)
+    for i, a in enumerate(addresses.tolist()):
+        old = current.get(a, int(olds[i]))
+        returned[i] = old
+        if compare is not None:
+            new = int(values[i]) if old == int(compare[i]) else old
+        else:
+            new = int(fn(np.array([old], dtype), values[i:i + 1])[0])
+        current[a] = new
+    keys = np.array(list(current.keys()), dtype=addresses.dtype)
+    write(keys, np.array(list(current.values()), dtype=dtype))
+    return returned
+
+
+def _lanes64(g: WaveGroup, reg: int, idx) -> np.ndarray:
+    return _sel(g.v[reg], idx).astype(u64) | (_sel(g.v[reg + 1], idx).astype(u64) << u64(32))
+
+
+def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, vdst: int,
+               returns: bool) -> None:
+    """A global/flat/buffer atomic <op> (add_u32, cmpswap_b64, ...) for the active lanes."""
+    wide = op.endswith(_WIDE)
+    nregs = 2 if wide else 1
+    values = _lanes64(g, data, idx) if wide else _sel(g.v[data], idx)
+    compare = None
+    fn = None
+    if op.startswith("cmpswap"):  # data = {new value, compare value}
+        compare = _lanes64(g, data + 2, idx) if wide else _sel(g.v[data + 1], idx)
+    else:
+        fn = _atomic_fn(op)
+    dtype = np.dtype(u64 if wide else u32)
+    old = atomic_rmw(lambda a: space.gather(a, dtype), lambda a, v: space.scatter(a, v),
+                     addr, values, fn, compare)
+    if returns:
+        if nregs == 1:
+            _put(g, vdst, idx, old)
+        else:
+            _put(g, vdst, idx, (old & u64(0xFFFFFFFF)).astype(u32))
+            _put(g, vdst + 1, idx, (old >> u64(32)).astype(u32))
+
+
+def _known_atomic(op: str) -> bool:
+    return op.startswith("cmpswap_") and not op.endswith("f32") or _atomic_fn(op) is not None
+
+
+def compile_flat(inst: d.Instruction) -> Callable | None:
+    name = inst.name
+    f = inst.f
+    seg = inst.encoding  # FLAT, GLOBAL, SCRATCH
+    prefix, _, rest = name.partition("_")
+    op, _, suffix = rest.partition("_")
+    if op == "load":
+        kind = _LOADS.get(suffix)
+    elif op == "store":
+        kind = _STORES.get(suffix)
+    elif op == "atomic":
+        kind = None
+    else:
+        return None
+    if op != "atomic" and kind is None:
+        return None
+    atomic_op = suffix
+    if op == "atomic" and not _known_atomic(suffix):
+        return None
+
+    def addresses(g: WaveGroup, ctx: BatchContext, idx) -> np.ndarray:
+        off = f["offset"]
+        if seg == "SCRATCH":
+            a = np.zeros(1, dtype=np.int64)
+            if f["saddr"] != d.NULL:
+                a = a + np.asarray(g.s[:, f["saddr"]], np.int64)[:, None]
+            if f["sve"]:
+                a = a + g.v[f["addr"]].astype(np.int64)
+            return _sel(np.broadcast_to(a + off, (g.count, LANES)).copy(), idx)
+        if seg == "GLOBAL" and f["saddr"] != d.NULL:
+            base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
+            a = base[:, None] + g.v[f["addr"]].astype(u64)
+        else:
+            a = g.v[f["addr"]].astype(u64) | (g.v[f["addr"] + 1].astype(u64) << u64(32))
+        a = _sel(a, idx)
+        return (a.astype(np.int64) + off).astype(u64) if off else a
+
+    def run(g: WaveGroup, ctx: BatchContext) -> None:
+        idx = _active(g)
+        if idx is not None and idx.size == 0:
+            return
+        addr = addresses(g, ctx, idx)
+        space = ctx.space_for(g, inst, seg, addr, idx)
+        if op == "load":
+            _load_into(g, f["vdst"], idx, kind, lambda dt: space.gather(addr, dt),
+                       lambda n: space.gather_words(addr, n))
+        elif op == "store":
+            typed, words = _store_values(g, f["data"], idx, kind)
+            if typed is not None:
+                space.scatter(addr, typed)
+            else:
+                for k, w in enumerate(words):
+                    space.scatter(addr + type(addr[0])(4 * k) if addr.size else addr, w)
+        else:
+            run_atomic(g, space, addr, idx, atomic_op, f["data"], f["vdst"], bool(f["glc"]))
+
+    return run
+
+
+class GlobalSpace:
+    def __init__(self, ctx: BatchContext, inst: d.Instruction) -> None:
+        self.ctx, self.inst = ctx, inst
+
+    def gather(self, addr, dtype):
+        return gather_typed(self.ctx, self.inst, addr, dtype)
+
+    def gather_words(self, addr, n):
+        return gather_words(self.ctx, self.inst, addr, n)
+
+    def scatter(self, addr, values):
+        scatter_typed(self.ctx, self.inst, addr, values)
+
+
+class MixedSpace:
+    """A flat access whose lanes point into different apertures (global, LDS, scratch):
+    each part serves its own lanes, in lane order of the access."""
+
+    def __init__(self, parts: list[tuple[np.ndarray, object]]) -> None:
+        self.parts = parts
+
+    def _check(self, addr) -> None:
+        if np.asarray(addr).size != self.parts[0][0].size:  # atomics combine lanes by address
+            raise NotImplementedError("atomics through flat pointers into mixed apertures")
+
+    def gather(self, addr, dtype):
+        self._check(addr)
+        out = np.zeros(np.asarray(addr).size, dtype=dtype)
+        for mask, space in self.parts:
+            out[mask] = space.gather(np.asarray(addr)[mask], dtype)
+        return out
+
+    def gather_words(self, addr, n):
+        self._check(addr)
+        out = np.zeros((np.asarray(addr).size, n), dtype=u32)
+        for mask, space in self.parts:
+            out[mask] = space.gather_words(np.asarray(addr)[mask], n)
+        return out
+
+    def scatter(self, addr, values):
+        self._check(addr)
+        for mask, space in self.parts:
+            space.scatter(np.asarray(addr)[mask], np.asarray(values)[mask])
+
+
+class ByteSpace:
+    """LDS or scratch: one flat byte array; `base` maps each lane to its region."""
+
+    def __init__(self, ctx: BatchContext, inst: d.Instruction, data: np.ndarray,
+                 base: np.ndarray, limit: int, fault: bool) -> None:
+        self.ctx, self.inst, self.data, self.base, self.limit = ctx, inst, data, base, limit
+        self.fault = fault
+
+    def _index(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        a = np.asarray(addr).astype(np.int64)
+        ok = (a >= 0) & (a + size <= self.limit)
+        if self.fault and not np.all(ok):
+            bad = int(a[~ok][0])
+            raise _fault(self.ctx, self.inst, bad & 0xFFFFFFFF,
+                         f"outside the {self.limit}-byte private segment of the work-item")
+        return np.where(ok, self.base + a, 0), ok
+
+    def absolute(self, addr: np.ndarray, size: int) -> tuple[ByteSpace, np.ndarray]:
+        """The same bytes addressed by absolute position (for atomics, which combine lanes
+        of different workgroups by address): (space, positions; -1 where out of range)."""
+        pos, ok = self._index(addr, size)
+        flat = ByteSpace(self.ctx, self.inst, self.data, np.zeros(1, np.int64),
+                         self.data.size, self.fault)
+        return flat, np.where(ok, pos, -1)
+
+    def gather(self, addr, dtype):
+        dtype = np.dtype(dtype)
+        size = dtype.itemsize
+        pos, ok = self._index(addr, size)
+        if size > 1 and not np.any(pos & (size - 1)):  # aligned: index a typed view
+            raw = self.data.view(dtype)[pos // size]
+        else:
+            idx = pos[:, None] + np.arange(size)
+            raw = self.data[idx].reshape(-1).view(dtype).copy()
+        if not ok.all():
+            raw[~ok] = 0
+        return raw
+
+    def gather_words(self, addr, n):
+        a = np.asarray(addr).astype(np.int64)
+        if n == 1:
+            return self.gather(a, u32).reshape(-1, 1)
+        return np.stack([self.gather(a + 4 * k, u32) for k in range(n)], axis=1)
+
+    def scatter(self, addr, values):
+        values = np.asarray(values)
+        size = values.dtype.itemsize
+        pos, ok = self._index(addr, size)
+        if not ok.all():
+            pos, values = pos[ok], values[ok]
+        if size > 1 and not np.any(pos & (size - 1)):
+            self.data.view(values.dtype)[pos // size] = values
+            return
+        idx = pos[:, None] + np.arange(size)
+        self.data[idx.reshape(-1)] = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+
+
+# --- MUBUF -------------------------------------------------------------------------------------
+_FORMAT_AS_DWORDS = {"format_x": "b32", "format_xy": "b64", "format_xyz": "b96",
+                     "format_xyzw": "b128"}
+
+
+def compile_mubuf(inst: d.Instruction) -> Callable | None:
+    """MUBUF (buffer_*) and MTBUF (tbuffer_*) instructions through V# descriptors."""
+    name = inst.name
+    f = inst.f
+    if name in ("buffer_gl0_inv", "buffer_gl1_inv"):  # cache invalidates: memory is coherent
+        return lambda g, ctx: None
+    _, op, suffix = name.split("_", 2)
+    if "format" in suffix:  # formatted access: 32-bit components only (raw dwords)
+        suffix = _FORMAT_AS_DWORDS.get(suffix)
+        if suffix is None:
+            return None
+    if op == "load":
+        kind = _LOADS.get(suffix)
+    elif op == "store":
+        kind = _STORES.get(suffix)
+    elif op == "atomic" and _known_atomic(suffix):
+        kind = (None, 2 if suffix.endswith(_WIDE) else 1, None)
+    else:
+        return None
+    if kind is None:
+        return None
+    size = np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1]
+
+    def run(g: WaveGroup, ctx: BatchContext) -> None:
+        idx = _active(g)
+        if idx is not None and idx.size == 0:
+            return
+        r = f["srsrc"]
+        w0, w1, w2 = (g.s[:, r + k].astype(u64) for k in range(3))
+        base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
+        stride = (w1 >> u64(16)) & u64(0x3FFF)
+        num_records = w2
+        soff = np.asarray(g.sread(f["soffset"], None), u64) if f["soffset"] != d.NULL else u64(0)
+        offset = np.zeros((g.count, LANES), dtype=u64) + u64(f["offset"])
+        vreg = f["vaddr"]
+        index = np.zeros((g.count, LANES), dtype=u64)
+        if f["idxen"]:
+            index = index + g.v[vreg].astype(u64)
+            vreg += 1
+        if f["offen"]:
+            offset = offset + g.v[vreg].astype(u64)
+        soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
+                               (g.count, 1))
+        structured = (stride != 0)[:, None]
+        if np.any(structured):
+            # in range when index < num_records and offset < stride
+            in_range_s = (index < num_records[:, None]) & (offset + u64(size) <= stride[:, None])
+        else:
+            in_range_s = None
+        addr = base[:, None] + stride[:, None] * index + offset + soff
+        flat_addr = _sel(addr, idx)
+        nwords = max(1, size // 4)
+        if op == "atomic":  # out-of-range lanes do nothing and return 0
+            ok = _sel(_in_range(offset, 0, size, num_records, structured, in_range_s), idx)
+            lanes = np.arange(g.count * LANES) if idx is None else idx
+            run_atomic(g, GlobalSpace(ctx, inst), flat_addr[ok], lanes[ok], suffix,
+                       f["vdata"], f["vdata"], bool(f["glc"]))
+            if f["glc"] and not ok.all():
+                for k in range(nwords):
+                    _put(g, f["vdata"] + k, lanes[~ok], np.zeros((~ok).sum(), u32))
+            return
+        if op == "load":
+            values_words = []
+            for k in range(nwords if kind[0] is None or kind[0] == np.uint32 else 1):
+                ok = _in_range(offset, k, size if nwords == 1 else 4, num_records, structured,
+                               in_range_s)
+                okf = _sel(ok, idx)
+                a = flat_addr + u64(4 * k)
+                out = np.zeros(a.size, dtype=u32 if kind[0] is None else kind[0])
+                if np.any(okf):
+                    if kind[0] is None:
+                        out[okf] = gather_typed(ctx, inst, a[okf], u32)
+                    else:
+                        out[okf] = gather_typed(ctx, inst, a[okf], kind[0])
+                values_words.append(out)
+            if kind[0] is None or kind[0] == np.uint32:
+                for k, w in enumerate(values_words):
+                    _put(g, f["vdata"] + k, idx, w.astype(u32))
+            else:
+                _load_into(g, f["vdata"], idx, kind, lambda dt: values_words[0],
+                           lambda n: None)
+        else:
+            typed, words = _store_values(g, f["vdata"], idx, kind)
+            chunks = [typed] if typed is not None else words
+            for k, w in enumerate(chunks):
+                ok = _sel(_in_range(offset, k, w.dtype.itemsize, num_records, structured,
+                                    in_range_s), idx)
+                if np.any(ok):
+                    scatter_typed(ctx, inst, (flat_addr + u64(4 * k))[ok], w[ok])
+
+    return run
+
+
+def _in_range(offset, k, size, num_records, structured, in_range_s):
+    raw = offset + u64(4 * k + size) <= num_records[:, None]
+    if in_range_s is None:
+        return raw
+    return np.where(structured, in_range_s, raw)
+
+
+# --- DS (LDS) ----------------------------------------------------------------------------------
+def compile_ds(inst: d.Instruction) -> Callable | None:
+    name = inst.name
+    f = inst.f
+    offset = f["offset0"] | (f["offset1"] << 8)
+    parts = name.split("_")
+    if name in ("ds_nop",):
+        return lambda g, ctx: None
+    if name.startswith("ds_load_2addr") or name.startswith("ds_store_2addr"):
+        width = 8 if name.endswith("b64") else 4
+        stride = width * (64 if "stride64" in name else 1)
+        is_load = parts[1] == "load"
+
+        def run2(g: WaveGroup, ctx: BatchContext) -> None:
+            idx = _active(g)
+            space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
+            for k, off in enumerate((f["offset0"] * stride, f["offset1"] * stride)):
+                nw = width // 4
+                if is_load:
+                    words = space.gather_words(addr + off, nw)
+                    for j in range(nw):
+                        _put(g, f["vdst"] + k * nw + j, idx, words[:, j])
+                else:
+                    src = f["data0"] if k == 0 else f["data1"]
+                    for j in range(nw):
+                        space.scatter(addr + off + 4 * j, _sel(g.v[src + j], idx))
+
+        return run2
+    if parts[1] == "load":
+        suffix = "_".join(parts[2:])
+        kind = _LOADS.get(suffix)
+        if suffix == "u16_d16":
+            kind = (np.uint16, 1, "lo")
+        elif suffix == "u16_d16_hi":
+            kind = (np.uint16, 1, "hi")
+        elif suffix == "u8_d16":
+            kind = (np.uint8, 1, "lo")
+        elif suffix == "u8_d16_hi":
+            kind = (np.uint8, 1, "hi")
+        elif suffix == "i8_d16":
+            kind = (np.int8, 1, "lo")
+        elif suffix == "i8_d16_hi":
+            kind = (np.int8, 1, "hi")
+        if kind is None:
+            return None
+
+        def load(g: WaveGroup, ctx: BatchContext) -> None:
+            idx = _active(g)
+            space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
+            a = addr + offset
+            _load_into(g, f["vdst"], idx, kind, lambda dt: space.gather(a, dt),
+                       lambda n: space.gather_words(a, n))
+
+        return load
+    if parts[1] == "store":
+        suffix = "_".join(parts[2:])
+        kind = _STORES.get(suffix)
+        if suffix == "b16_d16_hi":
+            kind = (np.uint16, 1, "hi")
+        elif suffix == "b8_d16_hi":
+            kind = (np.uint8, 1, "hi")
+        if kind is None:
+            return None
+
+        def store(g: WaveGroup, ctx: BatchContext) -> None:
+            idx = _active(g)
+            space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
+            typed, words = _store_values(g, f["data0"], idx, kind)
+            if typed is not None:
+                space.scatter(addr + offset, typed)
+            else:
+                for k, w in enumerate(words):
+                    space.scatter(addr + offset + 4 * k, w)
+
+        return store
+    if name in ("ds_swizzle_b32", "ds_bpermute_b32", "ds_permute_b32"):
+        return lambda g, ctx: _ds_lane_op(g, inst, name, offset)
+    # LDS atomics: ds_<op>[_rtn]_<type>, 32- and 64-bit
+    rtn = "rtn" in parts
+    core = "_".join(p for p in parts[1:] if p != "rtn")
+    cmpstore = core.startswith("cmpstore_") and not core.endswith(("f32", "f64"))
+    fn = None if cmpstore else _atomic_fn(core)
+    if fn is None and not cmpstore:
+        return None
+    wide = core.endswith(_WIDE)
+    dtype = np.dtype(u64 if wide else u32)
+
+    def lanes(g: WaveGroup, reg: int, idx) -> np.ndarray:
+        return _lanes64(g, reg, idx) if wide else _sel(g.v[reg], idx)
+
+    def atomic(g: WaveGroup, ctx: BatchContext) -> None:
+        idx = _active(g)
+        space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
+        flat, pos = space.absolute(addr + offset, dtype.itemsize)
+        inside = pos >= 0  # out-of-range LDS atomics do nothing and return 0
+        data0 = lanes(g, f["data0"], idx)[inside]
+        # ds_cmpstore: data0 = the new value, data1 = the compare value
+        compare = lanes(g, f["data1"], idx)[inside] if cmpstore else None
+        old = np.zeros(pos.size, dtype)
+        old[inside] = atomic_rmw(lambda x: flat.gather(x, dtype), flat.scatter, pos[inside],
+                                 data0, fn, compare)
+        if rtn and wide:
+            _put(g, f["vdst"], idx, (old & u64(0xFFFFFFFF)).astype(u32))
+            _put(g, f["vdst"] + 1, idx, (old >> u64(32)).astype(u32))
+        elif rtn:
+            _put(g, f["vdst"], idx, old)
+
+    return atomic
+
+
+def _ds_lane_op(g: WaveGroup, inst: d.Instruction, name: str, offset: int) -> None:
+    f = inst.f
+    ex = g.exec_mask()
+    if name == "ds_swizzle_b32":
+        src = g.v[f["addr"]]
+        if offset & 0x8000:  # quad permute mode
+            sel = np.array([(offset >> (2 * (lane & 3))) & 3 for lane in range(LANES)])
+            srcl = (_LANE & ~3) + sel
+        else:  # bitmask mode within groups of 32
+            and_m, or_m, xor_m = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
+            srcl = (((_LANE & and_m) | or_m) ^ xor_m)
+        value = src[:, srcl]
+        value = np.where(ex[:, srcl], value, u32(0))
+        g.vwrite(f["vdst"], value)
+        return
+    addr = (g.v[f["addr"]] + u32(offset)) >> u32(2)
+    lane = (addr & u32(31)).astype(np.int64)
+    data = g.v[f["data0"]]
+    if name == "ds_bpermute_b32":  # dst[i] = data[addr[i]]
+        value = np.take_along_axis(data, lane, axis=1)
+        value = np.where(np.take_along_axis(ex, lane, axis=1), value, u32(0))
+        g.vwrite(f["vdst"], value)
+    else:  # ds_permute_b32: dst[addr[i]] = data[i]
+        out = np.zeros_like(data)
+        rows = np.repeat(np.arange(g.count), LANES).reshape(g.count, LANES)
+        out[rows[ex], lane[ex]] = data[ex]
+        g.vwrite(f["vdst"], out)

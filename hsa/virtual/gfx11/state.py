@@ -1,0 +1,208 @@
+"""Wide wave state: many wave32 waves executed together as numpy arrays.
+
+A `WaveGroup` holds every wave that is at the same program counter: scalar registers
+`s[wave, 128]` (SGPRs 0-105, VCC 106-107, TTMP 108-123, NULL 124, M0 125, EXEC 126-127),
+SCC per wave, and vector registers `v[reg, wave, lane]` as uint32. A VGPR read gives a
+(waves, 32) array, an SGPR read a (waves, 1) column, a constant a 0-d value: numpy
+broadcasting makes one code path serve all three. Waves split into separate groups when a
+scalar branch goes different ways, and merge again when their program counters meet.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from hsa.virtual.gfx11 import decoder as d
+
+LANES = 32
+_LANE_BITS = (np.uint32(1) << np.arange(LANES, dtype=np.uint32)).astype(np.uint32)
+
+# Apertures the flat address space maps to LDS and scratch (high 32 bits of the address).
+SHARED_APERTURE_HI = 0x10000
+PRIVATE_APERTURE_HI = 0x20000
+
+_F32_INLINE = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0,
+               247: -4.0, 248: 0.15915494309189535}
+
+
+def _f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def _f64_bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+def _f16_bits(x: float) -> int:
+    return int(np.float16(x).view(np.uint16))
+
+
+_INLINE32 = {c: _f32_bits(x) for c, x in _F32_INLINE.items()}
+_INLINE32[248] = 0x3E22F983  # 1/(2*pi) as the hardware encodes it
+_INLINE16 = {c: _f16_bits(x) for c, x in _F32_INLINE.items()}
+_INLINE16[248] = 0x3118
+_INLINE64 = {c: _f64_bits(x) for c, x in _F32_INLINE.items()}
+_INLINE64[248] = 0x3FC45F306DC9C882
+
+
+def inline_constant(code: int, kind: str = "32") -> int | None:
+    """Value of an inline-constant operand code; kind "32", "16" (f16 ops) or "64"."""
+    if 128 <= code <= 192:
+        return code - 128
+    if 193 <= code <= 208:
+        v = -(code - 192)
+        return v & (0xFFFFFFFFFFFFFFFF if kind == "64" else 0xFFFFFFFF)
+    if 240 <= code <= 248:
+        return (_INLINE16 if kind == "16" else _INLINE64 if kind == "64" else _INLINE32)[code]
+    if code in (d.SRC_SHARED_BASE, d.SRC_SHARED_LIMIT, d.SRC_PRIVATE_BASE,
+                d.SRC_PRIVATE_LIMIT):  # 32-bit reads give the aperture's high half
+        hi = SHARED_APERTURE_HI if code in (d.SRC_SHARED_BASE, d.SRC_SHARED_LIMIT) else (
+            PRIVATE_APERTURE_HI)
+        low = 0xFFFFFFFF if code in (d.SRC_SHARED_LIMIT, d.SRC_PRIVATE_LIMIT) else 0
+        return (hi << 32 | low) if kind == "64" else hi
+    return None
+
+
+class WaveGroup:
+    """Waves that execute in lockstep at one program counter."""
+
+    __slots__ = ("s", "v", "scc", "waves", "pc", "_exec", "_exec_all", "done", "waiting")
+
+    def __init__(self, s: np.ndarray, v: np.ndarray, scc: np.ndarray, waves: np.ndarray,
+                 pc: int) -> None:
+        self.s = s
+        self.v = v
+        self.scc = scc
+        self.waves = waves
+        self.pc = pc
+        self._exec: np.ndarray | None = None
+        self._exec_all = False
+        self.done = False
+        self.waiting = False
+
+    @property
+    def count(self) -> int:
+        return self.s.shape[0]
+
+    # --- EXEC ----------------------------------------------------------------------------
+    def exec_mask(self) -> np.ndarray:
+        """(waves, 32) bool of active lanes."""
+        if self._exec is None:
+            lo = self.s[:, d.EXEC_LO]
+            self._exec = (lo[:, None] & _LANE_BITS) != 0
+            self._exec_all = bool(np.all(lo == 0xFFFFFFFF))
+        return self._exec
+
+    def exec_all(self) -> bool:
+        self.exec_mask()
+        return self._exec_all
+
+    def exec_changed(self) -> None:
+        self._exec = None
+
+    # --- scalar operands -----------------------------------------------------------------
+    def sread(self, code: int, literal: int | None, wide: bool = False):
+        """A scalar source: (waves,) uint32 (uint64 when wide) or a numpy scalar."""
+        if code < 128:
+            if wide:
+                lo = self.s[:, code].astype(np.uint64)
+                return lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32))
+            return self.s[:, code]
+        if code == d.LITERAL:
+            return np.uint64(literal) if wide else np.uint32(literal)
+        if code == d.SCC:
+            return self.scc.astype(np.uint64 if wide else np.uint32)
+        if code == d.VCCZ:
+            return (self.s[:, d.VCC_LO] == 0).astype(np.uint32)
+        if code == d.EXECZ:
+            return (self.s[:, d.EXEC_LO] == 0).astype(np.uint32)
+        value = inline_constant(code, "64" if wide else "32")
+        if value is None:
+            raise KeyError(code)
+        return np.uint64(value) if wide else np.uint32(value)
+
+    def swrite(self, code: int, value, wide: bool = False) -> None:
+        if code == d.NULL:
+            return
+        if wide:
+            value = np.asarray(value, dtype=np.uint64)
+            self.s[:, code] = (value & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            self.s[:, code + 1] = (value >> np.uint64(32)).astype(np.uint32)
+            if code in (d.EXEC_LO, d.EXEC_HI - 1):
+                self._exec = None
+        else:
+            self.s[:, code] = value
+        if code in (d.EXEC_LO, d.EXEC_HI):
+            self._exec = None
+
+    # --- vector operands -----------------------------------------------------------------
+    def vread(self, code: int, literal: int | None, kind: str = "32"):
+        """A vector-ALU source as uint32: (waves, 32), (waves, 1) or a 0-d value.
+        kind "64" returns uint64 of a register pair (or 64-bit constant)."""
+        wide = kind == "64"
+        if code >= d.VGPR0:
+            r = code - d.VGPR0
+            if wide:
+                return self.v[r].astype(np.uint64) | (
+                    self.v[r + 1].astype(np.uint64) << np.uint64(32))
+            return self.v[r]
+        if code < 128:
+            if wide:
+                lo = self.s[:, code].astype(np.uint64)
+                return (lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32)))[:, None]
+            return self.s[:, code][:, None]
+        if code == d.LITERAL:
+            if wide:  # a 64-bit float literal is the high half; integers zero-extend
+                return np.uint64(literal)
+            return np.uint32(literal)
+        if code == d.SCC:
+            c = self.scc.astype(np.uint64 if wide else np.uint32)
+            return c[:, None]
+        value = inline_constant(code, kind)
+        if value is None:
+            raise KeyError(code)
+        return np.uint64(value) if wide else np.uint32(value)
+
+    def vwrite(self, reg: int, value, mask: np.ndarray | None = None) -> None:
+        """Write a uint32 value to VGPR `reg` for active lanes (or `mask`)."""
+        if mask is None:
+            if self.exec_all():
+                self.v[reg][...] = value
+                return
+            mask = self.exec_mask()
+        np.copyto(self.v[reg], value, where=mask, casting="unsafe")
+
+    def vwrite64(self, reg: int, value, mask: np.ndarray | None = None) -> None:
+        value = np.asarray(value, dtype=np.uint64)
+        self.vwrite(reg, (value & np.uint64(0xFFFFFFFF)).astype(np.uint32), mask)
+        self.vwrite(reg + 1, (value >> np.uint64(32)).astype(np.uint32), mask)
+
+    # --- lane masks in SGPRs ---------------------------------------------------------------
+    def lane_mask(self, code: int) -> np.ndarray:
+        """(waves, 32) bool of the 32-bit lane mask in SGPR `code` (VCC_LO, EXEC_LO, ...)."""
+        if code == d.NULL:
+            return np.zeros((self.count, LANES), dtype=bool)
+        if code >= 128:
+            value = inline_constant(code) or 0
+            return np.broadcast_to((np.uint32(value) & _LANE_BITS) != 0, (self.count, LANES))
+        return (self.s[:, code][:, None] & _LANE_BITS) != 0
+
+    @staticmethod
+    def pack(mask: np.ndarray) -> np.ndarray:
+        """(waves, 32) bool -> (waves,) uint32 lane masks."""
+        return np.packbits(mask, axis=1, bitorder="little").view("<u4").reshape(-1)
+
+    # --- split / merge ---------------------------------------------------------------------
+    def take(self, select: np.ndarray, pc: int) -> WaveGroup:
+        return WaveGroup(self.s[select], np.ascontiguousarray(self.v[:, select]),
+                         self.scc[select], self.waves[select], pc)
+
+    @staticmethod
+    def merge(groups: list[WaveGroup]) -> WaveGroup:
+        g = WaveGroup(np.concatenate([x.s for x in groups]),
+                      np.concatenate([x.v for x in groups], axis=1),
+                      np.concatenate([x.scc for x in groups]),
+                      np.concatenate([x.waves for x in groups]), groups[0].pc)
+        return g

@@ -1,0 +1,909 @@
+"""Vector ALU semantics (VOP1, VOP2, VOPC, VOP3, VOP3P, VOPD) on wide wave state.
+
+Floating-point warnings (overflow, invalid, divide by zero) are silenced once per dispatch
+by the executor: NaN and infinity are ordinary register values here.
+
+Ordinary operations are data: `OPS[name] = (out type, in types, function)`; the function
+gets numpy arrays already converted to the input types (float32, int32, float16 promoted to
+float32, ...) and returns the result, which is converted back to register bits and written
+for active lanes. Operations that touch lane masks, carries, other lanes or several
+registers are functions of their own in `SPECIAL`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.gfx11.state import LANES, WaveGroup
+
+u32, i32, f32, u64, i64, f64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.uint32).view(np.float32)
+
+
+def _fma(a, b, c):
+    return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f32)
+
+
+def _minmax_f(fn):  # IEEE minNum/maxNum: a NaN operand yields the other one
+    def op(a, b):
+        return fn(a, b)
+    return op
+
+
+def _fract(x):
+    return (x - np.floor(x)).astype(f32)
+
+
+def _bfe_u(x, off, width):
+    off = np.asarray(off, u32) & u32(31)
+    width = np.asarray(width, u32) & u32(31)
+    mask = ((np.uint64(1) << width.astype(u64)) - np.uint64(1)).astype(u32)
+    return (np.asarray(x, u32) >> off) & mask
+
+
+def _bfe_i(x, off, width):
+    off = np.asarray(off, u32) & u32(31)
+    width = (np.asarray(width, u32) & u32(31)).astype(i64)
+    v = (np.asarray(x, u32).astype(i64) >> off.astype(i64)) & ((np.int64(1) << width) - 1)
+    sign = np.where(width > 0, np.int64(1) << np.maximum(width - 1, 0), 0)
+    return np.where(width > 0, (v ^ sign) - sign, 0).astype(i64).astype(u32)
+
+
+def _med3(a, b, c):
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def _u24(x):
+    return np.asarray(x, u32) & u32(0xFFFFFF)
+
+
+def _i24(x):
+    v = (np.asarray(x, u32) & u32(0xFFFFFF)).astype(i64)
+    return np.where(v >= 0x800000, v - 0x1000000, v)
+
+
+def _cvt_i32(x):  # float -> int32, saturating, NaN -> 0
+    x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
+    return np.clip(np.trunc(x), -2147483648, 2147483647).astype(i64).astype(u32)
+
+
+def _cvt_u32(x):
+    x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
+    return np.clip(np.trunc(x), 0, 4294967295).astype(u64).astype(u32)
+
+
+def _ldexp(x, e):
+    return np.ldexp(np.asarray(x, f32), np.clip(np.asarray(e, i64), -1000, 1000).astype(i32))
+
+
+def _frexp_mant(x):
+    m, _ = np.frexp(x)
+    return np.where(np.isfinite(x), m, x).astype(f32)
+
+
+def _frexp_exp(x):
+    _, e = np.frexp(x)
+    return np.where(np.isfinite(x), e, 0).astype(i32).astype(u32)
+
+
+def _clz(x):
+    x = np.asarray(x, u32)
+    out = np.full(x.shape, 0xFFFFFFFF, dtype=u32)
+    nz = x != 0
+    out[nz] = (31 - np.floor(np.log2(x[nz].astype(f64)))).astype(u32)
+    return out
+
+
+def _ctz(x):
+    x = np.asarray(x, u32)
+    low = x & (~x + u32(1))
+    out = np.full(x.shape, 0xFFFFFFFF, dtype=u32)
+    nz = x != 0
+    out[nz] = np.log2(low[nz].astype(f64)).astype(u32)
+    return out
+
+
+def _bfrev(x):
+    x = np.asarray(x, u32)
+    b = np.unpackbits(x.astype("<u4").view(np.uint8).reshape(-1, 4), axis=1,
+                      bitorder="little")[:, ::-1]
+    return np.packbits(b, axis=1, bitorder="little").view("<u4").reshape(x.shape)
+
+
+def _perm(s0, s1, sel):
+    """v_perm_b32: each byte of sel picks a byte of {s0, s1}, a sign fill, 0x00 or 0xFF."""
+    s0, s1, sel = (np.asarray(v, u32) for v in (s0, s1, sel))
+    shape = np.broadcast_shapes(s0.shape, s1.shape, sel.shape)
+    a = np.broadcast_to(s0, shape)
+    b = np.broadcast_to(s1, shape)
+    pool = (a.astype(u64) << np.uint64(32)) | b.astype(u64)
+    sel = np.broadcast_to(sel, shape)
+    signs = [(b >> u32(15)) & u32(1), (b >> u32(31)) & u32(1), (a >> u32(15)) & u32(1),
+             (a >> u32(31)) & u32(1)]
+    out = np.zeros(shape, dtype=u32)
+    for k in range(4):
+        s = (sel >> u32(8 * k)) & u32(0xFF)
+        shift = np.minimum(s, 7).astype(u64) * np.uint64(8)
+        byte = ((pool >> shift) & np.uint64(0xFF)).astype(u32)
+        for j in range(4):
+            byte = np.where(s == 8 + j, signs[j] * u32(0xFF), byte)
+        byte = np.where(s == 12, u32(0), np.where(s > 12, u32(0xFF), byte))
+        out |= byte << u32(8 * k)
+    return out
+
+
+def _mul_zero(a, b):  # legacy multiply: 0 * anything (inf, NaN included) is 0
+    return np.where((a == 0) | (b == 0), np.float32(0), a * b)
+
+
+def _bfm(a, b):
+    width = np.asarray(a & u32(31), u64)
+    return (((np.uint64(1) << width) - np.uint64(1)) << np.asarray(b & u32(31), u64)).astype(u32)
+
+
+def _align(a, b, shift):
+    return (((np.asarray(a, u64) << u64(32)) | np.asarray(b, u64)) >> shift).astype(u32)
+
+
+def _mul_hi(a, b, t):
+    product = np.asarray(a).astype(t) * np.asarray(b).astype(t)
+    return (product >> t(32)).astype(u32)
+
+
+def _cvt_pk_rtz(a, b):
+    lo = np.asarray(a, f32).astype(np.float16).view(np.uint16).astype(u32)
+    hi = np.asarray(b, f32).astype(np.float16).view(np.uint16).astype(u32)
+    return lo | (hi << u32(16))
+
+
+def _pack_f16(a, b):
+    return _cvt_pk_rtz(a, b)
+
+
+def _sad_bytes(a, b, c, bits):
+    """Sum of absolute differences of the 8- or 16-bit fields of a and b, plus c."""
+    a, b = np.asarray(a, u32).astype(np.int64), np.asarray(b, u32).astype(np.int64)
+    mask = (1 << bits) - 1
+    total = np.asarray(c, u32).astype(np.int64)
+    for shift in range(0, 32, bits):
+        total = total + np.abs(((a >> shift) & mask) - ((b >> shift) & mask))
+    return total.astype(u32)
+
+
+def _sad_u32(a, b, c):
+    a, b = np.asarray(a, i64), np.asarray(b, i64)
+    return (np.abs(a - b) + np.asarray(c, i64)).astype(u32)
+
+
+_FLOAT_OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {}
+for _t in ("f32", "f16"):
+    _FLOAT_OPS.update({
+        f"v_add_{_t}": (_t, (_t, _t), lambda a, b: a + b),
+        f"v_sub_{_t}": (_t, (_t, _t), lambda a, b: a - b),
+        f"v_subrev_{_t}": (_t, (_t, _t), lambda a, b: b - a),
+        f"v_mul_{_t}": (_t, (_t, _t), lambda a, b: a * b),
+        f"v_min_{_t}": (_t, (_t, _t), np.fmin),
+        f"v_max_{_t}": (_t, (_t, _t), np.fmax),
+        f"v_fma_{_t}": (_t, (_t, _t, _t), _fma),
+        f"v_min3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmin(np.fmin(a, b), c)),
+        f"v_max3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmax(np.fmax(a, b), c)),
+        f"v_med3_{_t}": (_t, (_t, _t, _t), _med3),
+        f"v_fract_{_t}": (_t, (_t,), _fract),
+        f"v_trunc_{_t}": (_t, (_t,), np.trunc),
+        f"v_ceil_{_t}": (_t, (_t,), np.ceil),
+        f"v_floor_{_t}": (_t, (_t,), np.floor),
+        f"v_rndne_{_t}": (_t, (_t,), np.rint),
+        f"v_exp_{_t}": (_t, (_t,), np.exp2),
+        f"v_log_{_t}": (_t, (_t,), np.log2),
+        f"v_rcp_{_t}": (_t, (_t,), lambda a: np.float32(1.0) / a),
+        f"v_rsq_{_t}": (_t, (_t,), lambda a: np.float32(1.0) / np.sqrt(a)),
+        f"v_sqrt_{_t}": (_t, (_t,), np.sqrt),
+        f"v_sin_{_t}": (_t, (_t,), lambda a: np.sin(a * np.float32(2 * np.pi))),
+        f"v_cos_{_t}": (_t, (_t,), lambda a: np.cos(a * np.float32(2 * np.pi))),
+        f"v_ldexp_{_t}": (_t, (_t, "i32"), _ldexp),
+        f"v_frexp_mant_{_t}": (_t, (_t,), _frexp_mant),
+    })
+
+OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
+    **_FLOAT_OPS,
+    "v_mov_b32": ("u32", ("u32",), lambda a: a),
+    "v_rcp_iflag_f32": ("f32", ("f32",), lambda a: np.float32(1.0) / a),
+    "v_mul_legacy_f32": ("f32", ("f32", "f32"), _mul_zero),
+    "v_mul_dx9_zero_f32": ("f32", ("f32", "f32"), _mul_zero),
+    "v_frexp_exp_i32_f32": ("u32", ("f32",), _frexp_exp),
+    "v_not_b32": ("u32", ("u32",), lambda a: ~a),
+    "v_bfrev_b32": ("u32", ("u32",), _bfrev),
+    "v_clz_i32_u32": ("u32", ("u32",), _clz),
+    "v_ctz_i32_b32": ("u32", ("u32",), _ctz),
+    "v_cls_i32": ("u32", ("i32",), lambda a: _clz(np.where(a < 0, ~a, a).astype(u32))),
+    "v_cvt_f32_i32": ("f32", ("i32",), lambda a: a.astype(f32)),
+    "v_cvt_f32_u32": ("f32", ("u32",), lambda a: a.astype(f32)),
+    "v_cvt_i32_f32": ("u32", ("f32",), _cvt_i32),
+    "v_cvt_u32_f32": ("u32", ("f32",), _cvt_u32),
+    "v_cvt_rpi_i32_f32": ("u32", ("f32",), lambda a: _cvt_i32(np.floor(a + np.float32(0.5)))),
+    "v_cvt_flr_i32_f32": ("u32", ("f32",), lambda a: _cvt_i32(np.floor(a))),
+    "v_cvt_f16_f32": ("f16", ("f32",), lambda a: a),
+    "v_cvt_f32_f16": ("f32", ("f16",), lambda a: a),
+    "v_cvt_f32_f64": ("f32", ("f64",), lambda a: a.astype(f32)),
+    "v_cvt_f64_f32": ("f64", ("f32",), lambda a: a.astype(f64)),
+    "v_cvt_f64_i32": ("f64", ("i32",), lambda a: a.astype(f64)),
+    "v_cvt_f64_u32": ("f64", ("u32",), lambda a: a.astype(f64)),
+    "v_cvt_i32_f64": ("u32", ("f64",), _cvt_i32),
+    "v_cvt_u32_f64": ("u32", ("f64",), _cvt_u32),
+    "v_cvt_f32_ubyte0": ("f32", ("u32",), lambda a: (a & u32(0xFF)).astype(f32)),
+    "v_cvt_f32_ubyte1": ("f32", ("u32",), lambda a: ((a >> u32(8)) & u32(0xFF)).astype(f32)),
+    "v_cvt_f32_ubyte2": ("f32", ("u32",), lambda a: ((a >> u32(16)) & u32(0xFF)).astype(f32)),
+    "v_cvt_f32_ubyte3": ("f32", ("u32",), lambda a: (a >> u32(24)).astype(f32)),
+    "v_cvt_i32_i16": ("u32", ("i16",), lambda a: a.astype(i32).astype(u32)),
+    "v_cvt_u32_u16": ("u32", ("u16",), lambda a: a.astype(u32)),
+    "v_cvt_f16_i16": ("f16", ("i16",), lambda a: a.astype(f32)),
+    "v_cvt_f16_u16": ("f16", ("u16",), lambda a: a.astype(f32)),
+    "v_cvt_i16_f16": ("u16", ("f16",), lambda a: _cvt_i32(a) & u32(0xFFFF)),
+    "v_cvt_u16_f16": ("u16", ("f16",), lambda a: _cvt_u32(a) & u32(0xFFFF)),
+    "v_cvt_pk_rtz_f16_f32": ("u32", ("f32", "f32"), _cvt_pk_rtz),
+    "v_pack_b32_f16": ("u32", ("f16", "f16"), _pack_f16),
+    "v_add_f64": ("f64", ("f64", "f64"), lambda a, b: a + b),
+    "v_mul_f64": ("f64", ("f64", "f64"), lambda a, b: a * b),
+    "v_fma_f64": ("f64", ("f64", "f64", "f64"), lambda a, b, c: a * b + c),
+    "v_min_f64": ("f64", ("f64", "f64"), np.fmin),
+    "v_max_f64": ("f64", ("f64", "f64"), np.fmax),
+    "v_rcp_f64": ("f64", ("f64",), lambda a: 1.0 / a),
+    "v_rsq_f64": ("f64", ("f64",), lambda a: 1.0 / np.sqrt(a)),
+    "v_sqrt_f64": ("f64", ("f64",), np.sqrt),
+    "v_ldexp_f64": ("f64", ("f64", "i32"), lambda a, e: np.ldexp(a, np.asarray(e, i32))),
+    "v_trunc_f64": ("f64", ("f64",), np.trunc),
+    "v_floor_f64": ("f64", ("f64",), np.floor),
+    "v_ceil_f64": ("f64", ("f64",), np.ceil),
+    "v_rndne_f64": ("f64", ("f64",), np.rint),
+    "v_frexp_mant_f64": ("f64", ("f64",), lambda a: np.where(np.isfinite(a), np.frexp(a)[0], a)),
+    "v_frexp_exp_i32_f64": ("u32", ("f64",), _frexp_exp),
+    "v_cvt_floor_i32_f32": ("u32", ("f32",), lambda a: _cvt_i32(np.floor(a))),
+    "v_cvt_nearest_i32_f32": ("u32", ("f32",), lambda a: _cvt_i32(np.floor(a + np.float32(0.5)))),
+    "v_fma_dx9_zero_f32": ("f32", ("f32", "f32", "f32"),
+                           lambda a, b, c: np.where((a == 0) | (b == 0), c, _fma(a, b, c))),
+    "v_mad_u16": ("u16", ("u16", "u16", "u16"), lambda a, b, c: a * b + c),
+    "v_min3_i16": ("i16", ("i16", "i16", "i16"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_min3_u16": ("u16", ("u16", "u16", "u16"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_sad_u16": ("u32", ("u32", "u32", "u32"), lambda a, b, c: _sad_bytes(a, b, c, 16)),
+    "v_sad_u8": ("u32", ("u32", "u32", "u32"), lambda a, b, c: _sad_bytes(a, b, c, 8)),
+    "v_fract_f64": ("f64", ("f64",), lambda a: a - np.floor(a)),
+    "v_and_b32": ("u32", ("u32", "u32"), lambda a, b: a & b),
+    "v_or_b32": ("u32", ("u32", "u32"), lambda a, b: a | b),
+    "v_xor_b32": ("u32", ("u32", "u32"), lambda a, b: a ^ b),
+    "v_xnor_b32": ("u32", ("u32", "u32"), lambda a, b: ~(a ^ b)),
+    "v_lshlrev_b32": ("u32", ("u32", "u32"), lambda a, b: b << (a & u32(31))),
+    "v_lshrrev_b32": ("u32", ("u32", "u32"), lambda a, b: b >> (a & u32(31))),
+    "v_ashrrev_i32": ("u32", ("u32", "i32"),
+                      lambda a, b: (b >> (a & u32(31)).astype(i32)).astype(u32)),
+    "v_lshlrev_b64": ("u64", ("u32", "u64"), lambda a, b: b << (np.asarray(a, u64) & u64(63))),
+    "v_lshrrev_b64": ("u64", ("u32", "u64"), lambda a, b: b >> (np.asarray(a, u64) & u64(63))),
+    "v_ashrrev_i64": ("u64", ("u32", "i64"),
+                      lambda a, b: (b >> (np.asarray(a, i64) & 63)).astype(u64)),
+    "v_add_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a + b),
+    "v_sub_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a - b),
+    "v_subrev_nc_u32": ("u32", ("u32", "u32"), lambda a, b: b - a),
+    "v_add3_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a + b + c),
+    "v_lshl_or_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a << (b & u32(31))) | c),
+    "v_lshl_add_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a << (b & u32(31))) + c),
+    "v_add_lshl_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a + b) << (c & u32(31))),
+    "v_and_or_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a & b) | c),
+    "v_or3_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a | b | c),
+    "v_xor3_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a ^ b ^ c),
+    "v_xad_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a ^ b) + c),
+    "v_bfe_u32": ("u32", ("u32", "u32", "u32"), _bfe_u),
+    "v_bfe_i32": ("u32", ("u32", "u32", "u32"), _bfe_i),
+    "v_bfi_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a & b) | (~a & c)),
+    "v_bfm_b32": ("u32", ("u32", "u32"), _bfm),
+    "v_alignbit_b32": ("u32", ("u32", "u32", "u32"),
+                       lambda a, b, c: _align(a, b, np.asarray(c & u32(31), u64))),
+    "v_alignbyte_b32": ("u32", ("u32", "u32", "u32"),
+                        lambda a, b, c: _align(a, b, np.asarray(c & u32(3), u64) * u64(8))),
+    "v_perm_b32": ("u32", ("u32", "u32", "u32"), _perm),
+    "v_min_i32": ("u32", ("i32", "i32"), lambda a, b: np.minimum(a, b).astype(u32)),
+    "v_max_i32": ("u32", ("i32", "i32"), lambda a, b: np.maximum(a, b).astype(u32)),
+    "v_min_u32": ("u32", ("u32", "u32"), np.minimum),
+    "v_max_u32": ("u32", ("u32", "u32"), np.maximum),
+    "v_min3_i32": ("u32", ("i32", "i32", "i32"),
+                   lambda a, b, c: np.minimum(np.minimum(a, b), c).astype(u32)),
+    "v_max3_i32": ("u32", ("i32", "i32", "i32"),
+                   lambda a, b, c: np.maximum(np.maximum(a, b), c).astype(u32)),
+    "v_med3_i32": ("u32", ("i32", "i32", "i32"), lambda a, b, c: _med3(a, b, c).astype(u32)),
+    "v_min3_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_max3_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_med3_u32": ("u32", ("u32", "u32", "u32"), _med3),
+    "v_mul_lo_u32": ("u32", ("u32", "u32"), lambda a, b: a * b),
+    "v_mul_hi_u32": ("u32", ("u32", "u32"), lambda a, b: _mul_hi(a, b, u64)),
+    "v_mul_hi_i32": ("u32", ("i32", "i32"), lambda a, b: _mul_hi(a, b, i64)),
+    "v_mul_u32_u24": ("u32", ("u32", "u32"), lambda a, b: _u24(a) * _u24(b)),
+    "v_mul_hi_u32_u24": ("u32", ("u32", "u32"), lambda a, b: _mul_hi(_u24(a), _u24(b), u64)),
+    "v_mul_i32_i24": ("u32", ("u32", "u32"), lambda a, b: (_i24(a) * _i24(b)).astype(u32)),
+    "v_mul_hi_i32_i24": ("u32", ("u32", "u32"), lambda a, b: _mul_hi(_i24(a), _i24(b), i64)),
+    "v_mad_u32_u24": ("u32", ("u32", "u32", "u32"), lambda a, b, c: _u24(a) * _u24(b) + c),
+    "v_mad_i32_i24": ("u32", ("u32", "u32", "u32"),
+                      lambda a, b, c: (_i24(a) * _i24(b) + np.asarray(c, i64)).astype(u32)),
+    "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"),
+                      lambda a, b, c: a.astype(u32) * b.astype(u32) + c),
+    "v_sad_u32": ("u32", ("u32", "u32", "u32"), _sad_u32),
+    "v_maxmin_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmin(np.fmax(a, b), c)),
+    "v_minmax_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmax(np.fmin(a, b), c)),
+    "v_maxmin_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: np.fmin(np.fmax(a, b), c)),
+    "v_minmax_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: np.fmax(np.fmin(a, b), c)),
+    "v_maxmin_u32": ("u32", ("u32", "u32", "u32"),
+                     lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_u32": ("u32", ("u32", "u32", "u32"),
+                     lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_maxmin_i32": ("i32", ("i32", "i32", "i32"),
+                     lambda a, b, c: np.minimum(np.maximum(a, b), c)),
+    "v_minmax_i32": ("i32", ("i32", "i32", "i32"),
+                     lambda a, b, c: np.maximum(np.minimum(a, b), c)),
+    "v_max3_i16": ("i16", ("i16", "i16", "i16"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_max3_u16": ("u16", ("u16", "u16", "u16"), lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_med3_i16": ("i16", ("i16", "i16", "i16"), _med3),
+    "v_med3_u16": ("u16", ("u16", "u16", "u16"), _med3),
+    "v_mad_i16": ("i16", ("i16", "i16", "i16"), lambda a, b, c: a * b + c),
+    "v_mad_i32_i16": ("u32", ("i16", "i16", "i32"),
+                      lambda a, b, c: (a.astype(i64) * b + c).astype(u32)),
+    "v_mov_b16": ("u16", ("u16",), lambda a: a),
+    "v_not_b16": ("u16", ("u16",), lambda a: ~a),
+    "v_and_b16": ("u16", ("u16", "u16"), lambda a, b: a & b),
+    "v_or_b16": ("u16", ("u16", "u16"), lambda a, b: a | b),
+    "v_xor_b16": ("u16", ("u16", "u16"), lambda a, b: a ^ b),
+    "v_max_u16": ("u16", ("u16", "u16"), np.maximum),
+    "v_min_u16": ("u16", ("u16", "u16"), np.minimum),
+    "v_max_i16": ("i16", ("i16", "i16"), np.maximum),
+    "v_min_i16": ("i16", ("i16", "i16"), np.minimum),
+    "v_add_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
+    "v_sub_nc_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
+    "v_add_nc_i16": ("i16", ("i16", "i16"), lambda a, b: a + b),
+    "v_sub_nc_i16": ("i16", ("i16", "i16"), lambda a, b: a - b),
+    "v_ashrrev_i16": ("i16", ("u16", "i16"), lambda a, b: b >> (a & np.uint16(15)).astype(
+        np.int16)),
+    "v_add_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
+    "v_sub_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
+    "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
+    "v_lshlrev_b16": ("u16", ("u16", "u16"), lambda a, b: b << (a & np.uint16(15))),
+    "v_lshrrev_b16": ("u16", ("u16", "u16"), lambda a, b: b >> (a & np.uint16(15))),
+    "v_cvt_pk_u16_u32": ("u32", ("u32", "u32"), lambda a, b: (a & u32(0xFFFF)) | (b << u32(16))),
+    "v_cvt_pk_i16_i32": ("u32", ("u32", "u32"), lambda a, b: (a & u32(0xFFFF)) | (b << u32(16))),
+}
+
+
+def base_name(name: str) -> str:
+    """The operation without its encoding suffixes: v_add_f32_e64_dpp -> v_add_f32."""
+    stripped = True
+    while stripped:
+        stripped = False
+        for suffix in ("_e32", "_e64", "_dpp", "_sdwa"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+                stripped = True
+    return name
+
+
+# --- typed operand conversion --------------------------------------------------------------
+def _kind(t: str) -> str:
+    return "64" if t in ("f64", "u64", "i64") else "16" if t == "f16" else "32"
+
+
+def to_type(raw, t: str, hi: bool = False):
+    """Register bits -> numpy values of type t (f16 is promoted to float32)."""
+    if t == "u32":
+        return np.asarray(raw, u32)
+    if t == "i32":
+        return np.asarray(raw, u32).view(i32)
+    if t == "f32":
+        return np.asarray(raw, u32).view(f32)
+    if t in ("f16", "u16", "i16"):
+        bits = np.asarray(raw, u32)
+        bits = ((bits >> u32(16)) if hi else bits) & u32(0xFFFF)
+        h = bits.astype(np.uint16)
+        if t == "f16":
+            return h.view(np.float16).astype(f32)
+        return h.view(np.int16) if t == "i16" else h
+    if t == "u64":
+        return np.asarray(raw, u64)
+    if t == "i64":
+        return np.asarray(raw, u64).view(i64)
+    if t == "f64":
+        return np.asarray(raw, u64).view(f64)
+    raise KeyError(t)
+
+
+def from_type(value, t: str):
+    """numpy values of type t -> register bits (uint32, or uint64 for 64-bit types)."""
+    if t in ("u32", "i32"):
+        return np.asarray(value).astype(u32) if np.asarray(value).dtype != u32 else value
+    if t == "f32":
+        return np.asarray(value, f32).view(u32)
+    if t == "f16":
+        return np.asarray(value, f32).astype(np.float16).view(np.uint16).astype(u32)
+    if t in ("u16", "i16"):
+        return np.asarray(value).astype(np.int64).astype(u32) & u32(0xFFFF)
+    if t in ("u64", "i64"):
+        return np.asarray(value).astype(u64)
+    if t == "f64":
+        return np.asarray(value, f64).view(u64)
+    raise KeyError(t)
+
+
+# --- DPP -----------------------------------------------------------------------------------
+_LANE = np.arange(LANES)
+
+
+def dpp_lanes(ctrl_word: int, dpp8: bool) -> np.ndarray:
+    """For each lane the source lane, or -1 where the source is out of the row."""
+    lane = _LANE
+    if dpp8:
+        sel = np.array([(ctrl_word >> (8 + 3 * k)) & 7 for k in range(8)])
+        return (lane & ~7) + sel[lane & 7]
+    ctrl = (ctrl_word >> 8) & 0x1FF
+    row = lane & ~15
+    pos = lane & 15
+    if ctrl <= 0xFF:
+        return (lane & ~3) + ((ctrl >> (2 * (lane & 3))) & 3)
+    if 0x101 <= ctrl <= 0x10F:
+        n = ctrl & 0xF
+        return np.where(pos + n < 16, lane + n, -1)
+    if 0x111 <= ctrl <= 0x11F:
+        n = ctrl & 0xF
+        return np.where(pos - n >= 0, lane - n, -1)
+    if 0x121 <= ctrl <= 0x12F:
+        n = ctrl & 0xF
+        return row + ((pos - n) % 16)
+    if ctrl == 0x140:
+        return row + 15 - pos
+    if ctrl == 0x141:
+        return (lane & ~7) + 7 - (lane & 7)
+    if 0x150 <= ctrl <= 0x15F:
+        return row + (ctrl & 0xF)
+    if 0x160 <= ctrl <= 0x16F:
+        return row + (pos ^ (ctrl & 0xF))
+    raise NotImplementedError(f"dpp_ctrl 0x{ctrl:x}")
+
+
+class DppSource:
+    """src0 of a DPP instruction: the permuted VGPR and the lanes that may be written."""
+
+    def __init__(self, g: WaveGroup, inst: d.Instruction) -> None:
+        word = inst.f["dpp"]
+        dpp8 = inst.f["src0"] in (d.DPP8, d.DPP8FI)
+        src = dpp_lanes(word, dpp8)
+        reg = g.v[word & 0xFF]
+        valid = src >= 0
+        safe = np.where(valid, src, 0)
+        value = reg[:, safe]
+        exec_mask = g.exec_mask()
+        fetch_inactive = inst.f["src0"] == d.DPP8FI or (not dpp8 and (word >> 18) & 1)
+        ok = np.broadcast_to(valid, exec_mask.shape)
+        if not fetch_inactive:
+            ok = ok & exec_mask[:, safe]
+        write = exec_mask.copy()
+        if not dpp8:
+            bound_ctrl = (word >> 19) & 1
+            row_mask = (word >> 28) & 0xF
+            bank_mask = (word >> 24) & 0xF
+            lane_ok = ((row_mask >> (_LANE // 16)) & 1).astype(bool) & (
+                (bank_mask >> ((_LANE // 4) & 3)) & 1).astype(bool)
+            write &= lane_ok
+            if bound_ctrl:
+                value = np.where(ok, value, u32(0))
+            else:
+                write &= ok
+            self.neg0 = (word >> 20) & 1
+            self.abs0 = (word >> 21) & 1
+            self.neg1 = (word >> 22) & 1
+            self.abs1 = (word >> 23) & 1
+        else:
+            write &= ok
+            self.neg0 = self.abs0 = self.neg1 = self.abs1 = 0
+        self.value = value
+        self.write = write
+
+
+# --- the generic ALU path ----------------------------------------------------------------
+class AluForm:
+    """Operands of one VALU instruction in any of its encodings."""
+
+    __slots__ = ("name", "srcs", "vdst", "sdst", "abs", "neg", "opsel", "clamp", "omod",
+                 "literal", "dpp", "enc", "inst")
+
+    def __init__(self, inst: d.Instruction) -> None:
+        f = inst.f
+        self.inst = inst
+        self.enc = inst.encoding
+        self.name = base_name(inst.name)
+        self.literal = inst.literal
+        self.dpp = "dpp" in f
+        self.abs = f.get("abs", 0)
+        self.neg = f.get("neg", 0)
+        self.opsel = f.get("opsel", 0)
+        self.clamp = f.get("clamp", 0)
+        self.omod = f.get("omod", 0)
+        self.sdst = f.get("sdst", d.VCC_LO)
+        self.vdst = f.get("vdst", 0)
+        if inst.encoding == "VOP3":
+            self.srcs = [f["src0"], f["src1"], f["src2"]]
+        elif inst.encoding == "VOP1":
+            self.srcs = [f["src0"]]
+        else:
+            self.srcs = [f["src0"], f["vsrc1"]]
+
+    def true16(self, in_types: tuple[str, ...], out_type: str | None) -> None:
+        """VOP1/VOP2/VOPC 16-bit operands name a half register: bit 7 of the VGPR number
+        selects the high half (v2.h). Fold that into opsel, as VOP3 encodes it."""
+        if self.enc not in ("VOP1", "VOP2", "VOPC"):
+            return
+        for k, t in enumerate(in_types[: len(self.srcs)]):
+            code = self.srcs[k]
+            if t in _T16 and code >= d.VGPR0 and (code - d.VGPR0) & 0x80:
+                self.srcs[k] = code & ~0x80
+                self.opsel |= 1 << k
+        if out_type in _T16 and self.enc != "VOPC" and self.vdst & 0x80:
+            self.vdst &= 0x7F
+            self.opsel |= 8
+
+
+_T16 = ("f16", "u16", "i16")
+
+
+def read_src(g: WaveGroup, form: AluForm, k: int, t: str, dpp: DppSource | None = None):
+    code = form.srcs[k]
+    raw = dpp.value if (k == 0 and dpp is not None) else g.vread(code, form.literal, _kind(t))
+    absb = (form.abs >> k) & 1
+    negb = (form.neg >> k) & 1
+    if dpp is not None and form.enc != "VOP3" and k < 2:  # VOP1/2/C DPP: modifiers in DPP
+        absb, negb = (dpp.abs0, dpp.neg0) if k == 0 else (dpp.abs1, dpp.neg1)
+    hi = bool((form.opsel >> k) & 1)
+    if t == "f16" and code < d.VGPR0 and code != d.LITERAL and 240 <= code <= 248:
+        hi = False
+    value = to_type(raw, t, hi)
+    if t in ("f32", "f16", "f64"):
+        if absb:
+            value = np.abs(value)
+        if negb:
+            value = -value
+    return value
+
+
+def write_result(g: WaveGroup, form: AluForm, value, t: str,
+                 mask: np.ndarray | None = None) -> None:
+    if t in ("f32", "f16", "f64") and (form.omod or form.clamp):
+        value = np.asarray(value, f64 if t == "f64" else f32)
+        if form.omod:
+            value = value * (2.0, 2.0, 4.0, 0.5)[form.omod]
+        if form.clamp:
+            value = np.clip(value, 0.0, 1.0)
+    bits = from_type(value, t)
+    if t in ("f64", "u64", "i64"):
+        g.vwrite64(form.vdst, bits, mask)
+        return
+    if t in ("f16", "u16", "i16"):
+        old = g.v[form.vdst]
+        if (form.opsel >> 3) & 1:
+            bits = (old & u32(0xFFFF)) | (np.asarray(bits, u32) << u32(16))
+        else:
+            bits = (old & u32(0xFFFF0000)) | np.asarray(bits, u32)
+    g.vwrite(form.vdst, bits, mask)
+
+
+def run_generic(g: WaveGroup, form: AluForm, spec) -> None:
+    out_t, in_ts, fn = spec
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    args = [read_src(g, form, k, t, dpp) for k, t in enumerate(in_ts)]
+    value = fn(*args)
+    write_result(g, form, value, out_t, dpp.write if dpp else None)
+
+
+# --- compares ----------------------------------------------------------------------------
+_CMP = {
+    "f": lambda a, b: np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
+    "t": lambda a, b: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
+    "tru": lambda a, b: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
+    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater,
+    "lg": lambda a, b: (a < b) | (a > b), "ne": np.not_equal, "ge": np.greater_equal,
+    "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)), "u": lambda a, b: np.isnan(a) | np.isnan(b),
+    "nge": lambda a, b: ~(a >= b), "nlg": lambda a, b: ~((a < b) | (a > b)),
+    "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b), "neq": lambda a, b: ~(a == b),
+    "nlt": lambda a, b: ~(a < b),
+}
+
+
+def _class(value, mask):
+    """v_cmp_class: bit 0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denorm, 5 -0, 6 +0, 7 +denorm,
+    8 +normal, 9 +inf."""
+    v = np.asarray(value)
+    mask = np.asarray(mask, u32)
+    tiny = np.finfo(v.dtype).tiny
+    neg = np.signbit(v)
+    nan = np.isnan(v)
+    inf = np.isinf(v)
+    zero = v == 0
+    den = (~zero) & (np.abs(v) < tiny)
+    norm = ~(nan | inf | zero | den)
+    classes = [nan, nan, inf & neg, norm & neg, den & neg, zero & neg, zero & ~neg,
+               den & ~neg, norm & ~neg, inf & ~neg]
+    out = np.zeros(np.broadcast_shapes(v.shape, mask.shape), bool)
+    for bit, c in enumerate(classes):
+        out |= c & (((mask >> u32(bit)) & u32(1)) != 0)
+    return out
+
+
+def run_compare(g: WaveGroup, form: AluForm) -> None:
+    name = form.name
+    parts = name.split("_")  # v_cmp[x]_<cond>_<type>
+    cmpx = parts[1] == "cmpx"
+    t = parts[-1]
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    if parts[2] == "class":
+        a = read_src(g, form, 0, t, dpp)
+        b = read_src(g, form, 1, "u32", dpp)
+        result = _class(a, b)
+    else:
+        cond = "_".join(parts[2:-1])
+        a = read_src(g, form, 0, t, dpp)
+        b = read_src(g, form, 1, t, dpp)
+        result = _CMP[cond](a, b)
+    result = np.broadcast_to(result, (g.count, LANES)) & g.exec_mask()
+    if dpp is not None:
+        result = result & dpp.write
+    packed = WaveGroup.pack(np.ascontiguousarray(result))
+    if cmpx:
+        g.s[:, d.EXEC_LO] = packed
+        g.exec_changed()
+    else:
+        dst = d.VCC_LO if form.enc == "VOPC" else form.vdst
+        if dst != d.NULL:
+            g.s[:, dst] = packed
+            if dst == d.EXEC_LO:
+                g.exec_changed()
+
+
+# --- special operations ----------------------------------------------------------------
+def _carry_mask(g: WaveGroup, form: AluForm, k: int) -> np.ndarray:
+    code = d.VCC_LO if form.enc != "VOP3" else form.srcs[k]
+    return g.lane_mask(code)
+
+
+def _write_sdst_mask(g: WaveGroup, form: AluForm, mask: np.ndarray) -> None:
+    code = d.VCC_LO if form.enc != "VOP3" else form.sdst
+    if code == d.NULL:
+        return
+    mask = np.broadcast_to(mask, (g.count, LANES)) & g.exec_mask()
+    g.s[:, code] = WaveGroup.pack(np.ascontiguousarray(mask))
+    if code == d.EXEC_LO:
+        g.exec_changed()
+
+
+def op_cndmask(g: WaveGroup, form: AluForm) -> None:
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    a = read_src(g, form, 0, "u32", dpp)
+    b = read_src(g, form, 1, "u32", dpp)
+    if form.abs or form.neg:
+        a = read_src(g, form, 0, "f32", dpp).view(u32)
+        b = read_src(g, form, 1, "f32", dpp).view(u32)
+    m = _carry_mask(g, form, 2)
+    g.vwrite(form.vdst, np.where(m, b, a), dpp.write if dpp else None)
+
+
+def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -> None:
+    a = np.asarray(read_src(g, form, 0, "u32"), u64)
+    b = np.asarray(read_src(g, form, 1, "u32"), u64)
+    if rev:
+        a, b = b, a
+    c = _carry_mask(g, form, 2).astype(u64) if carry_in else u64(0)
+    if sub:
+        r = a - b - c
+        carry = (a < b + c)
+    else:
+        r = a + b + c
+        carry = r > M32
+    g.vwrite(form.vdst, (r & M32).astype(u32))
+    _write_sdst_mask(g, form, carry)
+
+
+def op_mad_64_32(g: WaveGroup, form: AluForm, signed: bool) -> None:
+    t = "i32" if signed else "u32"
+    a = np.asarray(read_src(g, form, 0, t), i64 if signed else u64)
+    b = np.asarray(read_src(g, form, 1, t), i64 if signed else u64)
+    c = np.asarray(read_src(g, form, 2, "i64" if signed else "u64"))
+    if signed:
+        r = (a * b).astype(i64) + c
+        g.vwrite64(form.vdst, np.asarray(r, i64).view(u64))
+        _write_sdst_mask(g, form, np.zeros((1, 1), bool))
+    else:
+        prod = a * b
+        r = prod + c
+        carry = r < c
+        g.vwrite64(form.vdst, r)
+        _write_sdst_mask(g, form, carry)
+
+
+def op_div_scale(g: WaveGroup, form: AluForm) -> None:
+    # Without denormal-range inputs no scaling is needed: D = S0, VCC = 0. Enough for the
+    # division sequences compilers emit for ordinary values.
+    s0 = read_src(g, form, 0, "f32")
+    g.vwrite(form.vdst, np.asarray(s0, f32).view(u32))
+    _write_sdst_mask(g, form, np.zeros((1, 1), bool))
+
+
+def op_div_scale64(g: WaveGroup, form: AluForm) -> None:
+    s0 = read_src(g, form, 0, "f64")
+    g.vwrite64(form.vdst, np.asarray(s0, f64).view(u64))
+    _write_sdst_mask(g, form, np.zeros((1, 1), bool))
+
+
+def op_div_fmas(g: WaveGroup, form: AluForm, t: str = "f32") -> None:
+    a, b, c = (read_src(g, form, k, t) for k in range(3))
+    vcc = g.lane_mask(d.VCC_LO)
+    if t == "f64":
+        r = np.asarray(a, f64) * b + c
+        r = np.where(vcc, r * 2.0 ** 64, r)
+    else:
+        r = _fma(a, b, c)
+        r = np.where(vcc, r * np.float32(2.0 ** 32), r).astype(f32)
+    write_result(g, form, r, t)
+
+
+def op_div_fixup(g: WaveGroup, form: AluForm, t: str = "f32") -> None:
+    q, den, num = (read_src(g, form, k, t) for k in range(3))
+    ft = f64 if t == "f64" else f32
+    exact = (np.asarray(num, ft) / np.asarray(den, ft)).astype(ft)
+    special = ~np.isfinite(q) | (den == 0) | ~np.isfinite(den) | ~np.isfinite(num)
+    r = np.where(special, exact, q)
+    write_result(g, form, r, t)
+
+
+def op_readfirstlane(g: WaveGroup, form: AluForm) -> None:
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    ex = g.exec_mask()
+    first = np.where(ex.any(axis=1), ex.argmax(axis=1), 0)
+    g.swrite(form.vdst, src[np.arange(g.count), first])
+
+
+def op_readlane(g: WaveGroup, form: AluForm) -> None:
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
+    g.swrite(form.vdst, src[np.arange(g.count), lane[:, 0] & 31])
+
+
+def op_writelane(g: WaveGroup, form: AluForm) -> None:
+    value = np.broadcast_to(np.asarray(g.vread(form.srcs[0], form.literal)), (g.count, 1))
+    lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
+    mask = (_LANE[None, :] == (lane & 31))
+    np.copyto(g.v[form.vdst], value, where=mask)
+
+
+def _permlane(g: WaveGroup, form: AluForm, cross: bool) -> None:
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    lo = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal), u64), (g.count, 1))
+    hi = np.broadcast_to(np.asarray(g.vread(form.srcs[2], form.literal), u64), (g.count, 1))
+    sel64 = lo | (hi << u64(32))
+    pos = _LANE & 15
+    nib = ((sel64 >> (pos.astype(u64) * u64(4))) & u64(15)).astype(np.int64)  # (W, 32)
+    row = _LANE & ~15
+    if cross:
+        row = row ^ 16
+    srcl = row[None, :] + nib
+    g.vwrite(form.vdst, np.take_along_axis(src, srcl, axis=1))
+
+
+def op_fmac(g: WaveGroup, form: AluForm, t: str) -> None:
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    a = read_src(g, form, 0, t, dpp)
+    b = read_src(g, form, 1, t, dpp)
+    c = to_type(g.v[form.vdst], t)
+    write_result(g, form, _fma(a, b, c), t, dpp.write if dpp else None)
+
+
+def op_fmamk(g: WaveGroup, form: AluForm, t: str, ak: bool) -> None:
+    a = read_src(g, form, 0, t)
+    b = read_src(g, form, 1, t)
+    k = to_type(np.uint32(form.literal), t)
+    write_result(g, form, _fma(a, b, k) if ak else _fma(a, k, b), t)
+
+
+def op_dot2acc(g: WaveGroup, form: AluForm) -> None:
+    a = np.asarray(read_src(g, form, 0, "u32"), u32)
+    b = np.asarray(read_src(g, form, 1, "u32"), u32)
+    acc = to_type(g.v[form.vdst], "f32")
+    r = acc.astype(f64)
+    for hi in (False, True):
+        r = r + to_type(a, "f16", hi).astype(f64) * to_type(b, "f16", hi).astype(f64)
+    write_result(g, form, r.astype(f32), "f32")
+
+
+_BELOW = ((np.uint64(1) << np.arange(LANES, dtype=np.uint64)) - np.uint64(1)).astype(u32)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype="<u4")
+    bits = np.unpackbits(x.view(np.uint8).reshape(x.shape + (4,)), axis=-1)
+    return bits.sum(axis=-1, dtype=np.uint32)
+
+
+def op_mbcnt(g: WaveGroup, form: AluForm, hi: bool) -> None:
+    """v_mbcnt_lo/hi: count the mask bits of the lanes below this one (wave32: hi adds 0)."""
+    mask = np.asarray(read_src(g, form, 0, "u32"), u32)
+    base = read_src(g, form, 1, "u32")
+    if hi:
+        g.vwrite(form.vdst, np.broadcast_to(base, (g.count, LANES)).astype(u32))
+        return
+    below = np.broadcast_to(mask, (g.count, LANES)) & _BELOW
+    g.vwrite(form.vdst, (_popcount(below) + base).astype(u32))
+
+
+def op_bcnt(g: WaveGroup, form: AluForm) -> None:
+    a = np.broadcast_to(np.asarray(read_src(g, form, 0, "u32"), u32), (g.count, LANES))
+    g.vwrite(form.vdst, (_popcount(a) + read_src(g, form, 1, "u32")).astype(u32))
+
+
+def op_swap(g: WaveGroup, form: AluForm) -> None:
+    src = form.srcs[0] - d.VGPR0
+    a, b = g.v[form.vdst].copy(), g.v[src].copy()
+    g.vwrite(form.vdst, b)
+    g.vwrite(src, a)
+
+
+SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
+    "v_swap_b32": op_swap,
+    "v_mbcnt_lo_u32_b32": lambda g, f: op_mbcnt(g, f, False),
+    "v_mbcnt_hi_u32_b32": lambda g, f: op_mbcnt(g, f, True),
+    "v_bcnt_u32_b32": op_bcnt,
+    "v_cndmask_b32": op_cndmask,
+    "v_add_co_u32": lambda g, f: _addsub(g, f, False, False, False),
+    "v_sub_co_u32": lambda g, f: _addsub(g, f, True, False, False),
+    "v_subrev_co_u32": lambda g, f: _addsub(g, f, True, True, False),
+    "v_add_co_ci_u32": lambda g, f: _addsub(g, f, False, False, True),
+    "v_sub_co_ci_u32": lambda g, f: _addsub(g, f, True, False, True),
+    "v_subrev_co_ci_u32": lambda g, f: _addsub(g, f, True, True, True),
+    "v_mad_u64_u32": lambda g, f: op_mad_64_32(g, f, False),
+    "v_mad_i64_i32": lambda g, f: op_mad_64_32(g, f, True),
+    "v_div_scale_f32": op_div_scale,
+    "v_div_fmas_f32": op_div_fmas,
+    "v_div_fixup_f32": op_div_fixup,
+    "v_div_scale_f64": op_div_scale64,
+    "v_div_fmas_f64": lambda g, f: op_div_fmas(g, f, "f64"),
+    "v_div_fixup_f64": lambda g, f: op_div_fixup(g, f, "f64"),
+    "v_div_fixup_f16": lambda g, f: op_div_fixup(g, f, "f16"),
+    "v_readfirstlane_b32": op_readfirstlane,
+    "v_readlane_b32": op_readlane,
+    "v_writelane_b32": op_writelane,
+    "v_permlane16_b32": lambda g, f: _permlane(g, f, False),
+    "v_permlanex16_b32": lambda g, f: _permlane(g, f, True),
+    "v_fmac_f32": lambda g, f: op_fmac(g, f, "f32"),
+    "v_fmac_f16": lambda g, f: op_fmac(g, f, "f16"),
+    "v_fmamk_f32": lambda g, f: op_fmamk(g, f, "f32", False),
+    "v_fmaak_f32": lambda g, f: op_fmamk(g, f, "f32", True),
+    "v_fmamk_f16": lambda g, f: op_fmamk(g, f, "f16", False),
+    "v_fmaak_f16": lambda g, f: op_fmamk(g, f, "f16", True),
+    "v_dot2acc_f32_f16": op_dot2acc,
+    "v_nop": lambda g, f: None,
+    "v_pipeflush": lambda g, f: None,
+}
+
+
+def compile_alu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
+    """A function running this VOP1/VOP2/VOPC/VOP3 instruction, or None if unsupported."""
+    form = AluForm(inst)
+    name = form.name
+    if name.startswith("v_cmp_") or name.startswith("v_cmpx_"):
+        t = name.split("_")[-1]
+        if t not in ("f16", "f32", "f64", "i16", "u16", "i32", "u32", "i64", "u64"):
+            return None
+        form.true16((t, t), None)
+        return lambda g: run_compare(g, form)
+    if name in SPECIAL:
+        fn = SPECIAL[name]
+        return lambda g: fn(g, form)
+    spec = OPS.get(name)
+    if spec is None:
+        return None
+    form.true16(spec[1], spec[0])
+    return lambda g: run_generic(g, form, spec)

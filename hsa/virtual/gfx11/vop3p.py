@@ -1,0 +1,242 @@
+"""VOP3P (packed 16-bit math, dot products, mixed-precision FMA, WMMA) and VOPD (dual issue).
+
+WMMA lane layout (RDNA3, wave32, 16x16x16): lane l holds row l%16 of A and column l%16 of B
+(all 16 K values, two 16-bit values per VGPR; lanes 16-31 repeat lanes 0-15); for C and D,
+VGPR i of lane l holds element (row 2*i + l//16, column l%16).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.gfx11.state import LANES, WaveGroup
+from hsa.virtual.gfx11.valu import _fma, base_name, from_type, to_type
+
+u32, f32 = np.uint32, np.float32
+
+
+def _bf16_to_f32(bits16: np.ndarray) -> np.ndarray:
+    return (bits16.astype(u32) << u32(16)).view(f32)
+
+
+def _f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    b = np.asarray(x, f32).view(u32)
+    rounding = ((b >> u32(16)) & u32(1)) + u32(0x7FFF)  # round to nearest even
+    return ((b + rounding) >> u32(16)).astype(u32)
+
+
+# --- packed 16-bit -----------------------------------------------------------------------------
+_PK: dict[str, tuple[str, Callable]] = {
+    "v_pk_fma_f16": ("f16", lambda a, b, c: _fma(a, b, c)),
+    "v_pk_add_f16": ("f16", lambda a, b: a + b),
+    "v_pk_mul_f16": ("f16", lambda a, b: a * b),
+    "v_pk_max_f16": ("f16", np.fmax),
+    "v_pk_min_f16": ("f16", np.fmin),
+    "v_pk_add_u16": ("u16", lambda a, b: a + b),
+    "v_pk_sub_u16": ("u16", lambda a, b: a - b),
+    "v_pk_add_i16": ("i16", lambda a, b: a + b),
+    "v_pk_sub_i16": ("i16", lambda a, b: a - b),
+    "v_pk_mul_lo_u16": ("u16", lambda a, b: a * b),
+    "v_pk_max_u16": ("u16", np.maximum),
+    "v_pk_min_u16": ("u16", np.minimum),
+    "v_pk_max_i16": ("i16", np.maximum),
+    "v_pk_min_i16": ("i16", np.minimum),
+    "v_pk_lshlrev_b16": ("u16", lambda a, b: b << (a & np.uint16(15))),
+    "v_pk_lshrrev_b16": ("u16", lambda a, b: b >> (a & np.uint16(15))),
+    "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c),
+}
+
+
+def _src(g: WaveGroup, inst: d.Instruction, k: int, kind: str = "16"):
+    return g.vread(inst.f[f"src{k}"], inst.literal, kind)
+
+
+def _half(g: WaveGroup, inst: d.Instruction, k: int, t: str, hi_result: bool):
+    """Source k for the low (or high) half of a packed result."""
+    f = inst.f
+    sel = (f["opsel_hi"] if hi_result else f["opsel"]) >> k & 1
+    value = to_type(_src(g, inst, k), t, bool(sel))
+    neg = (f["neg_hi"] if hi_result else f["neg"]) >> k & 1
+    if neg and t == "f16":
+        value = -value
+    return value
+
+
+def run_packed(g: WaveGroup, inst: d.Instruction, t: str, fn: Callable, nsrc: int) -> None:
+    halves = []
+    for hi in (False, True):
+        args = [_half(g, inst, k, t, hi) for k in range(nsrc)]
+        halves.append(np.asarray(from_type(fn(*args), t), u32) & u32(0xFFFF))
+    g.vwrite(inst.f["vdst"], halves[0] | (halves[1] << u32(16)))
+
+
+def run_dot2(g: WaveGroup, inst: d.Instruction, bf16: bool) -> None:
+    f = inst.f
+    a, b = _src(g, inst, 0), _src(g, inst, 1)
+    c = to_type(_src(g, inst, 2, "32"), "f32").astype(np.float64)
+    acc = c
+    for hi in (False, True):
+        if bf16:
+            x = _bf16_to_f32((np.asarray(a, u32) >> u32(16 * hi)) & u32(0xFFFF))
+            y = _bf16_to_f32((np.asarray(b, u32) >> u32(16 * hi)) & u32(0xFFFF))
+        else:
+            x = to_type(a, "f16", bool((f["opsel_hi"] if hi else f["opsel"]) & 1))
+            y = to_type(b, "f16", bool((f["opsel_hi"] if hi else f["opsel"]) >> 1 & 1))
+        acc = acc + np.asarray(x, np.float64) * np.asarray(y, np.float64)
+    g.vwrite(f["vdst"], np.asarray(acc, f32).view(u32))
+
+
+def run_fma_mix(g: WaveGroup, inst: d.Instruction, out: str) -> None:
+    f = inst.f
+    args = []
+    for k in range(3):
+        raw = _src(g, inst, k, "32")
+        if f["opsel_hi"] >> k & 1:
+            value = to_type(raw, "f16", bool(f["opsel"] >> k & 1))
+        else:
+            value = to_type(raw, "f32")
+        if f["neg_hi"] >> k & 1:  # for mix ops neg_hi is abs
+            value = np.abs(value)
+        if f["neg"] >> k & 1:
+            value = -value
+        args.append(value)
+    r = _fma(*args)
+    if f["clamp"]:
+        r = np.clip(r, 0, 1)
+    if out == "f32":
+        g.vwrite(f["vdst"], np.asarray(r, f32).view(u32))
+        return
+    bits = np.asarray(r, f32).astype(np.float16).view(np.uint16).astype(u32)
+    old = g.v[f["vdst"]]
+    if out == "lo":
+        g.vwrite(f["vdst"], (old & u32(0xFFFF0000)) | bits)
+    else:
+        g.vwrite(f["vdst"], (old & u32(0xFFFF)) | (bits << u32(16)))
+
+
+# --- WMMA ----------------------------------------------------------------------------------------
+def _operand16(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
+    """8 VGPRs of 16-bit values in lanes 0-15 -> (waves, 16 lanes, 16 values) float32."""
+    words = g.v[reg:reg + 8, :, :16]  # (8, W, 16)
+    lo = words & u32(0xFFFF)
+    hi = words >> u32(16)
+    halves = np.stack([lo, hi], axis=-1)  # (8, W, 16, 2)
+    vals = halves.transpose(1, 2, 0, 3).reshape(g.count, 16, 16)  # (W, lane, k)
+    if bf16:
+        return _bf16_to_f32(vals)
+    return vals.astype(np.uint16).view(np.float16).astype(f32)
+
+
+def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
+    f = inst.f
+    a_reg, b_reg, c_reg = (f[f"src{k}"] - d.VGPR0 for k in range(3))
+    bf16 = "bf16" in name.split("_16x16x16_")[1]
+    a = _operand16(g, a_reg, bf16)  # (W, m, k)
+    b = _operand16(g, b_reg, bf16)  # (W, n, k)
+    f32_acc = name.startswith("v_wmma_f32")
+    lane = np.arange(LANES)
+    rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16  # (8, 32) row of VGPR i, lane l
+    cols = np.broadcast_to(lane[None, :] % 16, (8, LANES))
+    opsel_hi = bool(f["opsel"] >> 2 & 1)
+    if f32_acc:
+        c_bits = g.v[c_reg:c_reg + 8]  # (8, W, 32)
+        c_vals = c_bits.view(f32)
+    else:
+        raw = g.v[c_reg:c_reg + 8]
+        raw = (raw >> u32(16)) if opsel_hi else (raw & u32(0xFFFF))
+        c_vals = _bf16_to_f32(raw) if bf16 else raw.astype(np.uint16).view(np.float16).astype(f32)
+    prod = np.einsum("wmk,wnk->wmn", a, b, dtype=f32)  # (W, 16, 16)
+    dvals = prod[:, rows, cols]  # (W, 8, 32)
+    dvals = dvals.transpose(1, 0, 2) + c_vals  # (8, W, 32)
+    exec_all = g.exec_all()
+    for i in range(8):
+        if f32_acc:
+            bits = np.asarray(dvals[i], f32).view(u32)
+        else:
+            h = _f32_to_bf16(dvals[i]) if bf16 else np.asarray(dvals[i], f32).astype(
+                np.float16).view(np.uint16).astype(u32)
+            old = g.v[f["vdst"] + i]
+            bits = (old & u32(0xFFFF)) | (h << u32(16)) if opsel_hi else (
+                (old & u32(0xFFFF0000)) | h)
+        if exec_all:
+            g.v[f["vdst"] + i] = bits
+        else:
+            g.vwrite(f["vdst"] + i, bits)
+
+
+# --- VOPD ----------------------------------------------------------------------------------------
+def _vopd_op(name: str) -> Callable | None:
+    """fn(src0, vsrc1, old_dst, literal, vcc_mask) -> uint32 result bits."""
+    F = lambda x: np.asarray(x, u32).view(f32)  # noqa: E731
+    B = lambda x: np.asarray(x, f32).view(u32)  # noqa: E731
+    ops = {
+        "v_dual_fmac_f32": lambda a, b, c, k, m: B(_fma(F(a), F(b), F(c))),
+        "v_dual_fmaak_f32": lambda a, b, c, k, m: B(_fma(F(a), F(b), F(np.uint32(k)))),
+        "v_dual_fmamk_f32": lambda a, b, c, k, m: B(_fma(F(a), F(np.uint32(k)), F(b))),
+        "v_dual_mul_f32": lambda a, b, c, k, m: B(F(a) * F(b)),
+        "v_dual_add_f32": lambda a, b, c, k, m: B(F(a) + F(b)),
+        "v_dual_sub_f32": lambda a, b, c, k, m: B(F(a) - F(b)),
+        "v_dual_subrev_f32": lambda a, b, c, k, m: B(F(b) - F(a)),
+        "v_dual_mul_dx9_zero_f32": lambda a, b, c, k, m: B(np.where(
+            (F(a) == 0) | (F(b) == 0), f32(0), F(a) * F(b))),
+        "v_dual_mov_b32": lambda a, b, c, k, m: np.asarray(a, u32),
+        "v_dual_cndmask_b32": lambda a, b, c, k, m: np.where(m, b, a),
+        "v_dual_max_f32": lambda a, b, c, k, m: B(np.fmax(F(a), F(b))),
+        "v_dual_min_f32": lambda a, b, c, k, m: B(np.fmin(F(a), F(b))),
+        "v_dual_add_nc_u32": lambda a, b, c, k, m: np.asarray(a, u32) + np.asarray(b, u32),
+        "v_dual_lshlrev_b32": lambda a, b, c, k, m: np.asarray(b, u32) << (
+            np.asarray(a, u32) & u32(31)),
+        "v_dual_and_b32": lambda a, b, c, k, m: np.asarray(a, u32) & np.asarray(b, u32),
+        "v_dual_dot2acc_f32_f16": lambda a, b, c, k, m: B(
+            F(c).astype(np.float64)
+            + to_type(a, "f16").astype(np.float64) * to_type(b, "f16")
+            + to_type(a, "f16", True).astype(np.float64) * to_type(b, "f16", True)),
+    }
+    return ops.get(name)
+
+
+def compile_vopd(inst: d.Instruction) -> Callable | None:
+    names = inst.name.split(" :: ")
+    if len(names) != 2:
+        return None
+    fx, fy = _vopd_op(names[0]), _vopd_op(names[1])
+    if fx is None or fy is None:
+        return None
+    f = inst.f
+
+    def run(g: WaveGroup) -> None:
+        m = g.lane_mask(d.VCC_LO)
+        ax, bx = g.vread(f["src0x"], inst.literal), g.v[f["vsrc1x"] - d.VGPR0]
+        ay, by = g.vread(f["src0y"], inst.literal), g.v[f["vsrc1y"] - d.VGPR0]
+        rx = fx(ax, bx, g.v[f["vdstx"]], inst.literal, m)
+        ry = fy(ay, by, g.v[f["vdsty"]], inst.literal, m)
+        rx = np.array(np.broadcast_to(rx, (g.count, LANES)), dtype=u32)
+        ry = np.array(np.broadcast_to(ry, (g.count, LANES)), dtype=u32)
+        g.vwrite(f["vdstx"], rx)
+        g.vwrite(f["vdsty"], ry)
+
+    return run
+
+
+def compile(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
+    if inst.encoding == "VOPD":
+        return compile_vopd(inst)
+    name = base_name(inst.name)
+    if name in _PK:
+        t, fn = _PK[name]
+        nsrc = fn.__code__.co_argcount if hasattr(fn, "__code__") else 2
+        return lambda g: run_packed(g, inst, t, fn, nsrc)
+    if name in ("v_dot2_f32_f16", "v_dot2_f32_bf16"):
+        return lambda g: run_dot2(g, inst, "bf16" in name)
+    if name == "v_fma_mix_f32":
+        return lambda g: run_fma_mix(g, inst, "f32")
+    if name == "v_fma_mixlo_f16":
+        return lambda g: run_fma_mix(g, inst, "lo")
+    if name == "v_fma_mixhi_f16":
+        return lambda g: run_fma_mix(g, inst, "hi")
+    if name.startswith("v_wmma_") and "iu" not in name:
+        return lambda g: run_wmma(g, inst, name)
+    return None

@@ -1,0 +1,187 @@
+"""The gfx11 decoder against LLVM's disassembler, instruction by instruction."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.gfx11.listing import llvm_registers, register_operands
+from hsa.virtual.gfx11.testing import ILLEGAL_KERNEL_S, TEST_KERNELS_CL, build_code_object
+from hsa.virtual.gfx11.valu import base_name
+
+pytestmark = pytest.mark.isa_gfx11
+
+OBJDUMP = shutil.which("llvm-objdump-19")
+LINE = re.compile(r"^\s+(\S+)(.*?)\s*//\s*([0-9A-F]+):((?: [0-9A-F]{8})+)\s*$")
+IREE_KERNELS = ("saxpy", "reduction", "softmax", "matmul_f16", "matmul_f32", "mlp")
+
+
+def _objdump(data: bytes) -> list[tuple[int, str, str, list[int]]]:
+    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
+        f.write(data)
+        f.flush()
+        out = subprocess.run([OBJDUMP, "-d", "--mcpu=gfx1100", f.name], capture_output=True,
+                             text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if m and not m.group(1).startswith("."):
+            rows.append((int(m.group(3), 16), m.group(1), m.group(2).split("//")[0].strip(),
+                         [int(w, 16) for w in m.group(4).split()]))
+    return rows
+
+
+def _code_objects() -> list[tuple[str, bytes]]:
+    objs = [("clang-test-kernels", build_code_object(TEST_KERNELS_CL, "cl")),
+            ("illegal", build_code_object(ILLEGAL_KERNEL_S, "assembler"))]
+    # the hand-written instruction cases of test_gfx11_alu.py (DPP, VOP3 DPP, WMMA, ...)
+    spec = importlib.util.spec_from_file_location(
+        "gfx11_alu_cases", Path(__file__).with_name("test_gfx11_alu.py"))
+    alu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(alu)
+    objs.append(("alu-cases", build_code_object(alu._kernel_source(sorted(alu.CASES)),
+                                                "assembler")))
+    objs.append(("wmma-cases", build_code_object(alu._wmma_source(), "assembler")))
+    try:
+        import compiler
+        for name in IREE_KERNELS:
+            bundle = compiler.compile(name, targets=["gfx1100"], abi=())
+            objs.append((f"iree-{name}", bundle.variant_for("gfx1100").data))
+    except Exception as e:  # noqa: BLE001 - the IREE part is optional here
+        print(f"IREE kernels unavailable: {e}")
+    return objs
+
+
+@pytest.fixture(scope="module")
+def code_objects() -> list[tuple[str, bytes]]:
+    return _code_objects()
+
+
+@pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump-19 is not installed")
+def test_decoder_matches_llvm_objdump(code_objects):
+    checked = 0
+    mismatches = []
+    for label, data in code_objects:
+        for address, mnemonic, operands, words in _objdump(data):
+            inst = d.decode_one(words + [0, 0, 0], 0, address)
+            checked += 1
+            ours_name = inst.name.split(" :: ")[0]
+            problems = []
+            if base_name(ours_name) != base_name(mnemonic):
+                problems.append(f"mnemonic {inst.name}")
+            if inst.size != 4 * len(words):
+                problems.append(f"size {inst.size} != {4 * len(words)}")
+            ours, theirs = register_operands(inst), llvm_registers(operands)
+            if ours != theirs:
+                problems.append(f"operands {ours} != {theirs}")
+            if problems:
+                mismatches.append(f"{label} 0x{address:x} {mnemonic} {operands}: "
+                                  + "; ".join(problems))
+    assert checked > 1000, f"only {checked} instructions disassembled"
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+@pytest.mark.skipif(OBJDUMP is None, reason="llvm-objdump-19 is not installed")
+def test_iree_kernels_were_checked(code_objects):
+    labels = {label for label, _ in code_objects}
+    if not any(x.startswith("iree-") for x in labels):
+        pytest.skip("IREE kernels could not be compiled here")
+    assert {f"iree-{k}" for k in IREE_KERNELS} <= labels
+
+
+def test_opcode_tables_hold_known_facts():
+    t = d.opcode_tables()
+    assert t["SOP1"][0]["name"] == "s_mov_b32"
+    assert t["SOP2"][0]["name"] == "s_add_u32"
+    assert t["SOPP"][48]["name"] == "s_endpgm"
+    assert t["SMEM"][0]["name"] == "s_load_b32"
+    assert t["VOP2"][0x2B]["name"] == "v_fmac_f32_e32"
+    assert t["VOP3"][0x2FE]["name"] == "v_mad_u64_u32"
+    assert t["VOP3P"][64]["name"] == "v_wmma_f32_16x16x16_f16"
+    assert t["GLOBAL"][26]["name"] == "global_store_b32"
+    assert t["DS"][13]["name"] == "ds_store_b32"
+    assert t["MUBUF"][23]["name"] == "buffer_load_b128"
+    assert t["VOPDX"][0]["name"] == "v_dual_fmac_f32"
+    sizes = {enc: len(v) for enc, v in t.items()}
+    assert sizes["VOPC"] > 150 and sizes["VOP3"] > 400, sizes
+
+
+def test_unknown_words_decode_without_raising():
+    inst = d.decode_one([0xFFFFFFFF, 0, 0], 0, 0x1000)
+    assert inst.name == "<unknown>"
+    assert inst.size in (4, 8)
+
+
+def test_literal_and_dpp_sizes():
+    # s_and_b32 s4, s4, 0xffff (literal) and v_mov_b32_dpp (DPP16 word)
+    lit = d.decode_one([0x8B04FF04, 0x0000FFFF], 0, 0)
+    assert lit.name == "s_and_b32" and lit.literal == 0xFFFF and lit.size == 8
+    dpp = d.decode_one([0x7E0202FA, 0xFF011101], 0, 0)
+    assert dpp.name.startswith("v_mov_b32") and dpp.size == 8 and dpp.f["dpp"] == 0xFF011101
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("llvm-mc-19") is None, reason="llvm-mc-19 is not installed")
+def test_checked_in_tables_are_reproducible():
+    from hsa.virtual.gfx11 import gen_tables
+
+    fresh = json.loads(json.dumps(gen_tables.build()))
+    stored = json.loads((Path(d.__file__).with_name("opcodes.json")).read_text())
+    assert fresh == stored
+
+
+def test_most_table_opcodes_have_semantics():
+    """Every opcode of the tables either compiles to a semantic function or is listed as
+    unsupported; a guard against losing coverage."""
+    from hsa.virtual.gfx11.executor import compile_instruction
+
+    fields = dict(sdst=16, ssrc0=32, ssrc1=48, simm16=0x10, vdst=16, src0=288, src1=304,
+                  src2=320, vsrc1=304, sdata=16, sbase=2, offset=0, soffset=124, glc=0, dlc=0,
+                  abs=0, neg=0, opsel=0, clamp=0, omod=0, opsel_hi=7, neg_hi=0, offset0=0,
+                  offset1=0, gds=0, addr=32, data0=48, data1=64, data=48, saddr=124, sve=0,
+                  slc=0, seg=0, vaddr=32, vdata=48, srsrc=16, tfe=0, offen=1, idxen=0, format=1)
+    supported = total = 0
+    for enc, table in d.opcode_tables().items():
+        if enc.startswith("VOPD"):
+            continue
+        for op, info in table.items():
+            inst = d.Instruction(0, 8, enc, op, info["name"], dict(fields), None, ())
+            total += 1
+            supported += compile_instruction(inst).fn is not None
+    assert total > 1300
+    assert supported >= 1200, f"{supported} of {total} opcodes have semantics"
+
+
+def test_decoder_reads_the_opcode_where_the_table_generator_put_it():
+    """For every table entry, the probe instruction gen_tables built decodes back to the
+    same encoding, opcode and mnemonic (catches field-layout mismatches of either side)."""
+    from hsa.virtual.gfx11 import gen_tables
+
+    tables = d.opcode_tables()
+    wrong = []
+    for enc, items in gen_tables.candidates().items():
+        for op, words, _fields, _s, _v in items:
+            if enc.startswith("VOPD"):
+                info = tables[enc].get(op)
+                if info is None:
+                    continue
+                inst = d.decode_one(words + [0, 0], 0, 0)
+                half = inst.name.split(" :: ")[0 if enc == "VOPDX" else 1]
+                if half != info["name"]:
+                    wrong.append(f"{enc} {op}: {inst.name}")
+                continue
+            info = tables[enc].get(op)
+            if info is None:
+                continue
+            inst = d.decode_one(words + [0, 0], 0, 0)
+            if (inst.encoding, inst.op, inst.name) != (enc, op, info["name"]):
+                wrong.append(f"{enc} {op} {info['name']}: {inst.encoding} {inst.op} {inst.name}")
+    assert not wrong, wrong[:10]
