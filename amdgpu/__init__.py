@@ -16,6 +16,10 @@ _LAZY = {
     "Device": "amdgpu.device",
     "Buffer": "amdgpu.buffer",
     "CommandBuffer": "amdgpu.command_buffer",
+    "BindingSlot": "amdgpu.command_buffer",
+    "TimelinePoint": "amdgpu.device",
+    "DeviceReport": "amdgpu.report",
+    "ProgramRunner": "amdgpu.program",
 }
 
 

@@ -1,0 +1,186 @@
+"""amdgpu-run: compile (cached), run, check and time one workload on one device.
+
+    amdgpu-run saxpy --device amdgpu:virtual --json
+    amdgpu-run chain-100 --driver vulkan --repeat 20 --replay
+    amdgpu-run model.mlir --driver amdgpu --trace run.trace
+    amdgpu-run --list
+
+Exit status: 0 when the result is correct, 1 when it is wrong, 2 for bad input or a device
+error (one line on stderr: cause and next step; --debug shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+EXIT_WRONG = 1
+EXIT_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="amdgpu-run",
+        description="Compile, run and check a workload on an AMD GPU (HSA path, opt-in) or "
+        "through Vulkan (the default).",
+    )
+    ap.add_argument("workload", nargs="?", help="a built-in workload (see --list) or a .mlir file")
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="amdgpu, amdgpu:N, amdgpu:virtual[:gfx1100,...][:N], vulkan, vulkan:N",
+    )
+    ap.add_argument(
+        "--driver",
+        choices=("auto", "amdgpu", "vulkan"),
+        default=None,
+        help="auto (default: Vulkan; AMDGPU_DRIVER=amdgpu opts in), amdgpu, vulkan",
+    )
+    ap.add_argument(
+        "--size",
+        default=None,
+        help="problem size where the workload has one: N for chain-N (chain --size 100)",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="runs to time (median is reported)")
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="also record the program as a command buffer and time its replays",
+    )
+    ap.add_argument("--trace", metavar="FILE", help="write a packet trace (HSA path)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--list", action="store_true", help="list workloads and devices")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks")
+    return ap
+
+
+def _workload_name(workload: str, size: str | None) -> str:
+    if workload in ("chain", "chain-N") or (workload.startswith("chain") and size):
+        return f"chain-{size or 4}"
+    if size and not workload.startswith("chain"):
+        raise ValueError(f"--size applies to chain-N only, not {workload!r}: leave it out")
+    return workload
+
+
+def _list(out: Any) -> int:
+    import amdgpu
+    from amdgpu.workloads import list_workloads
+
+    print("workloads:", file=out)
+    for name, text in list_workloads():
+        print(f"  {name:<14} {text}", file=out)
+    print("devices:", file=out)
+    for r in amdgpu.devices():
+        state = "available" if r.available else f"unavailable: {r.reason}"
+        paths = ", ".join(f"{k}{'' if c.available else ' (no)'}" for k, c in r.paths.items())
+        name = f"{r.name} ({r.target})" if r.name else ""
+        print(
+            f"  {r.spec:<18} {r.backend:<6} {name} {state}"
+            + (f"; paths: {paths}" if paths else ""),
+            file=out,
+        )
+    return 0
+
+
+def _summary(result: Any, console: Any) -> None:
+    from rich.table import Table
+
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    verdict = "[green]correct[/green]" if result.correct else "[red]WRONG[/red]"
+    rows = [
+        ("workload", result.workload),
+        ("device", f"{result.device} ({result.target})"),
+        ("driver path", f"{result.driver}: {result.path}"),
+        ("dispatches", str(result.dispatches)),
+        ("result", f"{verdict}, max abs error {result.max_abs_error:.3g}"),
+        ("host us / dispatch", f"{result.host_us_per_dispatch:.2f} (median of {result.repeat})"),
+    ]
+    if result.replay_host_us is not None:
+        rows.append(
+            ("replay host us", f"{result.replay_host_us:.2f} for {result.dispatches} dispatch(es)")
+        )
+    if result.device_us is not None:
+        rows.append(("device us", f"{result.device_us:.2f}"))
+    rows.append(("compile / run s", f"{result.compile_s:.2f} / {result.run_s:.2f}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list:
+        return _list(sys.stdout)
+    if not args.workload:
+        print("amdgpu-run: name a workload (amdgpu-run --list shows them)", file=sys.stderr)
+        return EXIT_ERROR
+    if args.debug:
+        os.environ.setdefault("AMDGPU_DEBUG", "1")
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("amdgpu-run: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - one line for the user, the traceback with --debug
+        if args.debug:
+            raise
+        from amdgpu.errors import AmdgpuError
+
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        kind = "" if isinstance(e, AmdgpuError) else f"{type(e).__name__}: "
+        print(f"amdgpu-run: {kind}{text}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
+    import amdgpu
+    from amdgpu.workloads import run_workload
+
+    workload = _workload_name(args.workload, args.size)
+    if args.repeat < 1:
+        raise ValueError(f"--repeat {args.repeat}: use 1 or more")
+    sink = None
+    if args.trace:
+        import packets
+
+        sink = packets.TraceWriter(args.trace)
+        packets.set_sink(sink)
+    try:
+        with amdgpu.open(args.device, driver=args.driver) as dev:
+            steps = args.repeat * (2 if args.replay else 1)
+            if args.json or steps < 20 or not sys.stderr.isatty():
+                result = run_workload(dev, workload, repeat=args.repeat, replay=args.replay)
+            else:
+                from rich.progress import Progress
+
+                with Progress(transient=True) as bar:
+                    task = bar.add_task(f"{workload} on {dev.spec}", total=steps)
+                    result = run_workload(
+                        dev,
+                        workload,
+                        repeat=args.repeat,
+                        replay=args.replay,
+                        progress=lambda n: bar.advance(task, n),
+                    )
+    finally:
+        if sink is not None:
+            import packets
+
+            packets.set_sink(None)
+            sink.close()
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        from rich.console import Console
+
+        _summary(result, Console())
+    return 0 if result.correct else EXIT_WRONG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

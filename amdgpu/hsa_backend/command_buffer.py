@@ -1,0 +1,385 @@
+"""Command buffers on the HSA path: record once, replay with one patch and one doorbell.
+
+Recording turns each dispatch into a kernarg template (explicit args packed, binding slots
+left 0) plus patch sites (byte offset in the kernarg block, binding index, byte offset into
+the binding). Dispatches whose kernarg blocks are identical share one (kernels only read
+their kernarg segment). `finalize` builds, per segment, one packet block with `packets`' batch
+builder, the concatenated kernarg template, and the patch-site table as numpy arrays.
+
+`submit(bindings)` per segment: patch every binding site of the template with ONE
+vectorized write (skipped when the binding addresses are those of the previous submit),
+copy the template into a fresh kernarg block from the lane's ring (a command buffer may be
+in flight several times, on several lanes: each submission reads its own copy), patch the
+packets' kernarg_address column with one more vectorized write, set the completion
+signal of the last packet to the lane's timeline signal, and publish the block with
+`Ring.publish_many` (wrap-aware, one doorbell).
+
+Barrier bits: the first packet always has it (a lane runs its submissions in order); a
+dispatch recorded after `barrier()` has it; nothing else does, so independent dispatches
+may overlap. The last packet carries the lane signal; if it has no barrier bit, a trailing
+barrier-AND packet (barrier bit, no deps) carries the signal instead.
+
+fill and copy: where the agent runs kernels (ROCr, or a virtual agent with an ISA
+executor), they are dispatches of the compiler library's OpenCL `fill` and `copy` kernels
+(32-bit words; `device.blit_kernels()`), so they stay inside the one packet block. Where it
+cannot (no executor, no clang, unaligned or odd sizes, a fill pattern a float argument
+cannot carry exactly) they are host operations (the provider's memory_copy), which split
+the command buffer into segments: at submit, the segments before a host operation are
+published and waited for, then the host copies, then the rest is published.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import packets
+from amdgpu.command_buffer import BindingSlot, CommandBuffer
+from amdgpu.device import TimelinePoint
+from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.hsa_backend.executable import HsaKernel
+
+_KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet
+_SIGNAL_WORD = 7  # completion_signal is u64 word 7
+
+
+@dataclass
+class _Dispatch:
+    kernel: HsaKernel
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    dims: int
+    dynamic_lds: int
+    template: bytes
+    sites: list[tuple[int, int, int]]  # (kernarg byte offset, binding index, binding offset)
+    barrier: bool
+
+
+@dataclass
+class _HostOp:
+    kind: str  # "fill" | "copy"
+    dst: Any  # Buffer or BindingSlot
+    src: Any = None  # Buffer or BindingSlot (copy) / value (fill)
+    nbytes: int | None = None
+
+
+@dataclass
+class _Segment:
+    block: np.ndarray  # PACKET array, reused (patched) per submit
+    words: np.ndarray  # (n, 8) uint64 view of block
+    dispatch_rows: np.ndarray
+    kernarg_offsets: np.ndarray  # uint64, per dispatch row
+    template: np.ndarray  # uint8, the kernarg block
+    site_words: np.ndarray  # int64, u64 index into the kernarg block
+    site_binding: np.ndarray  # int64
+    site_offset: np.ndarray  # uint64
+    last_row: int
+    dispatches: int = 0
+    symbols: list[str] = field(default_factory=list)
+    patched_for: bytes = b""  # binding addresses the template is patched with now
+
+
+class HsaCommandBuffer(CommandBuffer):
+    def __init__(self, device: Any):
+        self.device = device
+        self._ops: list[Any] = []
+        self._pending_barrier = False
+        self._bindings_needed = 0
+        self._segments: list[Any] | None = None
+        self.dispatches = 0
+
+    # --- recording -----------------------------------------------------------------------
+    def _check_recording(self) -> None:
+        if self._segments is not None:
+            raise DeviceError("this command buffer is finalized: record a new one")
+
+    def dispatch(
+        self,
+        kernel: HsaKernel,
+        grid: Any,
+        block: Any = None,
+        args: Sequence[Any] = (),
+        *,
+        dynamic_lds: int = 0,
+    ) -> None:
+        self._check_recording()
+        if not isinstance(kernel, HsaKernel) or kernel.executable.device is not self.device:
+            raise KernelArgumentError(
+                f"dispatch wants a Kernel loaded on this device ({self.device.spec}), "
+                f"got {kernel!r}"
+            )
+        g, b, dims = kernel.geometry(grid, block)
+        layout = kernel.layout
+        sites: list[tuple[int, int, int]] = []
+
+        def slot(arg_index: int, value: Any) -> int | None:
+            if isinstance(value, BindingSlot):
+                sites.append((layout.explicit[arg_index].offset, value.index, value.offset))
+                self._bindings_needed = max(self._bindings_needed, value.index + 1)
+                return 0
+            return None
+
+        vals = layout.values(args, g, b, dims, dynamic_lds, 0, resolve_buffer=slot)
+        template = layout.struct.pack(*vals)
+        for off, _, _ in sites:
+            if off % 8:
+                raise KernelArgumentError(
+                    f"kernel {kernel.name!r}: a pointer argument at kernarg offset {off} is not "
+                    f"8-byte aligned: rebuild the kernel"
+                )
+        # hidden_queue_ptr: patched per lane like a binding (index -1 -> the queue address)
+        for off in layout.queue_ptr_offsets:
+            sites.append((off, -1, 0))
+        self._ops.append(
+            _Dispatch(kernel, g, b, dims, dynamic_lds, template, sites, self._pending_barrier)
+        )
+        self._pending_barrier = False
+        self.dispatches += 1
+
+    def barrier(self) -> None:
+        """Everything recorded after this waits for everything recorded before it."""
+        self._check_recording()
+        self._pending_barrier = True
+
+    def fill(self, buffer: Any, value: Any, nbytes: int | None = None) -> None:
+        """Fill with a 1-, 2- or 4-byte pattern: the library `fill` kernel where the agent
+        runs kernels and the size is known, else a host operation (see the module doc)."""
+        self._check_recording()
+        self._note_binding(buffer)
+        if nbytes is None and not isinstance(buffer, BindingSlot):
+            nbytes = buffer.nbytes
+        word = _fill_word(value, nbytes, buffer)
+        blits = self.device.blit_kernels() if word is not None else None
+        if blits is not None:
+            self._pending_barrier = True  # after what came before, before what comes after
+            n = nbytes // 4
+            self.dispatch(blits["fill"], n, 256, (buffer, word, np.uint32(n)))
+        else:
+            self._ops.append(_HostOp("fill", buffer, value, nbytes))
+        self._pending_barrier = True  # later dispatches see the fill
+
+    def copy(self, dst: Any, src: Any, nbytes: int) -> None:
+        """Copy `nbytes`: the library `copy` kernel (32-bit words) where the agent runs
+        kernels and everything is 4-byte aligned, else a host operation."""
+        self._check_recording()
+        self._note_binding(dst)
+        self._note_binding(src)
+        nbytes = int(nbytes)
+        aligned = nbytes % 4 == 0 and all(_offset(x) % 4 == 0 for x in (dst, src))
+        blits = self.device.blit_kernels() if aligned and nbytes else None
+        if blits is not None:
+            self._pending_barrier = True
+            n = nbytes // 4
+            self.dispatch(blits["copy"], n, 256, (dst, src, np.uint32(n)))
+        else:
+            self._ops.append(_HostOp("copy", dst, src, nbytes))
+        self._pending_barrier = True
+
+    def _note_binding(self, value: Any) -> None:
+        if isinstance(value, BindingSlot):
+            self._bindings_needed = max(self._bindings_needed, value.index + 1)
+
+    # --- finalize ------------------------------------------------------------------------
+    def finalize(self) -> HsaCommandBuffer:
+        if self._segments is not None:
+            return self
+        segments: list[Any] = []
+        run: list[_Dispatch] = []
+        for op in self._ops:
+            if isinstance(op, _Dispatch):
+                run.append(op)
+            else:
+                if run:
+                    segments.append(self._build(run))
+                    run = []
+                segments.append(op)
+        if run or not segments:
+            segments.append(self._build(run))
+        self._segments = segments
+        return self
+
+    def _build(self, run: list[_Dispatch]) -> _Segment:
+        n = len(run)
+        kernarg_offsets = np.zeros(n, np.uint64)
+        pieces: list[bytes] = []
+        pos = 0
+        site_words, site_binding, site_offset = [], [], []
+        # Kernels cannot write their kernarg segment, so dispatches whose blocks would be
+        # byte-identical after patching (same template, same binding sites) share one block.
+        shared: dict[tuple, int] = {}
+        for i, d in enumerate(run):
+            key = (d.template, tuple(d.sites), d.kernel.layout.alignment)
+            if key in shared:
+                kernarg_offsets[i] = shared[key]
+                continue
+            align = d.kernel.layout.alignment
+            pad = (-pos) % align
+            if pad:
+                pieces.append(bytes(pad))
+                pos += pad
+            kernarg_offsets[i] = shared[key] = pos
+            for off, binding, boff in d.sites:
+                site_words.append((pos + off) // 8)
+                site_binding.append(binding)
+                site_offset.append(boff)
+            pieces.append(d.template)
+            pos += len(d.template)
+        pos += (-pos) % 16
+        template = np.frombuffer(b"".join(pieces).ljust(pos, b"\0"), np.uint8).copy()
+        if n:
+            barrier = np.array([d.barrier for d in run], bool)
+            barrier[0] = True  # lane order: wait for the previous submission
+            disp = packets.kernel_dispatch_batch(
+                workgroup_size=np.array([d.block for d in run], np.int64),
+                grid_size=np.array([d.grid for d in run], np.int64),
+                dims=np.array([d.dims for d in run], np.int64),
+                private_segment_size=np.array(
+                    [d.kernel.private_segment_size for d in run], np.int64
+                ),
+                group_segment_size=np.array(
+                    [d.kernel.group_segment_size + d.dynamic_lds for d in run], np.int64
+                ),
+                kernel_object=np.array([d.kernel.kernel_object for d in run], np.uint64),
+                kernarg_address=16,
+                barrier=barrier,
+            ).view(packets.PACKET)
+        else:
+            disp = np.zeros(0, packets.PACKET)
+            barrier = np.zeros(0, bool)
+        if n and barrier[-1]:
+            block = disp.copy()
+        else:  # a trailing barrier-AND completes after everything and carries the signal
+            tail = packets.barrier_and_batch(dep_signals=(), barrier=True, count=1).view(
+                packets.PACKET
+            )
+            block = np.concatenate([disp, tail])
+        return _Segment(
+            block=block,
+            words=block.view(np.uint64).reshape(len(block), 8),
+            dispatch_rows=np.arange(n),
+            kernarg_offsets=kernarg_offsets,
+            template=template,
+            site_words=np.array(site_words, np.int64),
+            site_binding=np.array(site_binding, np.int64),
+            site_offset=np.array(site_offset, np.uint64),
+            last_row=len(block) - 1,
+            dispatches=n,
+            symbols=[d.kernel.name for d in run],
+        )
+
+    @property
+    def packets(self) -> list[np.ndarray]:
+        """The packet blocks (one per segment) as they were last submitted."""
+        return [s.block for s in (self._segments or []) if isinstance(s, _Segment)]
+
+    @property
+    def segments(self) -> int:
+        return len(self._segments or [])
+
+    # --- replay --------------------------------------------------------------------------
+    def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> np.ndarray:
+        need = self._bindings_needed
+        if len(bindings) < need:
+            raise KernelArgumentError(
+                f"this command buffer uses {need} binding(s), submit got {len(bindings)}: pass "
+                f"one buffer per cb.binding(i)"
+            )
+        addrs = np.empty(len(bindings) + 1, np.uint64)
+        for i, b in enumerate(bindings):
+            a = getattr(b, "address", b)
+            if not isinstance(a, (int, np.integer)):
+                raise KernelArgumentError(f"binding {i} is a {type(b).__name__}, not a Buffer")
+            addrs[i] = a
+        addrs[-1] = queue_address  # index -1: hidden_queue_ptr sites
+        return addrs
+
+    def _submit(
+        self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint]
+    ) -> TimelinePoint:
+        if self._segments is None:
+            raise DeviceError("submit a finalized command buffer: call cb.finalize() first")
+        addrs = self._binding_addresses(bindings, lane.queue.handle)
+        first = True
+        for seg in self._segments:
+            if isinstance(seg, _HostOp):
+                lane.wait(lane.submitted, self.device.default_timeout)
+                self._run_host_op(seg, bindings)
+                continue
+            value = lane.submitted + 1
+            size = seg.template.size
+            off = lane.kernargs.allocate(size, value) if size else 0
+            if size:
+                if seg.site_words.size:
+                    key = addrs.tobytes()
+                    if key != seg.patched_for:  # the one vectorized binding patch
+                        seg.template.view(np.uint64)[seg.site_words] = (
+                            addrs[seg.site_binding] + seg.site_offset
+                        )
+                        seg.patched_for = key
+                # the patched template into this submission's own kernarg block
+                lane.kernarg_memory[off : off + size] = seg.template
+            words = seg.words
+            if seg.dispatches:  # dispatch rows are the first ones: a slice, not an index
+                np.add(
+                    seg.kernarg_offsets,
+                    np.uint64(lane.kernarg_address + off),
+                    out=words[: seg.dispatches, _KARG_WORD],
+                )
+            words[seg.last_row, _SIGNAL_WORD] = lane.signal
+            block = seg.block
+            if first and wait:
+                pre = lane.wait_packets(wait, value)
+                if pre is not None:
+                    block = np.concatenate([pre, block])
+            first = False
+            lane.publish_block(block)
+            lane.submitted = value
+        return TimelinePoint(lane.index, lane.submitted, lane)
+
+    def _run_host_op(self, op: _HostOp, bindings: Sequence[Any]) -> None:
+        dev = self.device
+
+        def resolve(x: Any) -> Any:
+            if isinstance(x, BindingSlot):
+                buf = bindings[x.index]
+                return buf.view(x.offset) if x.offset else buf
+            return x
+
+        dst = resolve(op.dst)
+        if op.kind == "fill":
+            nbytes = dst.nbytes if op.nbytes is None else op.nbytes
+            dst._check_range(0, nbytes)
+            dev._fill_now(dst.address, nbytes, op.src)
+        else:
+            src = resolve(op.src)
+            dst._check_range(0, op.nbytes)
+            src._check_range(0, op.nbytes)
+            dev.provider.memory_copy(dst.address, src.address, op.nbytes)
+
+
+def _offset(x: Any) -> int:
+    return x.offset if isinstance(x, BindingSlot) else int(getattr(x, "address", 0))
+
+
+def _fill_word(value: Any, nbytes: int | None, target: Any) -> np.float32 | None:
+    """The fill pattern widened to one 32-bit word (as the float32 the library `fill` kernel
+    takes), or None when the kernel cannot do this fill exactly."""
+    from amdgpu.hsa_backend.device import _pattern_bytes
+
+    if nbytes is None or nbytes <= 0 or nbytes % 4 or _offset(target) % 4:
+        return None
+    try:
+        pattern = _pattern_bytes(value)
+    except DeviceError:
+        return None
+    if pattern.size not in (1, 2, 4):
+        return None
+    word = np.tile(pattern, 4 // pattern.size).view(np.float32)[0]
+    # a signalling NaN could be quieted on its way through a float argument: host fill
+    if struct.pack("<f", float(word)) != word.tobytes():
+        return None
+    return word

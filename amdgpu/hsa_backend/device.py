@@ -1,0 +1,528 @@
+"""HsaDevice: one GPU agent of an HSA provider (ROCr or the virtual system) as a Device.
+
+Memory: buffers live in the agent's coarse-grained pool; the host reaches them through a
+fine-grained staging allocation and `memory_copy` (what ROCr needs for VRAM). Kernel
+arguments come from a kernarg-pool ring per lane. Immediate dispatch: one kernarg
+`pack_into`, one cached packet template patched with the kernarg address, one publish.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from amdgpu.buffer import Buffer, as_host_array
+from amdgpu.device import Device, DeviceSpec, TimelinePoint
+from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
+from amdgpu.hsa_backend import system as systems
+from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
+from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
+from amdgpu.report import DeviceReport
+from hsa.provider import Capability
+
+_KARG = struct.Struct("<Q")
+HSA_PATHS = ("barrier_value", "profiling", "async_copy")
+
+
+class HsaDevice(Device):
+    backend = "hsa"
+    driver = "amdgpu"
+
+    def __init__(
+        self,
+        spec: DeviceSpec,
+        *,
+        lanes: int = 2,
+        queue_size: int = 8192,
+        kernarg_bytes: int = 4 << 20,
+        use_barrier_value: bool | None = None,
+        default_timeout: float = 10.0,
+    ):
+        self._spec = spec
+        self.spec = str(spec)
+        self._system_key = spec.system
+        self.provider = systems.acquire(self._system_key)
+        self._closed = False
+        self.lanes_: list[QueueLane] = []
+        try:
+            self._setup(spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout):
+        p = self.provider
+        gpus = p.gpu_agents()
+        if spec.index >= len(gpus):
+            raise DeviceError(
+                f"{self.spec}: the {p.name} system has {len(gpus)} GPU agent(s): use an index "
+                f"below {len(gpus)} (amdgpu.devices() lists them)"
+            )
+        self.agent = gpus[spec.index]
+        self.index = spec.index
+        self.isa = self.agent.isa
+        self.target = self.agent.isa.split(":")[0]
+        self.name = self.agent.name
+        self.default_timeout = default_timeout
+        caps = p.capabilities()
+        self.capabilities = caps
+        self.paths = {
+            k: caps.get(k, Capability(False, "the provider does not report it")) for k in HSA_PATHS
+        }
+        if use_barrier_value is None:
+            use_barrier_value = self.paths["barrier_value"].available
+        self.use_barrier_value = bool(use_barrier_value)
+        self.buffer_pool, self.kernarg_pool, self.host_pool = _pick_pools(p, self.agent)
+        self.signal_pool = SignalPool(p)
+        self._staging_address = 0
+        self._staging_size = 0
+        self._executables: list[HsaExecutable] = []
+        self._blits: dict[str, HsaKernel] | None = None
+        size = max(
+            self.agent.queue_min_size or 64,
+            min(queue_size, self.agent.queue_max_size or queue_size),
+        )
+        self.lanes_ = [QueueLane(self, i, size, kernarg_bytes) for i in range(lanes)]
+
+    # --- facts ---------------------------------------------------------------------------
+    @property
+    def lanes(self) -> int:
+        return len(self.lanes_)
+
+    def lane(self, index: int) -> QueueLane:
+        try:
+            return self.lanes_[index]
+        except (IndexError, TypeError):
+            raise DeviceError(
+                f"{self.spec} has lanes 0..{len(self.lanes_) - 1}, not {index!r}"
+            ) from None
+
+    # --- memory --------------------------------------------------------------------------
+    def buffer(self, array_or_nbytes: Any, dtype: Any = None) -> Buffer:
+        """Device memory of the given size, or holding a copy of the given array."""
+        self._check_open()
+        nbytes, data = as_host_array(array_or_nbytes, dtype)
+        address = self.provider.memory_pool_allocate(self.buffer_pool, max(nbytes, 1))
+        buf = Buffer(self, address, nbytes, handle=address)
+        if data is not None and nbytes:
+            self._write_bytes(buf, 0, data.reshape(-1).view(np.uint8))
+        return buf
+
+    def _staging(self, nbytes: int) -> np.ndarray:
+        if nbytes > self._staging_size:
+            p = self.provider
+            if self._staging_address:
+                p.memory_pool_free(self._staging_address)
+            size = max(nbytes, 1 << 20)
+            self._staging_address = p.memory_pool_allocate(self.host_pool, size)
+            p.agents_allow_access([self.agent.handle], self._staging_address)
+            self._staging_size = size
+        return self.provider.host_view(self._staging_address, nbytes)
+
+    def _write_bytes(self, buf: Buffer, offset: int, data: np.ndarray) -> None:
+        self.synchronize()
+        self._staging(data.size)[:] = data
+        self.provider.memory_copy(buf.address + offset, self._staging_address, data.size)
+
+    def _read_bytes(self, buf: Buffer, offset: int, nbytes: int) -> np.ndarray:
+        self.synchronize()
+        view = self._staging(nbytes)
+        self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes)
+        return view.copy()
+
+    def _free_buffer(self, buf: Buffer) -> None:
+        if not self._closed:
+            self.synchronize()
+            self.provider.memory_pool_free(buf.handle)
+
+    def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
+        """Host-side fill (the lanes are idle): a pattern in staging, then memory_copy."""
+        pattern = _pattern_bytes(value)
+        if nbytes % pattern.size:
+            raise DeviceError(
+                f"fill of {nbytes} bytes is not a multiple of the {pattern.size}-byte value"
+            )
+        view = self._staging(nbytes)
+        view.reshape(-1, pattern.size)[:] = pattern
+        self.provider.memory_copy(address, self._staging_address, nbytes)
+
+    def copy(
+        self,
+        dst: Buffer,
+        src: Buffer,
+        nbytes: int | None = None,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Copy `nbytes` from src to dst. On one device with 4-byte aligned ranges it is the
+        library `copy` kernel on `lane` (ordered like a dispatch); otherwise (another
+        device of the same system, no kernels) the host copies after waiting for the lanes."""
+        nbytes = min(dst.nbytes, src.nbytes) if nbytes is None else int(nbytes)
+        dst._check_range(0, nbytes)
+        src._check_range(0, nbytes)
+        if (
+            src.device is self
+            and dst.device is self
+            and nbytes
+            and not (nbytes | dst.address | src.address) % 4
+        ):
+            blits = self.blit_kernels()
+            if blits is not None:
+                n = nbytes // 4
+                args = (dst, src, np.uint32(n))
+                return self.dispatch(blits["copy"], n, 256, args, lane=lane, wait=wait)
+        for point in wait:
+            point.wait(self.default_timeout)
+        self.synchronize()
+        other = src.device if src.device is not self else dst.device
+        if other is not self:
+            if getattr(other, "provider", None) is not self.provider:
+                data = src.to_numpy()[:nbytes]
+                dst.write(data)
+                return self._point(lane)
+            other.synchronize()
+            p = self.provider
+            agents = [self.agent.handle, other.agent.handle]
+            p.agents_allow_access(agents, src.root.address)
+            p.agents_allow_access(agents, dst.root.address)
+        self.provider.memory_copy(dst.address, src.address, nbytes)
+        return self._point(lane)
+
+    def fill(
+        self,
+        dst: Buffer,
+        value: Any,
+        nbytes: int | None = None,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Fill with a 1-, 2- or 4-byte pattern (the library `fill` kernel where it can do
+        it exactly, else on the host after waiting for the lanes)."""
+        from amdgpu.hsa_backend.command_buffer import _fill_word
+
+        nbytes = dst.nbytes if nbytes is None else int(nbytes)
+        dst._check_range(0, nbytes)
+        word = _fill_word(value, nbytes, dst) if dst.device is self else None
+        blits = self.blit_kernels() if word is not None else None
+        if blits is not None:
+            n = nbytes // 4
+            args = (dst, word, np.uint32(n))
+            return self.dispatch(blits["fill"], n, 256, args, lane=lane, wait=wait)
+        for point in wait:
+            point.wait(self.default_timeout)
+        self.synchronize()
+        self._fill_now(dst.address, nbytes, value)
+        return self._point(lane)
+
+    @property
+    def runs_kernels(self) -> bool:
+        """False only on a virtual agent whose ISA family has no executor yet."""
+        try:
+            from compiler.targets import lookup
+
+            family = lookup(self.target).family
+        except Exception:  # noqa: BLE001 - an unknown target: assume a real agent
+            return True
+        cap = self.capabilities.get(f"executor:{family}")
+        return True if cap is None else cap.available
+
+    def blit_kernels(self) -> dict[str, HsaKernel] | None:
+        """The compiler library's `fill` and `copy` kernels for this agent (compiled once,
+        cached on disk), or None where kernels cannot run or be built here; fills and
+        copies then run on the host."""
+        if self._blits is None:
+            self._blits = {}
+            if self.runs_kernels:
+                try:
+                    import compiler
+
+                    for name in ("fill", "copy"):
+                        bundle = compiler.compile(name, targets=[self.target])
+                        self._blits[name] = self.load(bundle).kernel(name)
+                except Exception:  # noqa: BLE001 - no clang, no variant: host fallback
+                    self._blits = {}
+        return self._blits or None
+
+    # --- code ----------------------------------------------------------------------------
+    def load(self, bundle: Any) -> HsaExecutable:
+        self._check_open()
+        exe = load_bundle(self, bundle)
+        self._executables.append(exe)
+        return exe
+
+    # --- work ----------------------------------------------------------------------------
+    def dispatch(
+        self,
+        kernel: HsaKernel,
+        grid: Any,
+        block: Any = None,
+        args: Sequence[Any] = (),
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+        *,
+        dynamic_lds: int = 0,
+    ) -> TimelinePoint:
+        """Launch `kernel` over `grid` work-items in workgroups of `block`."""
+        ln = (
+            self.lanes_[lane]
+            if type(lane) is int and 0 <= lane < len(self.lanes_)
+            else self.lane(lane)
+        )
+        if ln.failed:  # set by the queue's error callback
+            ln.check()
+        if kernel.__class__ is not HsaKernel or kernel.device is not self:
+            raise KernelArgumentError(
+                "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
+                f"got {kernel!r}"
+            )
+        try:
+            launch = kernel._launches[(grid, block, dynamic_lds, ln)]
+        except (KeyError, TypeError):
+            launch = kernel.launch(grid, block, dynamic_lds, ln)
+        size, explicit, fast, hidden_start, hidden, head, tail, geom = launch
+        value = ln.submitted + 1
+        ring = ln.kernargs  # its allocate() fast path, inlined: this is the hot path
+        off = ring._head
+        end = off + size
+        if end <= ring._limit:
+            ring._head = end
+            ring._starts.append(off)
+            ring._values.append(value)
+        else:
+            off = ring.allocate(size, value)
+        if args is kernel.last_args and launch is kernel.last_launch:
+            data = kernel.last_block  # the same tuple again: its bytes are known
+        else:
+            try:  # one pack for the explicit args, then the cached hidden-args bytes
+                data = explicit.pack(*fast(args)) + hidden
+            except (ValueError, TypeError, AttributeError, struct.error):
+                # the checked path: converts what it can, else names the bad argument
+                g, b, dims = geom
+                layout = kernel.layout
+                data = layout.struct.pack(
+                    *layout.values(args, g, b, dims, dynamic_lds, ln.queue.handle)
+                )
+            if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
+                kernel.last_args, kernel.last_launch, kernel.last_block = args, launch, data
+        ln.kernarg_view[off : off + size] = data  # the whole block in one store
+        pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
+        if not wait or (pre := ln.wait_packets(wait, value)) is None:
+            ln.ring.publish(pkt, symbol=kernel.name)
+        else:
+            ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
+        ln.submitted = value
+        return TimelinePoint(ln.index, value, ln)
+
+    def command_buffer(self):
+        from amdgpu.hsa_backend.command_buffer import HsaCommandBuffer
+
+        self._check_open()
+        return HsaCommandBuffer(self)
+
+    def submit(
+        self,
+        cb: Any,
+        bindings: Sequence[Any] = (),
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Replay a finalized command buffer with `bindings` (no re-record)."""
+        ln = self.lane(lane)
+        ln.check()
+        if getattr(cb, "device", None) is not self:
+            raise DeviceError("this command buffer was recorded on another device: record it here")
+        return cb._submit(ln, bindings, wait)
+
+    def barrier(self, lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """A submission of barrier packets only: advances the lane's timeline once the
+        waited-for points (on other lanes) are reached."""
+        import packets
+
+        ln = self.lane(lane)
+        ln.check()
+        value = ln.submitted + 1
+        pre = ln.wait_packets(wait, value)
+        last = packets.barrier_and_batch(
+            dep_signals=(), completion_signal=ln.signal, barrier=True, count=1
+        )
+        block = (
+            last.view(packets.PACKET)
+            if pre is None
+            else np.concatenate([pre, last.view(packets.PACKET)])
+        )
+        ln.publish_block(block)
+        ln.submitted = value
+        return TimelinePoint(ln.index, value, ln)
+
+    # --- device timestamps ---------------------------------------------------------------
+    def mark(self, lane: int = 0) -> int:
+        """A timestamp mark on `lane`: a barrier-AND (barrier bit, no deps) whose completion
+        signal (from the pool, not the timeline) records when everything before it on the
+        lane completed. Needs the `profiling` path; see `elapsed_ns`."""
+        import packets
+
+        if not self.paths["profiling"].available:
+            raise DeviceError(
+                f"{self.spec} has no profiling timestamps: {self.paths['profiling'].reason}"
+            )
+        ln = self.lane(lane)
+        ln.check()
+        if not getattr(ln, "profiling", False):
+            self.provider.profiling_set_enabled(ln.queue, True)
+            ln.profiling = True
+        sig = self.signal_pool.take(1)
+        ln.ring.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
+        return sig
+
+    def elapsed_ns(self, start_mark: int, end_mark: int, timeout: float | None = None) -> int:
+        """Device time between two marks (each the end timestamp of its barrier packet);
+        waits for both, then returns their signals to the pool."""
+        from hsa.provider import SignalCondition
+
+        timeout = self.default_timeout if timeout is None else timeout
+        p = self.provider
+        try:
+            for sig in (start_mark, end_mark):
+                p.signal_wait(sig, SignalCondition.LT, 1, timeout)
+            t0 = p.dispatch_time(self.agent.handle, start_mark)[1]
+            t1 = p.dispatch_time(self.agent.handle, end_mark)[1]
+        finally:
+            self.signal_pool.give([start_mark, end_mark])
+        return max(0, t1 - t0)
+
+    def _point(self, lane: int) -> TimelinePoint:
+        ln = self.lane(lane)
+        return TimelinePoint(ln.index, ln.submitted, ln)
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait for every lane; raises the first lane error (QueueError) or SignalTimeout."""
+        timeout = self.default_timeout if timeout is None else timeout
+        first_error = None
+        for ln in self.lanes_:
+            try:
+                ln.check()
+                ln.wait(ln.submitted, timeout)
+            except HsaError as e:
+                first_error = first_error or e
+        if first_error is not None:
+            raise first_error
+
+    # --- lifetime ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DeviceError(f"{self.spec} was closed: open it again")
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Wait up to `timeout` for each lane, then release queues, memory and signals
+        (work still queued after that is dropped with its queue)."""
+        if self._closed:
+            return
+        self._closed = True
+        for ln in self.lanes_:
+            try:
+                if ln.queue.error is None and timeout > 0:
+                    ln.wait(ln.submitted, timeout)
+            except HsaError:
+                pass
+            ln.destroy()
+        if getattr(self, "signal_pool", None) is not None:
+            self.signal_pool.destroy()
+        for exe in getattr(self, "_executables", []):
+            try:
+                exe.destroy()
+            except HsaError:
+                pass
+        if getattr(self, "_staging_address", 0):
+            try:
+                self.provider.memory_pool_free(self._staging_address)
+            except HsaError:
+                pass
+        systems.release(self._system_key)
+
+    def report(self) -> DeviceReport:
+        return _agent_report(self.provider, self._spec, self.agent)
+
+
+def _pick_pools(p: Any, agent: Any) -> tuple[int, int, int]:
+    """(device buffer pool, kernarg pool, host fine-grained pool) for a GPU agent."""
+    gpu_pools = [
+        x for x in p.agent_pools(agent.handle) if x.segment == 0 and x.runtime_alloc_allowed
+    ]
+    device = next((x for x in gpu_pools if x.is_coarse_grained), None) or (
+        gpu_pools[0] if gpu_pools else None
+    )
+    cpu_pools = [
+        x
+        for a in p.cpu_agents()
+        for x in p.agent_pools(a.handle)
+        if x.segment == 0 and x.runtime_alloc_allowed
+    ]
+    kernarg = next((x for x in cpu_pools if x.is_kernarg), None)
+    host = next((x for x in cpu_pools if x.is_fine_grained and not x.is_kernarg), None) or kernarg
+    if device is None or kernarg is None or host is None:
+        raise DeviceError(
+            f"agent {agent.name} lacks a device, kernarg or host memory pool: the HSA runtime "
+            f"is incomplete here; use amdgpu:virtual or Vulkan"
+        )
+    return device.handle, kernarg.handle, host.handle
+
+
+def _pattern_bytes(value: Any) -> np.ndarray:
+    if isinstance(value, (bytes, bytearray)):
+        return np.frombuffer(bytes(value), np.uint8)
+    if isinstance(value, (np.generic, np.ndarray)):
+        return np.asarray(value).reshape(-1)[:1].view(np.uint8).copy()
+    if isinstance(value, float):
+        return np.array([value], np.float32).view(np.uint8)
+    if isinstance(value, int):
+        if 0 <= value < 256:
+            return np.array([value], np.uint8)
+        return np.array([value & 0xFFFFFFFF], np.uint32).view(np.uint8)
+    raise DeviceError(
+        f"cannot fill with a {type(value).__name__}: pass an int, float, numpy scalar or bytes"
+    )
+
+
+def _agent_report(p: Any, spec: DeviceSpec, agent: Any) -> DeviceReport:
+    caps = p.capabilities()
+    paths = {
+        k: caps.get(k, Capability(False, "the provider does not report it")) for k in HSA_PATHS
+    }
+    extra = {k: v for k, v in caps.items() if k.startswith("executor:")}
+    paths.update(extra)
+    return DeviceReport(
+        spec=str(spec),
+        backend="hsa",
+        name=agent.name,
+        target=agent.isa.split(":")[0],
+        available=True,
+        reason="",
+        paths=paths,
+        versions={"hsa": p.version(), "provider": p.name},
+    )
+
+
+def hsa_reports(system_key: str) -> list[DeviceReport]:
+    """DeviceReports for every GPU agent of an HSA system (or one saying why none)."""
+    provider = "rocr" if system_key == "rocr" else "virtual"
+    gpus = tuple(system_key.split(":", 1)[1].split(",")) if provider == "virtual" else ()
+    try:
+        p = systems.acquire(system_key)
+    except HsaUnavailable as e:
+        return [DeviceReport("amdgpu", "hsa", "", "", False, str(e))]
+    except (HsaError, ImportError, OSError) as e:
+        spec = "amdgpu" if provider == "rocr" else "amdgpu:virtual"
+        return [DeviceReport(spec, "hsa", "", "", False, f"{type(e).__name__}: {e}")]
+    try:
+        out = []
+        agents = p.gpu_agents()
+        for i, agent in enumerate(agents):
+            out.append(_agent_report(p, DeviceSpec("hsa", provider, gpus, i), agent))
+        if not out:
+            out.append(DeviceReport("amdgpu", "hsa", "", "", False, "ROCr found no GPU agent"))
+        return out
+    finally:
+        systems.release(system_key)

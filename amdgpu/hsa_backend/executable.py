@@ -1,0 +1,235 @@
+"""Executables and kernels on the HSA path.
+
+`load_bundle` picks the bundle's variant for the agent's ISA (`bundle.variant_for`), loads
+it through the provider (code_object_reader -> executable -> load -> freeze -> symbol
+"name.kd") and keeps `compiler.codeobject` metadata per kernel, from which each Kernel gets
+its `KernargLayout`.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.hsa_backend.kernargs import KernargLayout
+
+_KARG_AND_SIGNAL = struct.Struct("<Q8xQ")  # kernarg_address@40, reserved2@48, completion@56
+_KARG = struct.Struct("<Q")
+
+
+class HsaKernel:
+    """One kernel of a loaded executable: symbol facts, metadata and kernarg layout."""
+
+    def __init__(self, executable: HsaExecutable, info: Any, symbol: Any):
+        self.executable = executable
+        self.device = executable.device
+        self.info = info  # compiler.codeobject.KernelInfo
+        self.symbol = symbol  # hsa.provider.KernelSymbol
+        self.name = info.name
+        self.kernel_object = symbol.kernel_object
+        self.group_segment_size = max(symbol.group_segment_size, info.group_segment_fixed_size)
+        self.private_segment_size = max(
+            symbol.private_segment_size, info.private_segment_fixed_size
+        )
+        self.layout = KernargLayout.from_kernel(info)
+        self.args = info.explicit_args
+        self.workgroup_size = tuple(info.reqd_workgroup_size) if info.reqd_workgroup_size else None
+        self.max_workgroup_size = info.max_flat_workgroup_size or 1024
+        self._geometry: dict[Any, tuple] = {}
+        self._packets: dict[Any, bytes] = {}
+        self._launches: dict[Any, tuple] = {}
+        # the last immediate dispatch's args tuple, its launch entry and its kernarg bytes
+        self.last_args: Any = None
+        self.last_launch: Any = None
+        self.last_block = b""
+        # raw by-value structs may be mutable numpy records: never cache those args
+        self.args_cacheable = all(a.kind != "bytes" for a in self.layout.explicit)
+
+    def geometry(
+        self, grid: Any, block: Any
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        """(grid xyz in work-items, block xyz, dims), checked; cached per (grid, block)."""
+        key = (grid, block)
+        try:
+            return self._geometry[key]
+        except (KeyError, TypeError):
+            pass
+        g = _dim3(grid, "grid", self.name)
+        dims = 1 if not isinstance(grid, (tuple, list)) else len(grid)
+        if block is None:
+            if self.workgroup_size is not None:
+                b = self.workgroup_size
+            else:
+                b = {1: (256, 1, 1), 2: (16, 16, 1), 3: (8, 8, 4)}[dims]
+                b = tuple(min(x, 1024) for x in b)
+                limit = self.max_workgroup_size
+                while b[0] * b[1] * b[2] > limit:
+                    b = (max(b[0] // 2, 1), b[1], b[2])
+        else:
+            b = _dim3(block, "block", self.name)
+            dims = max(dims, 1 if not isinstance(block, (tuple, list)) else len(block))
+        if b[0] * b[1] * b[2] > self.max_workgroup_size:
+            raise KernelArgumentError(
+                f"kernel {self.name!r}: block {b} has {b[0] * b[1] * b[2]} work-items, more "
+                f"than its max_flat_workgroup_size {self.max_workgroup_size}: use a smaller block"
+            )
+        if self.workgroup_size is not None and b != self.workgroup_size:
+            raise KernelArgumentError(
+                f"kernel {self.name!r} requires workgroup size {self.workgroup_size}, got {b}: "
+                f"pass block={self.workgroup_size} or leave it out"
+            )
+        for axis in range(3):
+            if axis >= dims and (g[axis] != 1 or b[axis] != 1):
+                dims = axis + 1
+        result = (g, tuple(b), dims)
+        try:
+            self._geometry[key] = result
+        except TypeError:
+            pass
+        return result
+
+    def packet_template(self, grid, block, dims: int, dynamic_lds: int, signal: int) -> bytes:
+        """The 64-byte dispatch packet with kernarg_address 0x10 (patched per dispatch)."""
+        key = (grid, block, dims, dynamic_lds, signal)
+        pkt = self._packets.get(key)
+        if pkt is None:
+            import packets
+
+            pkt = packets.kernel_dispatch(
+                workgroup_size=block[:dims],
+                grid_size=grid[:dims],
+                dims=dims,
+                private_segment_size=self.private_segment_size,
+                group_segment_size=self.group_segment_size + dynamic_lds,
+                kernel_object=self.kernel_object,
+                kernarg_address=16,
+                completion_signal=signal,
+                barrier=True,
+            )
+            self._packets[key] = pkt
+        return pkt
+
+    def launch(self, grid: Any, block: Any, dynamic_lds: int, lane: Any) -> tuple:
+        """Everything an immediate dispatch of this shape on this lane reuses, cached:
+        (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
+        hidden-args bytes, packet bytes before kernarg_address, packet bytes after it,
+        (grid, block, dims))."""
+        key = (grid, block, dynamic_lds, lane)
+        try:
+            return self._launches[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable grid/block (lists): no cache
+            key = None
+        g, b, dims = self.geometry(grid, block)
+        layout = self.layout
+        pkt = self.packet_template(g, b, dims, dynamic_lds, lane.signal)
+        if layout._fast is not None:
+            hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
+            entry = (
+                layout.size,
+                layout.explicit_struct,
+                layout._fast,
+                layout.hidden_start,
+                hidden,
+                pkt[:40],
+                pkt[48:],
+                (g, b, dims),
+            )
+        else:
+            entry = (layout.size, None, None, 0, b"", pkt[:40], pkt[48:], (g, b, dims))
+        if key is not None:
+            if len(self._launches) > 1024:
+                self._launches.clear()
+            self._launches[key] = entry
+        return entry
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} ({len(self.args)} args, kernarg {self.layout.size} B)>"
+
+
+class HsaExecutable:
+    """A frozen executable on one agent, with its kernels by name."""
+
+    def __init__(self, device: Any, handle: Any, code_object: Any, variant: Any = None):
+        self.device = device
+        self.handle = handle  # hsa.provider.Executable
+        self.code_object = code_object
+        self.variant = variant
+        self.kernels: dict[str, HsaKernel] = {}
+
+    def kernel(self, name: str) -> HsaKernel:
+        key = name[:-3] if name.endswith(".kd") else name
+        try:
+            return self.kernels[key]
+        except KeyError:
+            raise DeviceError(
+                f"no kernel {name!r} in this executable; it has: {', '.join(sorted(self.kernels))}"
+            ) from None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.kernels)
+
+    def destroy(self) -> None:
+        if self.handle is not None:
+            self.device.provider.executable_destroy(self.handle)
+            self.handle = None
+
+
+def load_bundle(device: Any, bundle: Any) -> HsaExecutable:
+    """Load `bundle` (a KernelBundle, a Variant, or code-object bytes) onto the device."""
+    from compiler.codeobject import read_code_object
+
+    variant = None
+    if isinstance(bundle, (bytes, bytearray, memoryview)):
+        data = bytes(bundle)
+    elif hasattr(bundle, "variant_for"):
+        variant = bundle.variant_for(device.isa)  # BundleError names what it has
+        data = variant.data
+    elif hasattr(bundle, "data"):
+        variant, data = bundle, bundle.data
+    else:
+        raise DeviceError(
+            f"cannot load a {type(bundle).__name__}: pass a KernelBundle or code-object bytes"
+        )
+    co = read_code_object(data)
+    p = device.provider
+    reader = p.code_object_reader_create_from_memory(data)
+    try:
+        handle = p.executable_create()
+        p.executable_load_agent_code_object(handle, device.agent.handle, reader)
+        p.executable_freeze(handle)
+    finally:
+        p.code_object_reader_destroy(reader)
+    exe = HsaExecutable(device, handle, co, variant)
+    for name, info in co.kernels.items():
+        sym = p.executable_get_symbol_by_name(handle, info.symbol, device.agent.handle)
+        exe.kernels[name] = HsaKernel(exe, info, sym)
+    import packets
+
+    sink = packets.trace.active_sink()
+    if sink is not None:  # let packet-trace name the kernels behind kernel_object
+        for k in exe.kernels.values():
+            sink.kernel_symbol(k.kernel_object, k.name, k.layout.describe())
+    return exe
+
+
+def _dim3(value: Any, what: str, kernel: str) -> tuple[int, int, int]:
+    if isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise KernelArgumentError(f"kernel {kernel!r}: {what} {value!r} needs 1 to 3 sizes")
+        vals = [int(v) for v in value] + [1] * (3 - len(value))
+    else:
+        try:
+            vals = [int(value), 1, 1]
+        except (TypeError, ValueError):
+            raise KernelArgumentError(
+                f"kernel {kernel!r}: {what} must be an int or a tuple of ints, got {value!r}"
+            ) from None
+    if min(vals) < 1 or max(vals) > 0xFFFFFFFF:
+        raise KernelArgumentError(
+            f"kernel {kernel!r}: {what} {tuple(vals)} has a size out of range"
+        )
+    return vals[0], vals[1], vals[2]

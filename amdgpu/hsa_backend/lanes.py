@@ -1,0 +1,274 @@
+"""Queue lanes: one HSA queue, one timeline signal and one kernarg ring each.
+
+Timeline model (decrement to the signal, HSA's convention). Each lane owns one signal
+created at TIMELINE_START (2**62). Every submission on a lane is one timeline value
+(1, 2, 3, ...): its last packet carries the lane signal as completion signal, so the packet
+processor decrements the signal by one when the submission completes. The lane has
+completed value v when `signal <= TIMELINE_START - v`:
+
+- a host waits with `signal_wait(signal, LT, TIMELINE_START - v + 1)`;
+- the first packet of each submission has the barrier bit (a lane is in order, like a
+  stream), and so has the signal-carrying last packet (or a trailing barrier-AND takes the
+  signal), so decrements happen in submission order and the count is exact;
+- another lane waits for value v with an AMD BARRIER_VALUE packet
+  (`signal LT TIMELINE_START - v + 1`) where the agent has it; otherwise with a BARRIER-AND
+  on a proxy signal: the waited-on lane gets a barrier-AND packet (barrier bit, no deps)
+  whose completion signal is a fresh pool signal set to 1; the waiting lane's barrier-AND
+  waits for it to reach 0. The proxy completes no earlier than value v (it may be later,
+  which is safe: the waited-on lane's queued work can only wait on points that already
+  exist, so no cycle forms). Nothing assumes FIFO order between lanes.
+
+Kernarg blocks come from the lane's `KernargRing`, tagged with the value that frees them.
+A queue error is kept by the lane: the next call on the lane, and `synchronize`, raise a
+QueueError with the queue's status; other lanes keep working.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import packets
+from amdgpu.errors import HSA_STATUS_ERROR, HsaError, QueueError, SignalTimeout
+from amdgpu.hsa_backend.kernargs import KernargRing
+from hsa.provider import QueueType, SignalCondition
+
+if TYPE_CHECKING:
+    from amdgpu.hsa_backend.device import HsaDevice
+
+TIMELINE_START = 1 << 62
+WAIT_SLICE_S = 0.05  # host waits look at the queue's error state this often
+MAX_DEPS = 5  # dep_signal slots of one barrier-AND packet
+
+
+class SignalPool:
+    """Reusable signals for proxy barriers (one provider)."""
+
+    def __init__(self, provider: Any):
+        self.provider = provider
+        self._free: list[int] = []
+        self._all: list[int] = []
+        self._lock = threading.Lock()
+
+    def take(self, initial: int = 1) -> int:
+        with self._lock:
+            sig = self._free.pop() if self._free else None
+        if sig is None:
+            sig = self.provider.signal_create(initial)
+            self._all.append(sig)
+        else:
+            self.provider.signal_store(sig, initial)
+        return sig
+
+    def give(self, signals: Sequence[int]) -> None:
+        with self._lock:
+            self._free.extend(signals)
+
+    def destroy(self) -> None:
+        for sig in self._all:
+            try:
+                self.provider.signal_destroy(sig)
+            except HsaError:
+                pass
+        self._all.clear()
+        self._free.clear()
+
+
+class QueueLane:
+    """An HSA queue with its timeline signal and kernarg ring."""
+
+    def __init__(self, device: HsaDevice, index: int, queue_size: int, kernarg_bytes: int):
+        self.device = device
+        self.index = index
+        p = self.provider = device.provider
+        self._error_status: int | None = None
+        self.queue = p.queue_create(
+            device.agent.handle, queue_size, QueueType.MULTI, self._on_error
+        )
+        q = self.queue
+        self.doorbells = 0  # doorbell rings on this lane (tests and stats read it)
+        ring_doorbell = q.doorbell
+
+        def doorbell(packet_id: int) -> None:
+            self.doorbells += 1
+            ring_doorbell(packet_id)
+
+        self.ring = packets.Ring(
+            q.ring,
+            q.size,
+            q.load_write_index,
+            q.add_write_index,
+            q.load_read_index,
+            doorbell,
+            queue_id=q.id,
+        )
+        self.signal = p.signal_create(TIMELINE_START)
+        self.submitted = 0  # timeline value of the latest submission
+        self._completed = 0  # highest value seen complete
+        # proxies held until this lane's value passes: [(value, [signals])]
+        self._held_proxies: list[tuple[int, list[int]]] = []
+        self.kernarg_address = p.memory_pool_allocate(device.kernarg_pool, kernarg_bytes)
+        p.agents_allow_access([device.agent.handle], self.kernarg_address)
+        self.kernarg_memory = p.host_view(self.kernarg_address, kernarg_bytes)
+        self.kernarg_view = memoryview(self.kernarg_memory)  # for pack_into / slice stores
+        self.kernarg_memory.fill(0)  # touch every page now, not on the first dispatches
+        self.kernargs = KernargRing(
+            self.kernarg_address, self.kernarg_memory, self.completed, self.wait
+        )
+
+    # --- errors --------------------------------------------------------------------------
+    def _on_error(self, status: int, queue: Any) -> None:
+        self._error_status = int(status)
+        self.failed = True
+
+    failed = False  # True once the queue reported an error (dispatch checks only this)
+
+    def error(self) -> QueueError | None:
+        cause = self.queue.error
+        if cause is None and self._error_status is None:
+            return None
+        status = getattr(cause, "status", None) or self._error_status or HSA_STATUS_ERROR
+        text = getattr(cause, "text", None) or str(cause or "queue error")
+        err = QueueError(
+            status,
+            f"lane {self.index} of {self.device.spec} (queue {self.queue.id}) stopped: {text}; "
+            f"its work is lost, other lanes still run: open the device again to reset it",
+        )
+        err.__cause__ = cause if isinstance(cause, BaseException) else None
+        return err
+
+    def check(self) -> None:
+        if self.queue.error is not None or self._error_status is not None:
+            self.failed = True
+            raise self.error()
+
+    # --- timeline ------------------------------------------------------------------------
+    def completed(self) -> int:
+        """The highest completed timeline value (reads the signal)."""
+        value = TIMELINE_START - self.provider.signal_load(self.signal)
+        if value > self._completed:
+            self._completed = value
+            self._release_proxies(value)
+        return self._completed
+
+    def wait(self, value: int, timeout: float = 10.0) -> None:
+        """Block until `value` completed. SignalTimeout after `timeout`; QueueError if the
+        lane stopped."""
+        if value <= self._completed:
+            return
+        if value > self.submitted:
+            raise SignalTimeout(
+                HSA_STATUS_ERROR,
+                f"lane {self.index} of {self.device.spec} has submitted only {self.submitted} "
+                f"value(s), value {value} never comes: wait on a point that was submitted",
+            )
+        compare = TIMELINE_START - value + 1
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.check()
+                raise SignalTimeout(
+                    HSA_STATUS_ERROR,
+                    f"lane {self.index} of {self.device.spec} did not reach value {value} in "
+                    f"{timeout} s (completed {self.completed()}): a kernel may hang or wait "
+                    f"on a point that never completes",
+                )
+            try:
+                self.provider.signal_wait(
+                    self.signal, SignalCondition.LT, compare, min(remaining, WAIT_SLICE_S)
+                )
+            except SignalTimeout:
+                continue
+            if self.completed() >= value:
+                return
+
+    def next_value(self) -> int:
+        return self.submitted + 1
+
+    # --- cross-lane waits ----------------------------------------------------------------
+    def wait_packets(self, points: Sequence[Any], value: int) -> np.ndarray | None:
+        """Barrier packets that make this lane wait for `points` (other lanes, same
+        provider); points on this lane or already complete need none. Points from another
+        provider (a Vulkan device) are waited for on the host. `value` is the timeline
+        value of the submission these packets start (it holds proxy signals until then)."""
+        dev = self.device
+        value_waits: list[tuple[int, int]] = []
+        proxies: list[int] = []
+        for point in points:
+            lane = getattr(point, "timeline", None)
+            if lane is self:
+                continue  # a lane is in order
+            if not isinstance(lane, QueueLane) or lane.provider is not self.provider:
+                point.wait(dev.default_timeout)  # another backend or system: host wait
+                continue
+            if point.value <= lane._completed or lane.completed() >= point.value:
+                continue
+            lane.check()
+            if dev.use_barrier_value:
+                value_waits.append((lane.signal, TIMELINE_START - point.value + 1))
+            else:
+                proxies.append(lane.proxy_after())
+        if not value_waits and not proxies:
+            return None
+        blocks = []
+        if value_waits:
+            sig, cmp = zip(*value_waits, strict=False)
+            blocks.append(
+                packets.barrier_value_batch(
+                    signal=np.array(sig, np.uint64),
+                    value=np.array(cmp, np.int64),
+                    mask=-1,
+                    cond=packets.BarrierValueCondition.LT,
+                    barrier=True,
+                )
+            )
+        for i in range(0, len(proxies), MAX_DEPS):
+            deps = proxies[i : i + MAX_DEPS]
+            blocks.append(packets.barrier_and_batch(dep_signals=deps, barrier=True, count=1))
+        if proxies:
+            self._held_proxies.append((value, proxies))
+        return np.concatenate([b.view(packets.PACKET) for b in blocks])
+
+    def proxy_after(self) -> int:
+        """A pool signal that reaches 0 once everything submitted on this lane so far is
+        complete: a barrier-AND (barrier bit, no deps) carrying it as completion signal."""
+        sig = self.device.signal_pool.take(1)
+        self.ring.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
+        return sig
+
+    def _release_proxies(self, value: int) -> None:
+        held = self._held_proxies
+        while held and held[0][0] <= value:
+            self.device.signal_pool.give(held.pop(0)[1])
+
+    # --- publishing ----------------------------------------------------------------------
+    def publish_block(self, block: np.ndarray) -> None:
+        """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell."""
+        n = len(block)
+        if n == 1:  # one packet: the single-packet path is cheaper than a block publish
+            self.ring.publish(block.tobytes())
+            return
+        if n <= self.ring.size:
+            self.ring.publish_many(block)
+            return
+        step = self.ring.size // 2
+        for i in range(0, n, step):
+            self.ring.publish_many(block[i : i + step])
+
+    def destroy(self) -> None:
+        p = self.provider
+        for call in (
+            lambda: p.queue_destroy(self.queue),
+            lambda: p.signal_destroy(self.signal),
+            lambda: p.memory_pool_free(self.kernarg_address),
+        ):
+            try:
+                call()
+            except HsaError:
+                pass

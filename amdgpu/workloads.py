@@ -1,0 +1,343 @@
+"""Built-in workloads with references, for `amdgpu-run` and tests.
+
+MLIR workloads (IREE programs from the compiler's kernel library, run through
+`amdgpu.program.ProgramRunner` on either backend): saxpy, chain-N (N dependent dispatches),
+reduction, softmax, matmul-f32, matmul-f16, mlp; references are the library's numpy ones.
+Any other `.mlir` file with static shapes runs too, checked against IREE's own CPU runtime
+(iree.runtime, local-task) on the same inputs. OpenCL C library kernels (fill, copy,
+saxpy-hidden, lds-reduce) run on the HSA path only (clang emits no SPIR-V).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amdgpu.errors import DeviceError
+
+MLIR_WORKLOADS = ("saxpy", "chain-N", "reduction", "softmax", "matmul-f32", "matmul-f16", "mlp")
+OPENCL_WORKLOADS = ("fill", "copy", "saxpy-hidden", "lds-reduce")
+
+
+class WorkloadError(DeviceError):
+    """A workload name or file that cannot be run."""
+
+
+@dataclass
+class RunResult:
+    workload: str
+    device: str
+    driver: str
+    target: str
+    dispatches: int
+    correct: bool
+    max_abs_error: float
+    host_us_per_dispatch: float
+    replay_host_us: float | None = None
+    device_us: float | None = None
+    repeat: int = 1
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    path: str = ""  # dispatch path: "hsa" / Vulkan's "bda", "push_descriptors", ...
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = {
+            "workload": self.workload,
+            "device": self.device,
+            "driver": self.driver,
+            "target": self.target,
+            "dispatches": self.dispatches,
+            "correct": bool(self.correct),
+            "max_abs_error": float(self.max_abs_error),
+            "host_us_per_dispatch": round(self.host_us_per_dispatch, 3),
+            "repeat": self.repeat,
+            "path": self.path,
+            "compile_s": round(self.compile_s, 3),
+            "run_s": round(self.run_s, 3),
+        }
+        if self.replay_host_us is not None:
+            d["replay_host_us"] = round(self.replay_host_us, 3)
+        if self.device_us is not None:
+            d["device_us"] = round(self.device_us, 3)
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+def library_name(workload: str) -> str:
+    """CLI spelling (matmul-f32, chain-100) -> compiler.library name (matmul_f32, chain_100)."""
+    return workload.replace("-", "_")
+
+
+def list_workloads() -> list[tuple[str, str]]:
+    """(name, description) of every built-in workload."""
+    return [
+        ("saxpy", "y = a*x + y over f32[1024] (IREE, 1 dispatch)"),
+        ("chain-N", "N dependent x + 1 dispatches over f32[4096] (IREE), e.g. chain-100"),
+        ("reduction", "row sums of f32[64, 256] (IREE)"),
+        ("softmax", "softmax over the last axis of f32[16, 256] (IREE)"),
+        ("matmul-f32", "f32[64, 64] @ f32[64, 64] (IREE)"),
+        ("matmul-f16", "f16[64, 64] @ f16[64, 64] -> f32 (IREE)"),
+        ("mlp", "two dense layers with bias and relu (IREE)"),
+        ("fill", "OpenCL C fill kernel (HSA path only)"),
+        ("copy", "OpenCL C copy kernel (HSA path only)"),
+        ("saxpy-hidden", "OpenCL C saxpy with a grid-stride loop over hidden args (HSA only)"),
+        ("lds-reduce", "OpenCL C LDS reduction, block 256 (HSA only)"),
+        ("FILE.mlir", "any static-shape MLIR function, checked against IREE's CPU runtime"),
+    ]
+
+
+def _compile(source: Any, device: Any) -> Any:
+    import compiler
+
+    targets = ["vulkan"] if device.backend == "vulkan" else [device.target]
+    return compiler.compile(source, targets=targets)
+
+
+def _tolerance(dtype: Any) -> tuple[float, float]:
+    return (2e-2, 2e-2) if np.dtype(dtype) == np.float16 else (1e-4, 1e-4)
+
+
+def _compare(got: list[np.ndarray], want: list[np.ndarray], loose: bool) -> tuple[bool, float]:
+    ok, worst = True, 0.0
+    for g, w in zip(got, want, strict=False):
+        g = np.asarray(g)
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            return False, float("inf")
+        if np.issubdtype(w.dtype, np.floating):
+            rtol, atol = _tolerance(np.float16 if loose else w.dtype)
+            diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            if diff.size:
+                worst = max(
+                    worst, float(np.nanmax(diff)) if np.isfinite(diff).all() else float("inf")
+                )
+            ok &= bool(np.allclose(g, w, rtol=rtol, atol=atol, equal_nan=False))
+        else:
+            diff = np.abs(g.astype(np.int64) - w.astype(np.int64))
+            worst = max(worst, float(diff.max()) if diff.size else 0.0)
+            ok &= bool((g == w).all())
+    return ok, worst
+
+
+def iree_cpu_reference(
+    path: str | os.PathLike, function: str, inputs: list[np.ndarray]
+) -> list[np.ndarray]:
+    """Run `function` of an MLIR file on IREE's own CPU runtime (llvm-cpu, local-task)."""
+    import iree.compiler as ireec
+    import iree.runtime as ireert
+
+    vmfb = ireec.compile_file(
+        str(path), target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=generic"]
+    )
+    ctx = ireert.SystemContext(config=ireert.Config("local-task"))
+    module = ireert.VmModule.copy_buffer(ctx.instance, vmfb)
+    ctx.add_vm_module(module)
+    try:
+        fn = getattr(ctx.modules, module.name)[function]
+    except (KeyError, AttributeError):
+        raise WorkloadError(f"{path}: IREE's CPU module has no function {function!r}") from None
+    result = fn(*inputs)
+    results = result if isinstance(result, (tuple, list)) else [result]
+    return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
+
+
+def _random_inputs(program: dict, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in program["inputs"]:
+        dt = np.dtype(t["dtype"])
+        if np.issubdtype(dt, np.floating):
+            out.append(rng.standard_normal(t["shape"]).astype(dt))
+        elif dt == np.bool_:
+            out.append(rng.integers(0, 2, t["shape"]).astype(dt))
+        else:
+            out.append(rng.integers(-100, 100, t["shape"]).astype(dt))
+    return out
+
+
+def run_workload(
+    device: Any,
+    workload: str,
+    *,
+    repeat: int = 1,
+    replay: bool = False,
+    seed: int = 0,
+    progress: Any = None,
+) -> RunResult:
+    """Compile (cached), run, check against the reference, time the host side."""
+    from compiler import library
+
+    is_file = workload.endswith(".mlir") or os.path.sep in workload
+    if is_file and not Path(workload).is_file():
+        raise WorkloadError(f"MLIR file {workload!r} does not exist: check the path")
+    name = library_name(workload) if not is_file else workload
+    if not is_file and not library.is_library_name(name):
+        raise WorkloadError(
+            f"unknown workload {workload!r}: use one of {', '.join(MLIR_WORKLOADS)}, "
+            f"{', '.join(OPENCL_WORKLOADS)} or a .mlir file (amdgpu-run --list)"
+        )
+    t0 = time.perf_counter()
+    if not is_file and library.kind(name) == "opencl":
+        if device.backend != "hsa":
+            raise WorkloadError(
+                f"workload {workload!r} is OpenCL C, which compiles to AMD code objects only: "
+                f"run it with --driver amdgpu (or --device amdgpu:virtual)"
+            )
+        bundle = _compile(name, device)
+        compile_s = time.perf_counter() - t0
+        return _run_opencl(device, workload, name, bundle, repeat, seed, compile_s, progress)
+    bundle = _compile(workload if is_file else name, device)
+    compile_s = time.perf_counter() - t0
+    from amdgpu.program import ProgramRunner
+
+    runner = ProgramRunner(device, bundle)
+    program = runner.program
+    if is_file:
+        inputs = _random_inputs(program, seed)
+        reference = iree_cpu_reference(
+            workload, program.get("function") or Path(workload).stem, inputs
+        )
+    else:
+        inputs = library.example_inputs(name, seed)
+        reference = library.reference(name, *inputs)
+    return _run_program(
+        device, workload, runner, inputs, reference, repeat, replay, compile_s, progress
+    )
+
+
+def _run_program(
+    device, workload, runner, inputs, reference, repeat, replay, compile_s, progress
+) -> RunResult:
+    n = len(runner.dispatches)
+    t_run = time.perf_counter()
+    buffers = runner.allocate(inputs)
+    try:
+        host = []
+        device_ns = []
+        marks = _can_mark(device)
+        for i in range(max(repeat, 1)):
+            if i:  # each repetition starts from the same inputs
+                for buf, arr, t in zip(
+                    buffers.inputs, inputs, runner.program["inputs"], strict=False
+                ):
+                    a = np.asarray(arr, dtype=t["dtype"])
+                    if a.nbytes:
+                        buf.write(a)
+            start = device.mark() if marks else None
+            t0 = time.perf_counter()
+            runner.run_immediate(buffers)
+            host.append(time.perf_counter() - t0)
+            end = device.mark() if marks else None
+            device.synchronize(60.0)
+            if marks:
+                device_ns.append(device.elapsed_ns(start, end))
+            if progress:
+                progress(1)
+        outputs = runner.read_outputs(buffers)
+        correct, err = _compare(outputs, reference, _has_f16(runner.program))
+        replay_us = None
+        if replay:
+            runner.record()
+            times = []
+            for _ in range(max(repeat, 1)):
+                t0 = time.perf_counter()
+                runner.replay(buffers)
+                times.append(time.perf_counter() - t0)
+                device.synchronize(60.0)
+                if progress:
+                    progress(1)
+            replay_us = float(np.median(times) * 1e6)
+            outputs = runner.read_outputs(buffers)
+            ok2, err2 = _compare(outputs, reference, _has_f16(runner.program))
+            correct, err = correct and ok2, max(err, err2)
+    finally:
+        buffers.free()
+    return RunResult(
+        workload=workload,
+        device=device.spec,
+        driver=device.driver,
+        target=device.target,
+        dispatches=n,
+        correct=correct,
+        max_abs_error=err,
+        host_us_per_dispatch=float(np.median(host) * 1e6 / max(n, 1)),
+        replay_host_us=replay_us,
+        device_us=float(np.median(device_ns) / 1e3) if device_ns else None,
+        repeat=max(repeat, 1),
+        compile_s=compile_s,
+        run_s=time.perf_counter() - t_run,
+        path=_path_name(device),
+    )
+
+
+def _can_mark(device: Any) -> bool:
+    """Device timestamps around a run: the HSA path with the profiling path."""
+    paths = getattr(device, "paths", {})
+    return hasattr(device, "mark") and bool(getattr(paths.get("profiling"), "available", False))
+
+
+def _has_f16(program: dict) -> bool:
+    return any(np.dtype(t["dtype"]) == np.float16 for t in program["inputs"])
+
+
+def _path_name(device: Any) -> str:
+    if device.backend == "hsa":
+        return "hsa (aql queues)"
+    return str(getattr(device, "path", "vulkan"))
+
+
+def _run_opencl(device, workload, name, bundle, repeat, seed, compile_s, progress) -> RunResult:
+    from compiler import library
+
+    spec = library.spec(name)
+    kernel = device.load(bundle).kernel(spec.kernel)
+    values = library.example_inputs(name, seed)
+    want = library.reference(name, *values)
+    t_run = time.perf_counter()
+    host = []
+    got: list[Any] = []
+    for _ in range(max(repeat, 1)):
+        args, bufs = [], []
+        for (_arg_name, kind), v in zip(spec.args, values, strict=False):
+            if kind.startswith("buffer:"):
+                b = device.buffer(np.asarray(v))
+                args.append(b)
+                bufs.append((b, np.asarray(v).dtype, len(args) - 1))
+            else:
+                args.append(np.dtype(kind).type(v))
+        t0 = time.perf_counter()
+        device.dispatch(kernel, spec.grid, spec.block, args)
+        host.append(time.perf_counter() - t0)
+        device.synchronize(60.0)
+        got = list(values)
+        for b, dt, i in bufs:
+            got[i] = b.to_numpy(dt)
+            b.free()
+        if progress:
+            progress(1)
+    buf_idx = [i for i, (_, k) in enumerate(spec.args) if k.startswith("buffer:")]
+    correct, err = _compare([got[i] for i in buf_idx], [want[i] for i in buf_idx], False)
+    return RunResult(
+        workload=workload,
+        device=device.spec,
+        driver=device.driver,
+        target=device.target,
+        dispatches=1,
+        correct=correct,
+        max_abs_error=err,
+        host_us_per_dispatch=float(np.median(host) * 1e6),
+        repeat=max(repeat, 1),
+        compile_s=compile_s,
+        run_s=time.perf_counter() - t_run,
+        path=_path_name(device),
+    )
+
+
+__all__ = ["RunResult", "WorkloadError", "iree_cpu_reference", "list_workloads", "run_workload"]
