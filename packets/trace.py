@@ -7,15 +7,17 @@ Layout (little-endian; docs/TRACE_FORMAT.md is the full description):
 
 Every published packet is offered to the active sink (`set_sink`, `active_sink`); with no
 sink the ring pays one attribute check. `AMDGPU_TRACE=path` installs a `TraceWriter` sink
-the first time a ring is created or `active_sink()` is called. `read_trace(path)` streams
-records one at a time and raises `TraceFormatError` naming the byte offset of a truncated
-or corrupt record.
+the first time a ring is created or `active_sink()` is called; it frames records on the
+publishing thread and writes them on a thread of its own (`flush()` before reading a trace
+that is still open). `read_trace(path)` streams records one at a time and raises
+`TraceFormatError` naming the byte offset of a truncated or corrupt record.
 """
 
 from __future__ import annotations
 
 import atexit
 import io
+import mmap
 import os
 import struct
 import threading
@@ -85,6 +87,8 @@ _COMPLETION = struct.Struct("<QQQQII")  # queue id, packet id, start, end, clock
 _VULKAN = struct.Struct("<Q")  # time ns; msgpack payload follows
 # queue id, first packet id, 3 timestamps, count, reserved; count * 64 raw bytes follow
 _PACKET_BATCH = struct.Struct("<QQQQQII")
+_BATCH_RECORD = struct.Struct("<IHHQQQQQII")  # record header + batch head: 56 bytes
+_KIND_BATCH = 6  # RecordKind.PACKET_BATCH, a plain int for the hot path
 
 now_ns = time.monotonic_ns
 
@@ -215,29 +219,71 @@ def _packet_raw(raw) -> bytes:
 
 
 class TraceWriter:
-    """A thread-safe, buffered sink writing the binary trace format to `path`.
+    """A thread-safe sink writing the binary trace format to `path`, off the publishing thread.
 
-    Records are packed when offered and appended to a list (`list.append` is atomic, so the
-    publishing thread takes no lock); a drain joins and writes the queued prefix, then
-    deletes it. Batches are packed with numpy and written directly. Order is kept.
-    `flush()` writes through; `close()` also runs at exit.
+    The publishing thread only frames records in memory; a daemon writer thread (started at
+    its first wake) hands them to the kernel with `os.writev`, the GIL released meanwhile.
+    - A packet record (and every other small record) is one struct pack into a `bytes`,
+      appended to a list: `list.append` is atomic, so producers take no lock and keep order.
+    - A PACKET_BATCH record is framed in a staging slab (`slab_bytes`, 1 MiB, its pages
+      mapped in advance): one `pack_into` of its 56-byte head and one copy of the raw
+      packets, under a short lock, then a memoryview of it joins the list. The caller may
+      reuse its block at once. Slabs are reused once written; a batch larger than a slab is
+      copied into a `bytes` of its own.
+    The writer thread wakes when `wake_slabs` slabs are full or `buffer_records` records are
+    queued, then at least every IDLE_WRITE_S. Each wake takes the GIL a few times, which
+    costs a busy publishing thread a thread switch each, so wakes are rare and writes large.
+    Memory stays bounded: with `max_slabs` slabs waiting, or 4 * `buffer_records` records
+    queued, the producer writes the queue itself (back-pressure when the disk is slower than
+    the producers). `flush()` writes every record offered before it, so a reader sees it;
+    `close()` stops the thread and writes the rest (it also runs at exit). A write error
+    (disk full) is raised by the next `flush()` or `close()`; later records are dropped.
     """
 
-    BUFFER_RECORDS = 4096  # queued records before writing
+    BUFFER_RECORDS = 16384  # queued records that wake the writer thread
+    SLAB_BYTES = 1 << 20  # staging slab for batch records
+    WAKE_SLABS = 4  # full slabs that wake the writer thread
+    MAX_SLABS = 16  # staged bytes bound: MAX_SLABS * SLAB_BYTES
+    BACKLOG = 4  # times buffer_records: beyond, producers write themselves
+    IDLE_WRITE_S = 0.5  # the running thread writes what waits at least this often
 
-    def __init__(self, path: str | os.PathLike, buffer_records: int = BUFFER_RECORDS):
+    def __init__(self, path: str | os.PathLike, buffer_records: int = BUFFER_RECORDS,
+                 slab_bytes: int = SLAB_BYTES, max_slabs: int = MAX_SLABS,
+                 wake_slabs: int = WAKE_SLABS):
         self.path = os.fspath(path)
-        self._file: io.BufferedWriter | None = open(self.path, "wb")  # noqa: SIM115
-        self._file.write(_FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER_SIZE, 0))
-        self._pieces: list[bytes] = []  # packed records, in order
+        self._file: io.FileIO | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
+        self._fd = self._file.fileno()
+        self._pieces: list = []  # framed records (bytes, memoryview), in order
         self._limit = max(1, buffer_records)
-        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one drain at a time: keeps the file in order
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._error: OSError | None = None
+        # Staging slabs (see the class docstring). The slab lock covers reserving room,
+        # copying and appending, so every piece of a slab is queued before it is sealed.
+        self._slab_lock = threading.Lock()
+        self._slab_bytes = max(256, slab_bytes)
+        self._max_slabs = max(2, max_slabs)
+        self._wake_slabs = max(1, min(wake_slabs, self._max_slabs - 1))
+        self._slabs_made = 0
+        self._sealed: list = []  # full slabs, in order, whose pieces may still be queued
+        self._free: list = []  # slabs ready for (re)use, their pages already mapped
+        # Enough slabs mapped from the start to reach the first wake (and one more), so the
+        # publishing thread does not map pages; later spares are mapped at drains.
+        self._slab = self._make_slab()
+        self._slab_view = memoryview(self._slab)
+        self._slab_pos = 0
+        self._free.extend(self._make_slab() for _ in range(self._wake_slabs))
+        _write_all(self._fd, [_FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER_SIZE, 0)])
         _open_writers.add(self)
+
+    # --- producers (the publishing threads) ---------------------------------------------
 
     def record_packet(self, queue_id, packet_id, reserve_ns, publish_ns, doorbell_ns, raw,
                       kernarg=None, symbol=None) -> None:
         """`raw` is the 64-byte packet as bytes (what Ring passes); other buffers are copied."""
-        pieces = self._pieces  # never rebound: appends and drains act on this one list
+        pieces = self._pieces
         if type(raw) is not bytes or len(raw) != 64:
             raw = _packet_raw(raw)
         if kernarg is None and symbol is None:
@@ -250,21 +296,62 @@ class TraceWriter:
                                               flags, queue_id, packet_id, reserve_ns,
                                               publish_ns, doorbell_ns, raw) + tail)
         if len(pieces) >= self._limit:
-            self._drain()
+            self._kick()
 
     def record_packets(self, queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
                        block) -> None:
-        """One PACKET_BATCH record: a 48-byte head, then the N raw packets as they are."""
-        raw = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
-        n = raw.nbytes // 64
-        head = _RECORD_HEADER.pack(_PACKET_BATCH.size + raw.nbytes, RecordKind.PACKET_BATCH,
-                                   0) + _PACKET_BATCH.pack(queue_id, first_id, reserve_ns,
-                                                           publish_ns, doorbell_ns, n, 0)
-        with self._lock:
-            self._drain_locked()  # what was queued goes first
-            if self._file is not None:
-                self._file.write(head)
-                self._file.write(raw)
+        """One PACKET_BATCH record: its 56-byte head, then the N raw packets as they are
+        (copied here: the caller may reuse `block` as soon as this returns)."""
+        if type(block) is not np.ndarray or not block.flags.c_contiguous:
+            block = _contiguous(block)
+        nbytes = block.nbytes
+        if nbytes & 63:
+            raise TraceFormatError(f"a packet batch is a multiple of 64 bytes, got {nbytes}")
+        size = _BATCH_RECORD.size + nbytes
+        if size > self._slab_bytes:  # larger than a slab: a bytes object of its own
+            self._pieces.append(b"".join((
+                _BATCH_RECORD.pack(_PACKET_BATCH.size + nbytes, _KIND_BATCH, 0, queue_id,
+                                   first_id, reserve_ns, publish_ns, doorbell_ns,
+                                   nbytes >> 6, 0), block)))
+            self._kick()
+            return
+        with self._slab_lock:
+            pos = self._slab_pos
+            if pos + size > self._slab_bytes:
+                self._next_slab()
+                pos = 0
+            slab = self._slab
+            _BATCH_RECORD.pack_into(slab, pos, _PACKET_BATCH.size + nbytes, _KIND_BATCH, 0,
+                                    queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                                    nbytes >> 6, 0)
+            slab[pos + _BATCH_RECORD.size:pos + size] = block.reshape(-1).view(np.uint8)
+            self._slab_pos = pos + size
+            self._pieces.append(self._slab_view[pos:pos + size])
+
+    def _next_slab(self) -> None:
+        """Seal the current slab (its pieces are all queued) and take a free one; with none
+        free and the bound reached, write the queue here (back-pressure). Slab lock held."""
+        self._sealed.append(self._slab)
+        if len(self._sealed) >= self._wake_slabs:
+            self._kick()
+        free = self._free
+        if not free and self._slabs_made >= self._max_slabs:
+            self._drain()  # writes every sealed slab, which frees them
+        slab = free.pop() if free else self._make_slab()
+        self._slab = slab
+        self._slab_view = memoryview(slab)
+        self._slab_pos = 0
+
+    def _make_slab(self) -> np.ndarray:
+        """A staging slab with its pages mapped now: a page fault costs microseconds on a
+        VM, and a fresh 64 KB copy would take 16 of them on the publishing thread."""
+        self._slabs_made += 1
+        if _MAP_POPULATE:  # the kernel maps every page in one call, the GIL released
+            return np.frombuffer(mmap.mmap(-1, self._slab_bytes, flags=_MAP_POPULATE),
+                                 np.uint8)
+        slab = np.empty(self._slab_bytes, np.uint8)
+        slab.fill(0)
+        return slab
 
     def queue_created(self, queue_id: int, info: dict | None = None) -> None:
         self._put(_pack(RecordKind.QUEUE_CREATED, 0,
@@ -287,41 +374,130 @@ class TraceWriter:
         pieces = self._pieces
         pieces.append(packed)
         if len(pieces) >= self._limit:
+            self._kick()
+
+    def _kick(self) -> None:
+        """Wake the writer thread, or write here when the queue is past its bound (or the
+        writer is closed, so that the queue does not grow forever)."""
+        if len(self._pieces) >= self.BACKLOG * self._limit or self._file is None:
+            self._drain()
+            return
+        thread = self._thread
+        if thread is None or not thread.is_alive():  # lazily; again in a forked child
+            self._start_thread()
+        self._wake.set()
+
+    # --- the writer thread ---------------------------------------------------------------
+
+    def _start_thread(self) -> None:
+        with self._write_lock:
+            if self._stopping or self._file is None:
+                return
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._run, name=f"TraceWriter({self.path})",
+                                            daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self.IDLE_WRITE_S)
+            self._wake.clear()
             self._drain()
 
     def _drain(self) -> None:
-        with self._lock:
+        with self._write_lock:
             self._drain_locked()
 
     def _drain_locked(self) -> None:
+        # Slabs sealed before the snapshot below have every piece in it (or written before).
+        sealed = self._sealed
+        done = len(sealed)
         pieces = self._pieces
         n = len(pieces)
-        if not n:
-            return
-        data = b"".join(pieces[:n])
-        del pieces[:n]  # appends made meanwhile stay queued
-        if self._file is not None:  # closed (e.g. at exit): drop rather than grow forever
-            self._file.write(data)
+        if n:
+            batch = pieces[:n]
+            del pieces[:n]  # appends made meanwhile stay queued
+            if self._file is not None and self._error is None:  # else: closed or failed,
+                try:  # drop rather than grow forever
+                    _write_all(self._fd, batch)
+                except OSError as e:
+                    self._error = e
+            del batch
+        if done:
+            self._free.extend(sealed[:done])
+            del sealed[:done]
+        elif not self._free and self._slabs_made < self._max_slabs and self._file is not None:
+            # A spare, mapped off the publishing thread. Not waiting for the slab lock: a
+            # producer holding it may be waiting for this drain (back-pressure).
+            if self._slab_lock.acquire(blocking=False):
+                try:
+                    self._free.append(self._make_slab())
+                finally:
+                    self._slab_lock.release()
+
+    def _raise_error(self) -> None:
+        e = self._error
+        if e is not None:
+            self._error = None
+            raise AmdgpuError(
+                f"trace {self.path}: writing records failed ({e.strerror or e}); records "
+                "after the failure were dropped: free disk space or trace to another path"
+            ) from e
+
+    # --- flush and close -----------------------------------------------------------------
 
     def flush(self) -> None:
-        with self._lock:
-            self._drain_locked()
-            if self._file is not None:
-                self._file.flush()
+        """Write every record offered before this call; a reader sees them afterwards."""
+        self._drain()
+        self._raise_error()
 
     def close(self) -> None:
-        with self._lock:
+        self._stopping = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        with self._write_lock:
             self._drain_locked()
             if self._file is not None:
                 self._file.close()
                 self._file = None
         _open_writers.discard(self)
+        self._raise_error()
 
     def __enter__(self) -> TraceWriter:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+_MAP_POPULATE = (mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
+                 if hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_ANONYMOUS") else 0)
+_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
+
+
+def _write_all(fd: int, pieces: list) -> None:
+    """Write `pieces` in order: one `writev` for up to IOV_MAX pieces (batches staged in
+    slabs are written from the slab), else one join and one write (many small records: a
+    join costs less than a Python pass over them, and the GIL is taken back once)."""
+    if len(pieces) > _IOV_MAX:
+        pieces = [b"".join(pieces)]
+    total = sum(map(len, pieces)) if len(pieces) > 1 else len(pieces[0])
+    writev = getattr(os, "writev", None)
+    done = writev(fd, pieces) if writev is not None else 0
+    if done == total:
+        return
+    data = memoryview(b"".join(pieces))[done:]  # rare: a short write
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _contiguous(block) -> np.ndarray:
+    if isinstance(block, (bytes, bytearray, memoryview)):
+        return np.frombuffer(block, np.uint8)
+    return np.ascontiguousarray(block)
 
 
 class MemorySink:
@@ -417,6 +593,20 @@ def _sink_from_env() -> None:
                     "fix the path or unset AMDGPU_TRACE"
                 ) from None
         STATE.env_checked = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: fresh locks, and a writer thread of
+    its own when it next needs one."""
+    for writer in list(_open_writers):
+        writer._write_lock = threading.Lock()
+        writer._slab_lock = threading.Lock()
+        writer._wake = threading.Event()
+        writer._thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

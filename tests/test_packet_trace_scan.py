@@ -38,7 +38,9 @@ ops = st.lists(st.one_of(
 def write(path, program) -> None:
     ids = {0: 0, 1: 0}
     t = 1000
-    with packets.TraceWriter(path) as w:
+    # Tiny staging slabs and limits: the writer thread, slab reuse, batches larger than a
+    # slab and back-pressure all take part.
+    with packets.TraceWriter(path, buffer_records=3, slab_bytes=512, max_slabs=2) as w:
         for op, a, b in program:
             t += 100
             q = a % 2
