@@ -137,7 +137,7 @@ def _jsonable(value: Any) -> Any:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from .bundle import KernelBundle, is_bundle
-    from .codeobject import read_code_object
+    from .codeobject import is_offload_bundle, read_code_object
 
     path = Path(args.file)
     try:
@@ -145,8 +145,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CodeObjectError(f"cannot read {path}: {exc.strerror}") from None
 
-    if is_bundle(data):
-        bundle = KernelBundle.from_bytes(data)
+    if is_bundle(data) or is_offload_bundle(data):
+        bundle = (KernelBundle.from_bytes(data) if is_bundle(data)
+                  else KernelBundle.from_code_objects(data, path.name))
         parsed = [(v, read_code_object(v.data)) for v in bundle.variants if v.kind == "hsaco"]
         if args.json:
             doc = {

@@ -98,6 +98,25 @@ class KernelBundle:
     variants: list[Variant] = field(default_factory=list)
     program: dict[str, Any] | None = None
 
+    @classmethod
+    def from_code_objects(cls, data: bytes, name: str = "code_objects") -> KernelBundle:
+        """A bundle of what another compiler produced: one AMDGPU code object, or a clang
+        offload bundle (`hipcc --genco`, several targets) with one variant per GPU entry."""
+        import hashlib
+
+        from .codeobject import is_offload_bundle, read_offload_bundle
+
+        bundle = cls(name, hashlib.sha256(data).hexdigest())
+        if is_offload_bundle(data):
+            entries = [v for k, v in read_offload_bundle(data).items() if "amdgcn" in k and v]
+            if not entries:
+                raise BundleError(f"{name}: the offload bundle holds no AMDGPU code object")
+        else:
+            entries = [data]
+        for entry in entries:
+            bundle.add(Variant.from_code_object(entry))
+        return bundle
+
     def add(self, variant: Variant) -> Variant:
         """Add a variant; one of the same kind, target and abi is replaced."""
         self.variants = [v for v in self.variants if v._key() != variant._key()]

@@ -472,6 +472,11 @@ def target_id_from_flags(e_flags: int, fallback_name: str | None = None) -> str:
 # --------------------------------------------------------------------------------------------
 # Offload bundles (hipcc --genco)
 # --------------------------------------------------------------------------------------------
+def is_offload_bundle(data: bytes) -> bool:
+    """Does `data` start like a clang offload bundle (plain or compressed)?"""
+    return data.startswith((_OFFLOAD_MAGIC, _COMPRESSED_OFFLOAD_MAGIC))
+
+
 def read_offload_bundle(data: bytes) -> dict[str, bytes]:
     """Entries of a clang offload bundle, {bundle entry id: bytes}. Entry ids look like
     "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"."""

@@ -36,7 +36,7 @@ class Target:
     """One processor (or generic processor family) and the facts the driver needs about it."""
 
     name: str  # "gfx1100"
-    family: str  # ISA encoding family: "gfx9" | "gfx11" | "gfx12"
+    family: str  # ISA encoding family: "gfx9" | "gfx10" | "gfx11" | "gfx12"
     wave_size: int  # default wavefront size (gfx11/gfx12 also run wave64 code)
     mach: int  # EF_AMDGPU_MACH, e_flags & 0xff
     lds_size: int  # bytes of LDS (group segment) one workgroup may use
@@ -74,6 +74,11 @@ _RDNA3 = ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
+        # Older targets that real HIP builds still carry (hipcc --genco fat binaries).
+        Target("gfx90a", "gfx9", 64, 0x3F, 64 * _KIB, True, True,
+               ("cdna2", "mi250x", "mi250", "mi210"), "CDNA2"),
+        Target("gfx1030", "gfx10", 32, 0x36, 64 * _KIB, False, False,
+               ("rdna2", "rx6900xt", "rx6800"), "RDNA2"),
         Target("gfx942", "gfx9", 64, 0x4C, 64 * _KIB, True, True,
                ("cdna3", "mi300x", "mi300a", "mi300", "mi325x"), "CDNA3", "gfx9-4-generic"),
         Target("gfx950", "gfx9", 64, 0x4F, 160 * _KIB, True, True,

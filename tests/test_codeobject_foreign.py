@@ -120,8 +120,7 @@ def test_hipcc_bundles() -> None:
         assert block_sum.group_segment_fixed_size == 256  # __shared__ float[64]
         assert block_sum.max_flat_workgroup_size == 64  # __launch_bounds__(64)
         assert block_sum.hidden_args == [] and block_sum.kernarg_segment_size == 16
-        # compiler.targets lists only the project's targets (no gfx90a): wave sizes here.
-        assert saxpy.wavefront_size == {"gfx1100": 32, "gfx90a": 64}[target]
+        assert saxpy.wavefront_size == lookup(target).wave_size
         _check_descriptor(co)
 
     plain = _hip_entries("hipcc_saxpy.hsaco")
@@ -294,3 +293,41 @@ def test_hipcc_kernels_run(dev) -> None:
     np.testing.assert_allclose(out.to_numpy(np.float32), v.reshape(blocks, 64).sum(1),
                                rtol=1e-5, atol=1e-5)
 
+
+
+def test_fat_binary_becomes_a_bundle_per_target() -> None:
+    from compiler.bundle import KernelBundle
+
+    bundle = KernelBundle.from_code_objects((DATA / "hipcc_builtins.hsaco").read_bytes())
+    assert sorted(bundle.targets) == ["gfx1100", "gfx90a"]
+    assert bundle.variant_for("gfx1100").code_object().target_id == "gfx1100"
+    assert bundle.variant_for("gfx90a:sramecc+:xnack-").target == "gfx90a"
+    with pytest.raises(Exception, match="gfx942"):
+        bundle.variant_for("gfx942")
+    plain = KernelBundle.from_code_objects((DATA / "triton_add_gfx1100.hsaco").read_bytes())
+    assert plain.targets == ["gfx1100"]
+
+
+def test_inspect_lists_every_entry_of_a_fat_binary() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "compiler", "inspect", "--json",
+                          str(DATA / "hipcc_builtins.hsaco")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert sorted(doc["code_objects"]) == ["gfx1100", "gfx90a"]
+    names = set(doc["code_objects"]["gfx1100"]["kernels"])
+    assert names == {"hip_saxpy", "hip_block_sum"}
+
+
+@gfx11
+def test_fat_binary_loads_by_the_agents_isa(dev) -> None:
+    from compiler.bundle import KernelBundle
+
+    bundle = KernelBundle.from_code_objects((DATA / "hipcc_builtins.hsaco").read_bytes())
+    saxpy = dev.load(bundle).kernel("hip_saxpy")  # the gfx1100 entry, chosen by the driver
+    x = np.arange(256, dtype=np.float32)
+    by = dev.buffer(np.ones(256, np.float32))
+    dev.dispatch(saxpy, 256, 64, (np.float32(3.0), dev.buffer(x), by, np.int32(256))).wait(30)
+    np.testing.assert_array_equal(by.to_numpy(np.float32), 3.0 * x + 1.0)
