@@ -10,8 +10,13 @@ kernarg fill, packet (or packet block + binding patch), publish into the real vi
 (ROCr's protocol, packets.Ring) and the real doorbell store. Nothing runs, so no kernel time
 is included and no ISA executor is needed. The device is then closed without waiting (the
 queue and its pending packets are dropped). `--gate` holds the processor on a barrier-AND
-gate instead: then every doorbell wakes the processor thread, and the figures include that
-GIL hand-off (what an application pays while the virtual GPU runs in the same process).
+gate instead: its thread exists and sleeps in the barrier's signal wait, so the figures
+include whatever a live consumer thread costs the publisher. (A doorbell wakes the
+processor only when it sleeps waiting for one; otherwise it raises the processor's highest
+rung packet id without a lock: see hsa.virtual.queues.)
+
+The first line of output names the host (cores, load average): on a shared machine the
+figures move with the load, so compare runs made side by side.
 
     .venv/bin/python benchmarks/bench_dispatch.py [--quick] [--gate]
 """
@@ -19,6 +24,7 @@ GIL hand-off (what an application pays while the virtual GPU runs in the same pr
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -129,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     q = opts.quick
     imm = bench_immediate(code, 2000 if q else 5000, 3)
     how = "processor held on a gate" if GATE else "queue processor paused"
-    print(f"HSA path, amdgpu:virtual, host side only ({how}; see the docstring)")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    print(
+        f"HSA path, amdgpu:virtual, host side only ({how}; see the docstring); "
+        f"{os.cpu_count()} cores, load average {load}"
+    )
     print(
         f"immediate dispatch: {min(imm):.2f} us per dispatch (best of {len(imm)} rounds; "
         f"median {statistics.median(imm):.2f}; goal <= 3 us)"

@@ -2,14 +2,18 @@
 
 1. reserve ids with `add_write_index(n)`;
 2. wait until `id + n - read_index <= size` (sleeping briefly; QueueFullError on timeout);
-3. write each body (bytes 4..63) while the slot's header is still INVALID (a single
-   publish relies on the slot being INVALID already; a batch stores INVALID first);
-4. one aligned 32-bit store of `header | setup << 16` per packet (a uint32 element store);
+3. write the body (bytes 4..63) while the slot's header is still INVALID;
+4. one aligned 32-bit store of `header | setup << 16` (a uint32 element store);
 5. ring the doorbell with the id of the last packet.
 
 The ring memory may belong to a real queue (ROCr) or a virtual one; a ring must start with
 every slot INVALID (`invalidate_slots`), and the consumer sets a slot back to INVALID before
-it advances the read index.
+it advances the read index, so a reserved slot is INVALID until its producer writes it.
+
+A batch (`publish_many`) writes every body, then every header in packet order, then rings
+once. A caller that republishes one block (a command buffer's replay) may keep it with
+INVALID headers and pass the header words apart (`headers=`): the bodies then go in with
+one contiguous copy (two where the batch wraps around the ring end), the headers after.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ _STATE = _trace.STATE
 _now = time.monotonic_ns
 _WORD = struct.Struct("=I")  # native, like the memoryview("I") the header goes through
 _INVALID_PACKET = invalid()
+_INVALID_TYPE = INVALID_HEADER & 0xFF
+# Batches up to these sizes are written with Python slice/element stores; larger ones with
+# numpy (whose fixed cost per call is about that of 2 packets' or 8 headers' stores).
+_SMALL_BLOCK = 2
+_SMALL_HEADERS = 8
 
 
 def invalidate_slots(ring: np.ndarray) -> None:
@@ -84,7 +93,12 @@ class Ring:
         # 32-bit header stores go through a memoryview of native uint32: an aligned 4-byte
         # store, cheaper from Python than a numpy element assignment.
         self._header_words = memoryview(u8).cast("I")
+        self._ring_bytes = size * PACKET_SIZE
         self._words = u8.view(np.uint32).reshape(size, PACKET_SIZE // 4)
+        # the last block given to publish_many and its byte view (a replayed command buffer
+        # publishes the same array each time; making the view costs more than the copy)
+        self._last: tuple = (None, None)
+        self.doorbells = 0  # doorbells rung through this ring (tests and stats read it)
         self._load_write_index = load_write_index
         self._add_write_index = add_write_index
         self._load_read_index = load_read_index
@@ -100,9 +114,8 @@ class Ring:
     def publish(self, packet, *, kernarg: bytes | None = None, symbol: str | None = None) -> int:
         """Publish one 64-byte packet; returns its packet id. `kernarg` and `symbol` only
         enrich the trace record when a sink is active."""
-        sink = _STATE.sink
-        if sink is not None:
-            t_reserve = _now()
+        if _STATE.sink is not None:
+            return self._publish_traced(packet, kernarg, symbol)
         if type(packet) is not bytes or len(packet) != PACKET_SIZE:
             packet = packet_bytes(packet)  # raises PacketError for a wrong size
         # Reserve (the common case inline: room known from the cached read index).
@@ -118,66 +131,152 @@ class Ring:
         # advances the read index): write the body around it, then the one 32-bit store.
         self._mv[off + 4:off + PACKET_SIZE] = packet[4:]
         self._header_words[off >> 2] = _WORD.unpack_from(packet)[0]
-        if sink is None:
-            self._doorbell(idx)
-            return idx
-        t_publish = _now()
+        self.doorbells += 1
         self._doorbell(idx)
-        sink.record_packet(self.queue_id, idx, t_reserve, t_publish, _now(), packet,
-                           kernarg, symbol)
         return idx
 
-    def publish_many(self, block: np.ndarray) -> int:
-        """Publish N packets (a structured array, PACKET array or (N, 64) uint8) with one
-        doorbell; returns the id of the first. Wraps around the ring end in two slices."""
+    def _publish_traced(self, packet, kernarg, symbol) -> int:
+        """`publish` with a trace sink: the same steps, timed, then one packet record."""
+        sink = _STATE.sink
+        t_reserve = _now()
+        if type(packet) is not bytes or len(packet) != PACKET_SIZE:
+            packet = packet_bytes(packet)
+        if self._hint - self._read >= self.size:
+            self._wait_unreserved(1)
+        idx = self._add_write_index(1)
+        if idx >= self._hint:
+            self._hint = idx + 1
+        if idx - self._read >= self.size:
+            self._wait_reserved(idx, 1)
+        off = (idx & self._mask) << 6
+        self._mv[off + 4:off + PACKET_SIZE] = packet[4:]
+        self._header_words[off >> 2] = _WORD.unpack_from(packet)[0]
+        t_publish = _now()
+        self.doorbells += 1
+        self._doorbell(idx)
+        if sink is not None:  # (tracing may have been switched off meanwhile)
+            sink.record_packet(self.queue_id, idx, t_reserve, t_publish, _now(), packet,
+                               kernarg, symbol)
+        return idx
+
+    def publish_many(self, block, headers=None) -> int:
+        """Publish N packets (a structured array, PACKET array, (N, 64) uint8, or bytes) with
+        one doorbell; returns the id of the first. Wraps around the ring end.
+
+        `headers`: the N 32-bit header words (`header | setup << 16`, a uint32 array or a
+        list) when `block` holds the packets with INVALID headers: the fast form for a
+        block that is published again and again. The block may be reused or changed as soon
+        as this returns."""
         sink = _STATE.sink
         if sink is not None:
             t_reserve = _now()
-        words = _packet_words(block)
-        n = words.shape[0]
+        last = self._last  # (block, view): one tuple, so threads never see a mixed pair
+        if block is last[0]:  # a command buffer republishes one block: its view
+            src = last[1]
+        else:
+            src = _block_view(block)
+            if type(block) is np.ndarray and (src.obj is block or src.obj.base is block):
+                # a view, not a copy: stays right however the array's contents change
+                # (bytearrays are not kept: a held view would stop them from resizing)
+                self._last = (block, src)
+        nbytes = src.nbytes
+        n = nbytes >> 6
         if n == 0:
             return self._load_write_index()
         if n > self.size:
             raise PacketError(
                 f"{n} packets do not fit a ring of {self.size}; publish them in chunks"
             )
-        idx = self._reserve(n)
-        start = idx & self._mask
-        first = min(n, self.size - start)
-        ring = self._words
-        # Bodies while the headers stay INVALID, then the header words in packet order.
-        ring[start:start + first, 0] = INVALID_HEADER
-        ring[start:start + first, 1:] = words[:first, 1:]
-        if first < n:
-            ring[: n - first, 0] = INVALID_HEADER
-            ring[: n - first, 1:] = words[first:, 1:]
-        ring[start:start + first, 0] = words[:first, 0]
-        if first < n:
-            ring[: n - first, 0] = words[first:, 0]
-        last = idx + n - 1
-        if sink is None:
-            self._doorbell(last)
-            return idx
-        t_publish = _now()
-        self._doorbell(last)
-        sink.record_packets(self.queue_id, idx, t_reserve, t_publish, _now(),
-                            words.view(np.uint8))
-        return idx
-
-    # --- room ----------------------------------------------------------------------------
-
-    def _reserve(self, n: int) -> int:
-        size = self.size
-        if self._hint + n - self._read > size:
-            # Possibly full: wait before reserving so that a timeout leaves the queue intact.
+        if headers is not None and (len(headers) != n or src[0] != _INVALID_TYPE):
+            raise PacketError(
+                f"publish_many(block, headers=...) takes N header words ({len(headers)} for "
+                f"{n} packets) and a block whose headers are INVALID (they go in last); "
+                "pass the block alone otherwise"
+            )
+        # Reserve (the common case inline, as in publish). Possibly full: wait before
+        # reserving, so that a timeout leaves the queue intact.
+        if self._hint + n - self._read > self.size:
             self._wait_unreserved(n)
         idx = self._add_write_index(n)
-        end = idx + n
-        if end > self._hint:
-            self._hint = end
-        if end - self._read > size:
+        last_id = idx + n - 1
+        if last_id >= self._hint:
+            self._hint = last_id + 1
+        if last_id - self._read >= self.size:
             self._wait_reserved(idx, n)
+        if headers is None:
+            self._write_packets(src, n, idx)
+        elif n <= _SMALL_HEADERS and nbytes <= self._ring_bytes - ((idx & self._mask) << 6):
+            # no wrap, few headers: one copy, then the header stores (_write_bodies...)
+            off = (idx & self._mask) << 6
+            self._mv[off:off + nbytes] = src
+            hw = self._header_words
+            word = off >> 2
+            for h in headers:
+                hw[word] = h
+                word += 16
+        else:
+            self._write_bodies_then_headers(src, n, idx, headers)
+        self.doorbells += 1
+        if sink is None:
+            self._doorbell(last_id)
+            return idx
+        t_publish = _now()
+        self._doorbell(last_id)
+        rows = np.frombuffer(src, np.uint8)
+        if headers is not None:  # the record holds the packets as published
+            rows = rows.copy()
+            rows.view(np.uint32)[::16] = headers
+        sink.record_packets(self.queue_id, idx, t_reserve, t_publish, _now(), rows)
         return idx
+
+    def _write_packets(self, src: memoryview, n: int, idx: int) -> None:
+        """Every body (the headers stay INVALID), then every header, in packet order."""
+        mask = self._mask
+        if n <= _SMALL_BLOCK:  # a few slice stores cost less than numpy's per-call overhead
+            mv, hw, word = self._mv, self._header_words, _WORD.unpack_from
+            for i in range(n):
+                off = ((idx + i) & mask) << 6
+                mv[off + 4:off + PACKET_SIZE] = src[(i << 6) + 4:(i + 1) << 6]
+            for i in range(n):
+                hw[((idx + i) & mask) << 4] = word(src, i << 6)[0]
+            return
+        words = np.frombuffer(src, np.uint32).reshape(n, PACKET_SIZE // 4)
+        ring = self._words
+        start = idx & mask
+        first = min(n, self.size - start)
+        ring[start:start + first, 1:] = words[:first, 1:]
+        if first < n:
+            ring[:n - first, 1:] = words[first:, 1:]
+        ring[start:start + first, 0] = words[:first, 0]
+        if first < n:
+            ring[:n - first, 0] = words[first:, 0]
+
+    def _write_bodies_then_headers(self, src: memoryview, n: int, idx: int, headers) -> None:
+        """`src` has INVALID headers: one contiguous copy (two on wrap), then the headers."""
+        off = (idx & self._mask) << 6
+        nbytes = n << 6
+        mv = self._mv
+        tail = self._ring_bytes - off
+        if nbytes <= tail:
+            mv[off:off + nbytes] = src
+        else:
+            mv[off:] = src[:tail]
+            mv[:nbytes - tail] = src[tail:]
+        if n <= _SMALL_HEADERS:
+            hw, mask = self._header_words, self._mask
+            if type(headers) is not list:
+                headers = headers.tolist()
+            for i, h in enumerate(headers):
+                hw[((idx + i) & mask) << 4] = h
+            return
+        ring = self._words
+        start = idx & self._mask
+        first = min(n, self.size - start)
+        ring[start:start + first, 0] = headers[:first]
+        if first < n:
+            ring[:n - first, 0] = headers[first:]
+
+    # --- room ----------------------------------------------------------------------------
 
     def _wait_unreserved(self, n: int) -> None:
         deadline = None
@@ -223,16 +322,24 @@ def _pause(spins: int) -> int:
     return spins + 1
 
 
-def _packet_words(block) -> np.ndarray:
-    """An (N, 16) uint32 view (or copy) of a block of packets."""
-    if isinstance(block, (bytes, bytearray, memoryview)):
-        arr = np.frombuffer(block, np.uint8)
-    elif isinstance(block, np.ndarray):
-        arr = np.ascontiguousarray(block).reshape(-1).view(np.uint8)
+def _block_view(block) -> memoryview:
+    """A flat byte view of a block of packets (a copy only if it is not contiguous)."""
+    if isinstance(block, np.ndarray):
+        if not block.flags.c_contiguous:
+            block = np.ascontiguousarray(block)
+        if block.dtype.names is not None:  # a structured dtype exports a long format string
+            block = block.view(np.uint8)
+        try:
+            src = memoryview(block).cast("B")
+        except (TypeError, ValueError):
+            src = memoryview(block.reshape(-1).view(np.uint8))
+    elif isinstance(block, (bytes, bytearray, memoryview)):
+        src = memoryview(block)
+        if not src.c_contiguous:
+            src = memoryview(src.tobytes())
+        src = src.cast("B") if src.format != "B" or src.ndim != 1 else src
     else:
         raise PacketError(f"a packet block is a numpy array or bytes, got {type(block)}")
-    if arr.nbytes % PACKET_SIZE:
-        raise PacketError(f"a packet block is a multiple of 64 bytes, got {arr.nbytes}")
-    if arr.ctypes.data % 4:
-        arr = arr.copy()
-    return arr.view("<u4").reshape(-1, PACKET_SIZE // 4)
+    if src.nbytes % PACKET_SIZE:
+        raise PacketError(f"a packet block is a multiple of 64 bytes, got {src.nbytes}")
+    return src

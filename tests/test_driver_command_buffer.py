@@ -143,9 +143,13 @@ def test_replay_of_many_dispatches_is_one_block(dev, code_object):
     finally:
         packets.set_sink(old)
     assert ln.doorbells == bells + 1
-    assert len(sink.records) == 300  # the last dispatch has the barrier bit: no tail
-    assert len({r.doorbell_ns for r in sink.records}) == 1
-    assert all(r.decode()["barrier"] for r in sink.records)
+    pkts = [r for r in sink.records if isinstance(r, packets.trace.PacketRecord)]
+    assert len(pkts) == 300  # the last dispatch has the barrier bit: no tail
+    assert len({r.doorbell_ns for r in pkts}) == 1
+    assert all(r.decode()["barrier"] for r in pkts)
+    # the sink came after the load: the replay told it the kernel's name, once
+    syms = [r for r in sink.records if isinstance(r, packets.trace.KernelSymbolRecord)]
+    assert [(s.kernel_object, s.name) for s in syms] == [(saxpy.kernel_object, "saxpy")]
     dev.provider.signal_store(gate, 0)
 
 
@@ -244,3 +248,67 @@ def test_identical_dispatches_share_one_kernarg_block(dev, code_object):
     assert seg.template.size == 2 * saxpy.layout.size
     assert len(set(seg.kernarg_offsets[:10].tolist())) == 1
     assert seg.kernarg_offsets[10] != seg.kernarg_offsets[0]
+
+
+@pytest.mark.parametrize("n", [3, 8, 9, 40])
+def test_replay_patch_paths_small_and_vectorized(dev, code_object, n):
+    """Segments up to SMALL_SITES sites / SMALL_ROWS rows patch through memoryviews, larger
+    ones with numpy: both give every dispatch its own bindings, kernarg block and address,
+    and rebinding re-patches only when the addresses change."""
+    from amdgpu.hsa_backend import command_buffer as cbm
+
+    saxpy = dev.load(code_object).kernel("saxpy")
+    cb = dev.command_buffer()
+    y, x = cb.binding(0), cb.binding(1)
+    for i in range(n):  # distinct constants: one kernarg block (two sites) per dispatch
+        cb.dispatch(saxpy, 64, 64, (y, x.view(4 * i), np.float32(i), np.uint32(64)))
+    cb.finalize()
+    assert (2 * n <= cbm.SMALL_SITES) == (n <= 8)
+    ln = dev.lanes_[0]
+    gate = _gate(dev, 0)
+    bufs = [dev.buffer(4096) for _ in range(3)]
+    for yb, xb in ((bufs[0], bufs[1]), (bufs[2], bufs[0]), (bufs[2], bufs[0])):
+        first = ln.queue.load_write_index()
+        dev.submit(cb, [yb, xb])
+        got = _ring_packets(ln, first, n + 1)
+        assert got[-1]["completion_signal"] == ln.signal
+        for i, d in enumerate(got[:n]):
+            a, b = _kernarg_words(ln, d["kernarg_address"], 2)
+            assert (a, b) == (yb.address, xb.address + 4 * i)
+            (const,) = struct.unpack_from("<f", lane_bytes(ln, d["kernarg_address"] + 16, 4))
+            assert const == float(i)
+    dev.provider.signal_store(gate, 0)
+
+
+def lane_bytes(lane, address, n):
+    off = address - lane.kernarg_address
+    return lane.kernarg_memory[off:off + n].tobytes()
+
+
+@pytest.mark.parametrize("barrier_value", [True, False])
+def test_replay_after_a_cross_lane_wait_is_one_block(code_object, barrier_value):
+    """submit(..., wait=[point on another lane]): the wait packets lead the same block
+    (one doorbell), every header valid once published, the dispatches after them."""
+    d = amdgpu.open("amdgpu:virtual", use_barrier_value=barrier_value)
+    try:
+        _, cb = _record(d, code_object)
+        gates = [_gate(d, 0), _gate(d, 1)]
+        other = d.barrier(lane=1)  # a point on lane 1, held by its gate
+        ln = d.lanes_[0]
+        first, bells = ln.queue.load_write_index(), ln.doorbells
+        a, b = d.buffer(4096), d.buffer(4096)
+        d.submit(cb, [a, b], lane=0, wait=[other])
+        assert ln.doorbells == bells + 1
+        n = ln.queue.load_write_index() - first
+        got = _ring_packets(ln, first, n)
+        kinds = [g["type"] for g in got]
+        wait_kind = (packets.PacketType.VENDOR_SPECIFIC if barrier_value
+                     else packets.PacketType.BARRIER_AND)
+        assert kinds == [wait_kind] + [packets.PacketType.KERNEL_DISPATCH] * 4 + [
+            packets.PacketType.BARRIER_AND]
+        assert got[-1]["completion_signal"] == ln.signal
+        assert _kernarg_words(ln, got[1]["kernarg_address"], 2) == (a.address, b.address)
+        for g in gates:
+            d.provider.signal_store(g, 0)
+    finally:
+        d.close(timeout=0)

@@ -225,3 +225,24 @@ def test_repeated_identical_dispatches_in_a_command_buffer(dev, kernels_code):
     y, x = dev.buffer(np.ones(n, np.float32)), dev.buffer(xs)
     dev.submit(cb, [y, x]).wait(30)
     np.testing.assert_allclose(y.to_numpy(np.float32), 1 + 3 * 2 * xs)
+
+
+def test_replay_larger_than_the_ring_runs_in_chunks(kernels_code):
+    """150 dependent dispatches through a 64-slot queue: the block goes out in chunks, the
+    header words apart (packets.Ring.publish_many(..., headers=)), and every one runs."""
+    d = amdgpu.open("amdgpu:virtual", queue_size=64, lanes=1)
+    try:
+        saxpy = _k(d, kernels_code, "saxpy_hidden")
+        n = 64
+        x = d.buffer(np.ones(n, np.float32))
+        y = d.buffer(np.zeros(n, np.float32))
+        cb = d.command_buffer()
+        for _ in range(150):
+            cb.dispatch(saxpy, n, 64, (cb.binding(0), cb.binding(1), np.float32(1.0), n))
+            cb.barrier()
+        cb.finalize()
+        d.submit(cb, [y, x])
+        d.submit(cb, [y, x]).wait(60)
+        np.testing.assert_array_equal(y.to_numpy(np.float32), np.full(n, 300.0, np.float32))
+    finally:
+        d.close()

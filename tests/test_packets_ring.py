@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import packets
 from amdgpu.errors import PacketError, QueueFullError
@@ -234,3 +236,125 @@ def test_active_sink_receives_every_published_packet():
     assert recs[0].kernarg == b"\x01" * 16
     assert all(r.reserve_ns <= r.publish_ns <= r.doorbell_ns for r in recs)
     assert recs[2].decode()["kind"] == "barrier_or"
+
+
+@pytest.mark.parametrize("n, with_headers", [(2, False), (2, True), (3, True), (4, True)])
+def test_publish_many_writes_every_body_before_any_header(n, with_headers):
+    """ROCr's protocol for a batch: each header's 32-bit store comes after every body of
+    the batch is in place, in packet order (slots 6, 7, 0, 1: across the wrap)."""
+    q = FakeQueue(8)
+    ring = q.ring()
+    for i in range(6):
+        ring.publish(dispatch(i))
+    q.consume(6)
+    expected = np.frombuffer(b"".join(dispatch(10 + i) for i in range(n)), np.uint8)
+    expected = expected.reshape(n, 64)
+    slots = [(6 + i) % 8 for i in range(n)]
+    stores = []
+    words = ring._header_words
+
+    class Spy:  # sees each header store before it happens
+        def __setitem__(self, index, value):
+            for row, slot in enumerate(slots):
+                assert q.slot(slot)[4:] == expected[row, 4:].tobytes(), "body incomplete"
+                done = slot * 16 in stores
+                header = int(q.words[slot * 16]) & 0xFFFF
+                assert header == (int(expected[row, :2].view("<u2")[0]) if done
+                                  else packets.INVALID_HEADER)
+            stores.append(index)
+            words[index] = value
+
+    ring._header_words = Spy()
+    if with_headers:
+        block = expected.copy()
+        headers = block.view("<u4")[:, 0].copy()
+        block.view("<u4")[:, 0] = packets.INVALID_HEADER
+        assert ring.publish_many(block, headers=headers) == 6
+    else:
+        assert ring.publish_many(expected) == 6
+    ring._header_words = words
+    assert stores == [s * 16 for s in slots]
+    assert q.consume(n) == [bytes(r) for r in expected]
+    assert q.doorbells[-1] == 5 + n and ring.doorbells == 7
+
+
+def test_publish_many_with_header_words():
+    """The fast form for republished blocks: the same packets as the plain form, wrapped
+    or not, small or numpy-sized; a block with valid headers is refused."""
+    q = FakeQueue(32)
+    ring = q.ring()
+    for i in range(20):
+        ring.publish(dispatch(i))
+    q.consume(20)
+    for n in (1, 8, 9, 20, 32):
+        raw = [dispatch(100 + i) for i in range(n)]
+        block = np.frombuffer(b"".join(raw), np.uint8).reshape(n, 64).copy()
+        headers = block.view("<u4")[:, 0].copy()
+        block.view("<u4")[:, 0] = packets.INVALID_HEADER
+        ring.publish_many(block, headers=headers if n % 2 else headers.tolist())
+        assert q.consume(n) == raw
+    sink = packets.MemorySink()  # a trace records the packets as published
+    previous = packets.set_sink(sink)
+    try:
+        first = ring.publish_many(block, headers=headers)
+    finally:
+        packets.set_sink(previous)
+    assert [r.packet_id for r in sink.records] == list(range(first, first + 32))
+    assert [r.raw for r in sink.records] == raw == q.consume(32)
+    with pytest.raises(PacketError, match="INVALID"):
+        ring.publish_many(np.frombuffer(dispatch(0), np.uint8), headers=[1])
+    with pytest.raises(PacketError, match="header words"):
+        ring.publish_many(block, headers=headers[:3])
+
+
+def test_publish_many_block_forms_and_reuse():
+    q = FakeQueue(16)
+    ring = q.ring()
+    raw = [dispatch(i) for i in range(6)]
+    blob = b"".join(raw)
+    for form in (blob, bytearray(blob), memoryview(blob),
+                 np.frombuffer(blob, np.uint8).reshape(6, 64), np.frombuffer(blob, np.uint32)):
+        ring.publish_many(form)
+        assert q.consume(6) == raw
+    # a reused array (as a command buffer replays one block) goes out as it is now
+    block = packets.kernel_dispatch_batch(workgroup_size=64, grid_size=64,
+                                          kernel_object=np.arange(1, 4, dtype=np.uint64),
+                                          kernarg_address=16)
+    for k in (5, 6):
+        block["kernel_object"][1] = k
+        ring.publish_many(block)
+        assert [packets.decode(p)["kernel_object"] for p in q.consume(3)] == [1, k, 3]
+    # a strided view is copied, each time afresh
+    wide = packets.kernel_dispatch_batch(workgroup_size=64, grid_size=64,
+                                         kernel_object=np.arange(1, 7, dtype=np.uint64),
+                                         kernarg_address=16)
+    view = wide[::2]
+    for k in (7, 8):
+        wide["kernel_object"][2] = k
+        ring.publish_many(view)
+        assert [packets.decode(p)["kernel_object"] for p in q.consume(3)] == [1, k, 5]
+    with pytest.raises(PacketError, match="multiple of 64"):
+        ring.publish_many(b"\x00" * 100)
+    with pytest.raises(PacketError, match="numpy array or bytes"):
+        ring.publish_many([dispatch(0)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=30))
+def test_publish_sequences_wrap_and_arrive_in_order(sizes):
+    q = FakeQueue(8)
+    ring = q.ring()
+    sent, got, seq = [], [], 0
+    for n in sizes:
+        pkts = [dispatch(seq + i) for i in range(n)]
+        seq += n
+        if n == 1:
+            ring.publish(pkts[0])
+        else:
+            ring.publish_many(np.frombuffer(b"".join(pkts), packets.PACKET))
+        sent += pkts
+        assert q.doorbells[-1] == seq - 1
+        got += q.consume(n)
+        # every slot is INVALID again once consumed
+        assert all(q.words[s * 16] & 0xFFFF == packets.INVALID_HEADER for s in range(8))
+    assert got == sent and ring.doorbells == len(sizes)

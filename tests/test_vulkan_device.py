@@ -497,3 +497,82 @@ def test_iree_program_mlp_matches_numpy(dev, kernels):
     expected = np.maximum(np.maximum(x @ w1 + b1, 0) @ w2 + b2, 0)
     got = outputs[0].to_numpy(np.float32, program["outputs"][0]["shape"])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+# --- replay-latency tuning (amdgpu.vulkan.sync) ------------------------------------------
+@pytest.mark.vulkan
+@pytest.mark.parametrize(
+    "barrier, elide, spin_us, memory",
+    [
+        ("tight", True, 200.0, "rebar"),
+        ("compute", False, 0.0, "device"),
+        ("full", True, 0.0, "rebar"),
+    ],
+)
+def test_tuning_keeps_results(dev, kernels, barrier, elide, spin_us, memory):
+    """Each barrier mode, with and without bind elision and host spinning, buffers in
+    either memory: repeated bindings (left out when eliding), transfers next to dispatches,
+    a fixed buffer."""
+    dev.tuning.barrier, dev.tuning.elide, dev.tuning.spin_us = barrier, elide, spin_us
+    dev.tuning.buffer_memory = memory
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    fixed = dev.buffer(N * 4)
+    cb = dev.command_buffer()
+    s0, s1, s2 = cb.binding(0), cb.binding(1), cb.binding(2)
+    cb.fill(s2, np.float32(-5.0))  # overwritten below: ordered by the barrier after it
+    cb.barrier()
+    cb.dispatch(k, grid, args=(s0, s1))  # s1 = s0 + 1
+    cb.barrier()
+    cb.dispatch(k, grid, args=(s0, s1))  # the same bindings again: nothing to rebind
+    cb.barrier()
+    cb.dispatch(k, grid, args=(s1, s2))  # s2 = s0 + 2
+    cb.barrier()
+    cb.copy(fixed, s2, N * 4)  # transfer after compute
+    cb.barrier()
+    cb.dispatch(k, grid, args=(fixed, s0))  # s0 = s0 + 3, compute after transfer
+    cb.barrier()
+    cb.fill(s1, np.float32(7.0))  # transfer after compute (write after read)
+    cb.finalize()
+    for base in (0.0, 10.0):
+        bufs = [dev.buffer(np.full(N, base, np.float32)), dev.buffer(N * 4), dev.buffer(N * 4)]
+        dev.submit(cb, bufs).wait()
+        np.testing.assert_array_equal(bufs[0].to_numpy(np.float32), np.full(N, base + 3))
+        np.testing.assert_array_equal(bufs[1].to_numpy(np.float32), np.full(N, 7.0))
+        np.testing.assert_array_equal(bufs[2].to_numpy(np.float32), np.full(N, base + 2))
+    a, b = dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)
+    chain = _chain(dev, k, grid, 10)
+    for _ in range(3):
+        dev.submit(chain, [a, b]).wait()
+    np.testing.assert_array_equal(a.to_numpy(np.float32), np.full(N, 30.0))
+
+
+@pytest.mark.vulkan
+@needs_vulkan
+def test_spinning_wait_still_times_out():
+    with VulkanDevice() as device:
+        device.tuning.spin_us = 20_000.0  # longer than the timeout: the timeout wins
+        gate = TimelinePoint(1, 1)
+        point = device.lane(0).submit(None, [gate])
+        with pytest.raises(SignalTimeout, match="did not reach 1 within 0.01 s"):
+            point.wait(timeout=0.01)
+        device.signal(gate)
+        point.wait(timeout=10)
+        assert point.done()
+
+
+@pytest.mark.vulkan
+@pytest.mark.vulkan_bda
+@pytest.mark.skipif(not BDA, reason="device lacks bufferDeviceAddress")
+def test_bda_table_in_host_memory_gives_the_same_results(kernels):
+    with VulkanDevice(0, path="bda") as device:
+        device.tuning.table_memory = "host"
+        name, grid = _grid(kernels["addone"])
+        k = device.load(kernels["addone"]).kernel(name)
+        cb = _chain(device, k, grid, 4)
+        a, b = device.buffer(np.zeros(N, np.float32)), device.buffer(N * 4)
+        device.submit(cb, [a, b]).wait()
+        (inst,) = [i for pool in cb._instances.values() for i in pool]
+        flags = device.memory_properties.memoryTypes[inst.table_allocation.memory_type]
+        assert flags.propertyFlags & 0x2  # host-visible: replay rewrites it with numpy
+        np.testing.assert_array_equal(a.to_numpy(np.float32), np.full(N, 4.0))

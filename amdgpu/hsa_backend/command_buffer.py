@@ -12,7 +12,13 @@ copy the template into a fresh kernarg block from the lane's ring (a command buf
 in flight several times, on several lanes: each submission reads its own copy), patch the
 packets' kernarg_address column with one more vectorized write, set the completion
 signal of the last packet to the lane's timeline signal, and publish the block with
-`Ring.publish_many` (wrap-aware, one doorbell).
+`Ring.publish_many` (wrap-aware, one doorbell). Small segments (up to SMALL_SITES patch
+sites, SMALL_ROWS dispatches) do the two patches as a few memoryview stores instead: below
+that size numpy's per-call cost is most of a replay's host time.
+
+While a trace sink is active, each submit tells it the segment's kernels (KERNEL_SYMBOL,
+once per kernel per sink), and a one-dispatch block goes out as a packet record with its
+kernarg bytes (see amdgpu.hsa_backend.tracing).
 
 Barrier bits: the first packet always has it (a lane runs its submissions in order); a
 dispatch recorded after `barrier()` has it; nothing else does, so independent dispatches
@@ -42,9 +48,14 @@ from amdgpu.command_buffer import BindingSlot, CommandBuffer
 from amdgpu.device import TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError
 from amdgpu.hsa_backend.executable import HsaKernel
+from amdgpu.hsa_backend.tracing import announce_all
 
 _KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet
 _SIGNAL_WORD = 7  # completion_signal is u64 word 7
+_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
+SMALL_SITES = 16  # binding patch sites up to which Python stores beat one numpy call
+SMALL_ROWS = 8  # dispatch rows up to which Python stores beat one numpy call
+_M64 = (1 << 64) - 1
 
 
 @dataclass
@@ -69,8 +80,9 @@ class _HostOp:
 
 @dataclass
 class _Segment:
-    block: np.ndarray  # PACKET array, reused (patched) per submit
+    block: np.ndarray  # PACKET array with INVALID headers, patched per submit
     words: np.ndarray  # (n, 8) uint64 view of block
+    headers: np.ndarray  # uint32 header words (header | setup << 16), published last
     dispatch_rows: np.ndarray
     kernarg_offsets: np.ndarray  # uint64, per dispatch row
     template: np.ndarray  # uint8, the kernarg block
@@ -80,7 +92,22 @@ class _Segment:
     last_row: int
     dispatches: int = 0
     symbols: list[str] = field(default_factory=list)
-    patched_for: bytes = b""  # binding addresses the template is patched with now
+    kernels: list[HsaKernel] = field(default_factory=list)  # each kernel once, for traces
+    patched_for: tuple = ()  # binding addresses the template is patched with now
+    # Small segments patch from Python through memoryviews: a handful of scalar stores
+    # cost less than numpy's per-call overhead (see SMALL_SITES / SMALL_ROWS).
+    sites: list[tuple[int, int, int]] = field(default_factory=list)  # (u64 word, binding, +)
+    template_bytes: memoryview | None = None  # the template as bytes (B)
+    template_words: memoryview | None = None  # the template as u64 words (Q)
+    block_words: memoryview | None = None  # the packet block as u64 words (Q)
+    row_offsets: list[int] = field(default_factory=list)  # kernarg_offsets as ints
+    header_list: list[int] = field(default_factory=list)  # headers as ints
+
+    def full_block(self) -> np.ndarray:
+        """A copy of the block with its headers in place (what the ring receives)."""
+        out = self.block.copy()
+        out.view(np.uint32).reshape(len(out), 16)[:, 0] = self.headers
+        return out
 
 
 class HsaCommandBuffer(CommandBuffer):
@@ -257,9 +284,21 @@ class HsaCommandBuffer(CommandBuffer):
                 packets.PACKET
             )
             block = np.concatenate([disp, tail])
+        # Kept with INVALID headers and the header words apart: Ring.publish_many then
+        # copies the bodies in one piece and stores the headers after them.
+        headers = block.view(np.uint32).reshape(len(block), 16)[:, 0].copy()
+        block.view(np.uint32).reshape(len(block), 16)[:, 0] = packets.INVALID_HEADER
+        template_bytes = memoryview(template)
         return _Segment(
             block=block,
+            headers=headers,
+            header_list=headers.tolist(),
             words=block.view(np.uint64).reshape(len(block), 8),
+            sites=list(zip(site_words, site_binding, site_offset, strict=True)),
+            template_bytes=template_bytes,
+            template_words=template_bytes.cast("Q") if template.size else None,
+            block_words=memoryview(block.view(np.uint8)).cast("Q"),
+            row_offsets=[int(o) for o in kernarg_offsets],
             dispatch_rows=np.arange(n),
             kernarg_offsets=kernarg_offsets,
             template=template,
@@ -269,33 +308,39 @@ class HsaCommandBuffer(CommandBuffer):
             last_row=len(block) - 1,
             dispatches=n,
             symbols=[d.kernel.name for d in run],
+            kernels=list({id(d.kernel): d.kernel for d in run}.values()),
         )
 
     @property
     def packets(self) -> list[np.ndarray]:
         """The packet blocks (one per segment) as they were last submitted."""
-        return [s.block for s in (self._segments or []) if isinstance(s, _Segment)]
+        return [s.full_block() for s in (self._segments or []) if isinstance(s, _Segment)]
 
     @property
     def segments(self) -> int:
         return len(self._segments or [])
 
     # --- replay --------------------------------------------------------------------------
-    def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> np.ndarray:
+    def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> tuple:
+        """The binding addresses as ints, then the queue address (binding index -1)."""
         need = self._bindings_needed
         if len(bindings) < need:
             raise KernelArgumentError(
                 f"this command buffer uses {need} binding(s), submit got {len(bindings)}: pass "
                 f"one buffer per cb.binding(i)"
             )
-        addrs = np.empty(len(bindings) + 1, np.uint64)
+        addrs = []
         for i, b in enumerate(bindings):
             a = getattr(b, "address", b)
-            if not isinstance(a, (int, np.integer)):
-                raise KernelArgumentError(f"binding {i} is a {type(b).__name__}, not a Buffer")
-            addrs[i] = a
-        addrs[-1] = queue_address  # index -1: hidden_queue_ptr sites
-        return addrs
+            if a.__class__ is not int:
+                if not isinstance(a, (int, np.integer)):
+                    raise KernelArgumentError(
+                        f"binding {i} is a {type(b).__name__}, not a Buffer"
+                    )
+                a = int(a)
+            addrs.append(a)
+        addrs.append(queue_address)
+        return tuple(addrs)
 
     def _submit(
         self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint]
@@ -305,7 +350,7 @@ class HsaCommandBuffer(CommandBuffer):
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         first = True
         for seg in self._segments:
-            if isinstance(seg, _HostOp):
+            if seg.__class__ is _HostOp:
                 lane.wait(lane.submitted, self.device.default_timeout)
                 self._run_host_op(seg, bindings)
                 continue
@@ -313,32 +358,59 @@ class HsaCommandBuffer(CommandBuffer):
             size = seg.template.size
             off = lane.kernargs.allocate(size, value) if size else 0
             if size:
-                if seg.site_words.size:
-                    key = addrs.tobytes()
-                    if key != seg.patched_for:  # the one vectorized binding patch
-                        seg.template.view(np.uint64)[seg.site_words] = (
-                            addrs[seg.site_binding] + seg.site_offset
-                        )
-                        seg.patched_for = key
+                if seg.sites and addrs != seg.patched_for:  # the binding patch
+                    _patch_template(seg, addrs)
+                    seg.patched_for = addrs
                 # the patched template into this submission's own kernarg block
-                lane.kernarg_memory[off : off + size] = seg.template
-            words = seg.words
-            if seg.dispatches:  # dispatch rows are the first ones: a slice, not an index
-                np.add(
-                    seg.kernarg_offsets,
-                    np.uint64(lane.kernarg_address + off),
-                    out=words[: seg.dispatches, _KARG_WORD],
-                )
-            words[seg.last_row, _SIGNAL_WORD] = lane.signal
-            block = seg.block
+                lane.kernarg_view[off : off + size] = seg.template_bytes
+            rows = seg.dispatches
+            base = lane.kernarg_address + off
+            bw = seg.block_words
+            if rows <= SMALL_ROWS:  # dispatch rows are the first ones
+                for row, k_off in enumerate(seg.row_offsets):
+                    bw[row * 8 + _KARG_WORD] = base + k_off
+            else:
+                np.add(seg.kernarg_offsets, np.uint64(base), out=seg.words[:rows, _KARG_WORD])
+            bw[seg.last_row * 8 + _SIGNAL_WORD] = lane.signal
+            block, headers = seg.block, seg.header_list
+            if rows > SMALL_ROWS:
+                headers = seg.headers
             if first and wait:
                 pre = lane.wait_packets(wait, value)
-                if pre is not None:
+                if pre is not None:  # the waits go first, in the same block
+                    pre_words = pre.view(np.uint32).reshape(len(pre), 16)
+                    headers = np.concatenate([pre_words[:, 0], seg.headers])
                     block = np.concatenate([pre, block])
+                    block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
+                        packets.INVALID_HEADER
+                    )
             first = False
-            lane.publish_block(block)
+            if _TRACE.sink is not None:
+                self._publish_traced(lane, seg, block, headers, off)
+            else:
+                lane.publish_block(block, headers)
             lane.submitted = value
         return TimelinePoint(lane.index, lane.submitted, lane)
+
+    @staticmethod
+    def _publish_traced(
+        lane: Any, seg: _Segment, block: np.ndarray, headers: Any, kernarg_off: int
+    ) -> None:
+        """A replay while a trace sink is active: the sink learns each kernel's symbol (so
+        packet-trace names the packets of the block by kernel_object); a block of one
+        dispatch goes out as one packet record with its kernarg bytes and name (a batch
+        record has no room for kernargs)."""
+        sink = _TRACE.sink
+        if sink is not None:
+            announce_all(sink, seg.kernels)
+        if len(block) == 1 and seg.dispatches == 1:
+            kernel = seg.kernels[0]
+            start = kernarg_off + int(seg.kernarg_offsets[0])
+            kernarg = lane.kernarg_memory[start : start + kernel.layout.size].tobytes()
+            packet = struct.pack("<I", int(headers[0])) + block.tobytes()[4:]
+            lane.ring.publish(packet, kernarg=kernarg, symbol=kernel.name)
+        else:
+            lane.publish_block(block, headers)
 
     def _run_host_op(self, op: _HostOp, bindings: Sequence[Any]) -> None:
         dev = self.device
@@ -359,6 +431,17 @@ class HsaCommandBuffer(CommandBuffer):
             dst._check_range(0, op.nbytes)
             src._check_range(0, op.nbytes)
             dev.provider.memory_copy(dst.address, src.address, op.nbytes)
+
+
+def _patch_template(seg: _Segment, addrs: tuple) -> None:
+    """Write binding address + offset into every patch site of the segment's template."""
+    if len(seg.sites) <= SMALL_SITES:
+        tw = seg.template_words
+        for word, binding, plus in seg.sites:
+            tw[word] = (addrs[binding] + plus) & _M64
+        return
+    table = np.array(addrs, np.uint64)  # one vectorized write for many sites
+    seg.template.view(np.uint64)[seg.site_words] = table[seg.site_binding] + seg.site_offset
 
 
 def _offset(x: Any) -> int:

@@ -14,16 +14,19 @@ from typing import Any
 
 import numpy as np
 
+import packets
 from amdgpu.buffer import Buffer, as_host_array
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from amdgpu.hsa_backend import system as systems
 from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
 from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
+from amdgpu.hsa_backend.tracing import announce
 from amdgpu.report import DeviceReport
 from hsa.provider import Capability
 
 _KARG = struct.Struct("<Q")
+_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 HSA_PATHS = ("barrier_value", "profiling", "async_copy")
 
 
@@ -309,12 +312,33 @@ class HsaDevice(Device):
                 kernel.last_args, kernel.last_launch, kernel.last_block = args, launch, data
         ln.kernarg_view[off : off + size] = data  # the whole block in one store
         pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
-        if not wait or (pre := ln.wait_packets(wait, value)) is None:
-            ln.ring.publish(pkt, symbol=kernel.name)
+        if _TRACE.sink is not None:  # the one check of the untraced path
+            self._publish_traced(ln, kernel, pkt, data, wait, value)
+        elif not wait or (pre := ln.wait_packets(wait, value)) is None:
+            ln.ring.publish(pkt)
         else:
             ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
         ln.submitted = value
         return TimelinePoint(ln.index, value, ln)
+
+    def _publish_traced(
+        self,
+        ln: QueueLane,
+        kernel: HsaKernel,
+        pkt: bytes,
+        kernarg: bytes,
+        wait: Sequence[TimelinePoint],
+        value: int,
+    ) -> None:
+        """An immediate dispatch while a trace sink is active: the packet record carries
+        the kernarg bytes and the kernel name, and the sink knows the kernel's symbol."""
+        sink = _TRACE.sink
+        if sink is not None:
+            announce(sink, kernel)
+        pre = ln.wait_packets(wait, value) if wait else None
+        if pre is not None:  # the waits first (their own doorbell), then the dispatch
+            ln.publish_block(pre)
+        ln.ring.publish(pkt, kernarg=kernarg, symbol=kernel.name)
 
     def command_buffer(self):
         from amdgpu.hsa_backend.command_buffer import HsaCommandBuffer

@@ -13,6 +13,7 @@ from typing import Any
 
 from amdgpu.errors import DeviceError, KernelArgumentError
 from amdgpu.hsa_backend.kernargs import KernargLayout
+from amdgpu.hsa_backend.tracing import announce_all
 
 _KARG_AND_SIGNAL = struct.Struct("<Q8xQ")  # kernarg_address@40, reserved2@48, completion@56
 _KARG = struct.Struct("<Q")
@@ -43,6 +44,9 @@ class HsaKernel:
         self.last_args: Any = None
         self.last_launch: Any = None
         self.last_block = b""
+        # the trace sink this kernel's KERNEL_SYMBOL record went to last (a weakref; see
+        # amdgpu.hsa_backend.tracing)
+        self.trace_announced: Any = None
         # raw by-value structs may be mutable numpy records: never cache those args
         self.args_cacheable = all(a.kind != "bytes" for a in self.layout.explicit)
 
@@ -211,8 +215,7 @@ def load_bundle(device: Any, bundle: Any) -> HsaExecutable:
 
     sink = packets.trace.active_sink()
     if sink is not None:  # let packet-trace name the kernels behind kernel_object
-        for k in exe.kernels.values():
-            sink.kernel_symbol(k.kernel_object, k.name, k.layout.describe())
+        announce_all(sink, exe.kernels.values(), force=True)
     return exe
 
 

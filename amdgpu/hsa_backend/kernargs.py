@@ -460,12 +460,18 @@ class KernargLayout:
         )
 
     def describe(self) -> list[dict]:
-        """The layout as a list of {name, kind, offset, size} (for traces and tests)."""
+        """The layout as a list of {name, kind, offset, size, type_name} (for traces and
+        tests). type_name is the metadata's type without `const`/`*` ("float", "uint"),
+        "" where the metadata names none; hidden args are named by their value_kind."""
         out = [
-            {"name": a.name, "kind": a.kind, "offset": a.offset, "size": a.size}
+            {"name": a.name, "kind": a.kind, "offset": a.offset, "size": a.size,
+             "type_name": a.type_name.replace("const ", "").strip()}
             for a in self.explicit
         ]
-        out += [{"name": k, "kind": "hidden", "offset": o, "size": s} for k, o, s in self.hidden]
+        out += [
+            {"name": k, "kind": "hidden", "offset": o, "size": s, "type_name": ""}
+            for k, o, s in self.hidden
+        ]
         return sorted(out, key=lambda d: d["offset"])
 
     def __repr__(self) -> str:

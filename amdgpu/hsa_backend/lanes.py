@@ -90,20 +90,13 @@ class QueueLane:
             device.agent.handle, queue_size, QueueType.MULTI, self._on_error
         )
         q = self.queue
-        self.doorbells = 0  # doorbell rings on this lane (tests and stats read it)
-        ring_doorbell = q.doorbell
-
-        def doorbell(packet_id: int) -> None:
-            self.doorbells += 1
-            ring_doorbell(packet_id)
-
         self.ring = packets.Ring(
             q.ring,
             q.size,
             q.load_write_index,
             q.add_write_index,
             q.load_read_index,
-            doorbell,
+            q.doorbell,
             queue_id=q.id,
         )
         self.signal = p.signal_create(TIMELINE_START)
@@ -126,6 +119,11 @@ class QueueLane:
         self.failed = True
 
     failed = False  # True once the queue reported an error (dispatch checks only this)
+
+    @property
+    def doorbells(self) -> int:
+        """Doorbell rings on this lane (tests and stats read it)."""
+        return self.ring.doorbells
 
     def error(self) -> QueueError | None:
         cause = self.queue.error
@@ -248,18 +246,22 @@ class QueueLane:
             self.device.signal_pool.give(held.pop(0)[1])
 
     # --- publishing ----------------------------------------------------------------------
-    def publish_block(self, block: np.ndarray) -> None:
-        """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell."""
+    def publish_block(self, block: np.ndarray, headers: Any = None) -> None:
+        """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell.
+        `headers`: the header words, apart, when `block` holds INVALID headers (a command
+        buffer's reused block; see packets.Ring.publish_many)."""
         n = len(block)
-        if n == 1:  # one packet: the single-packet path is cheaper than a block publish
+        if headers is None and n == 1:  # the single-packet path is cheaper here
             self.ring.publish(block.tobytes())
             return
         if n <= self.ring.size:
-            self.ring.publish_many(block)
+            self.ring.publish_many(block, headers)
             return
         step = self.ring.size // 2
         for i in range(0, n, step):
-            self.ring.publish_many(block[i : i + step])
+            self.ring.publish_many(
+                block[i : i + step], None if headers is None else headers[i : i + step]
+            )
 
     def destroy(self) -> None:
         p = self.provider

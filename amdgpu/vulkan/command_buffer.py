@@ -17,6 +17,9 @@ VkCommandBuffer plus what it reads at execution time:
   after two). Fills and copies on a binding slot are keyed the same way.
 Several submissions may be in flight: each takes an idle instance of its key (or records
 one more, up to MAX_IN_FLIGHT), recycled when its timeline value completes.
+Recording follows `device.tuning` (sync.py): each `barrier()` gets only the stages and
+accesses of the work between it and its neighbouring barriers, and descriptor binds and
+push-constant words that repeat the previous dispatch's (same pipeline layout) are left out.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from amdgpu.errors import KernelArgumentError, VulkanError
 from .executable import POOL_UPDATE_AFTER_BIND, Kernel
 from .instance import check, vk
 from .memory import Allocation
+from .sync import COMPUTE, TRANSFER
 
 if TYPE_CHECKING:  # pragma: no cover
     from .device import VulkanDevice
@@ -132,6 +136,20 @@ class _Instance:
     scratch: list = field(default_factory=list)  # cffi objects referenced by the commands
 
 
+class _BindState:
+    """What the previous dispatch of one pipeline layout left bound while recording."""
+
+    __slots__ = ("layout", "descriptors", "push_row")
+
+    def __init__(self) -> None:
+        self.reset(None)
+
+    def reset(self, layout) -> None:
+        self.layout = layout
+        self.descriptors: list | None = None  # descriptor sets, or push-descriptor buffers
+        self.push_row: int | None = None  # row of push_rows last pushed
+
+
 class CommandBuffer(CommandBufferAPI):
     """A recorded sequence of dispatches, fills, copies and barriers over binding slots."""
 
@@ -149,6 +167,7 @@ class CommandBuffer(CommandBufferAPI):
         self._table_entries = 0
         self._details: dict = {}
         self._min_sizes: tuple[int, ...] = ()
+        self._barrier_cache: dict[str, list] = {}  # barrier mode -> VkDependencyInfo each
 
     # --- recording ------------------------------------------------------------------------
     def _ref(self, arg) -> BufferRef:
@@ -293,7 +312,12 @@ class CommandBuffer(CommandBufferAPI):
         cb = device.allocate_command_buffer()
         inst = _Instance(cb, int(ffi.cast("uintptr_t", cb)))
         if self._table_entries:
-            alloc = Allocation(device, self._table_entries * 8, host_visible=True)
+            alloc = Allocation(
+                device,
+                self._table_entries * 8,
+                host_visible=True,
+                device_local=device.tuning.table_memory == "device",
+            )
             if alloc.host is None:
                 raise VulkanError("binding tables need host-visible memory; none found")
             inst.table_allocation = alloc
@@ -329,8 +353,13 @@ class CommandBuffer(CommandBufferAPI):
                 "vkCreateDescriptorPool",
             )
             inst.descriptor_pool = out[0]
-        check(lib.vkBeginCommandBuffer(cb, device.begin_info), "vkBeginCommandBuffer")
+        check(lib.vkBeginCommandBuffer(cb, device.record_begin_info()), "vkBeginCommandBuffer")
         bound_pipeline = None
+        tuning = device.tuning
+        barriers = iter(self._barrier_infos())
+        # What the previous dispatch left bound, for leaving out repeats (tuning.elide):
+        # the layout they were made with, the descriptor binding, the pushed constant row.
+        state = _BindState()
         set_cache: dict[tuple, object] = {}
         keep = inst.scratch
         table_address = inst.table_allocation.address if inst.table_allocation else 0
@@ -350,6 +379,17 @@ class CommandBuffer(CommandBufferAPI):
         push_base = ffi.cast("char*", ffi.from_buffer(push_rows))
         keep.append((push_rows, push_base))
         stride = push_rows.strides[0]
+        # Per dispatch after the first: (first word, word count) that differ from the row
+        # before, in one vectorized pass (used while the pipeline layout stays the same).
+        changed = push_rows[1:] != push_rows[:-1]
+        first_word = changed.argmax(axis=1)
+        last_word = push_rows.shape[1] - 1 - changed[:, ::-1].argmax(axis=1)
+        push_ranges = [(0, 0)] + [
+            (f, last - f + 1) if any_ else (0, 0)
+            for any_, f, last in zip(
+                changed.any(axis=1).tolist(), first_word.tolist(), last_word.tolist(), strict=True
+            )
+        ]
         compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
         bind_point = vk.VK_PIPELINE_BIND_POINT_COMPUTE
         row = 0
@@ -360,24 +400,31 @@ class CommandBuffer(CommandBufferAPI):
                 if k.pipeline is not bound_pipeline:
                     lib.vkCmdBindPipeline(cb, bind_point, k.pipeline)
                     bound_pipeline = k.pipeline
+                if not tuning.elide or k.pipeline_layout is not state.layout:
+                    state.reset(k.pipeline_layout)
                 if k.update_after_bind:
-                    self._bind_late_sets(inst, cb, k, op.refs, set_cache, late_entries)
+                    self._bind_late_sets(inst, cb, k, op.refs, set_cache, late_entries, state)
                 elif k.path != "bda":
                     resolved = [r.resolve(bound) for r in op.refs]  # type: ignore[arg-type]
-                    self._bind_descriptors(inst, cb, k, resolved, set_cache)
+                    self._bind_descriptors(inst, cb, k, resolved, set_cache, state)
                 if k.push_size:
-                    lib.vkCmdPushConstants(
-                        cb,
-                        k.pipeline_layout,
-                        compute_stage,
-                        0,
-                        k.push_size,
-                        push_base + row * stride,
-                    )
+                    first, count = 0, k.push_size // 4
+                    if state.push_row is not None:  # the row before, same layout
+                        first, count = push_ranges[row]
+                    if count:
+                        lib.vkCmdPushConstants(
+                            cb,
+                            k.pipeline_layout,
+                            compute_stage,
+                            4 * first,
+                            4 * count,
+                            push_base + row * stride + 4 * first,
+                        )
+                    state.push_row = row
                 row += 1
                 lib.vkCmdDispatch(cb, *op.groups)
             elif isinstance(op, _Barrier):
-                lib.vkCmdPipelineBarrier2(cb, device.barrier_info)
+                lib.vkCmdPipelineBarrier2(cb, next(barriers))
             elif isinstance(op, _Fill):
                 buf, off, size, _ = op.ref.resolve(bound)  # type: ignore[arg-type]
                 if size >= 4:  # vkCmdFillBuffer writes whole 32-bit words
@@ -396,10 +443,44 @@ class CommandBuffer(CommandBufferAPI):
         self.record_count += 1
         return inst
 
-    def _bind_descriptors(self, inst: _Instance, cb, kernel: Kernel, resolved, set_cache) -> None:
+    def _barrier_infos(self) -> list:
+        """The VkDependencyInfo of each barrier, in order, under the device's barrier mode
+        (worked out once per mode: the operations do not change after finalize)."""
+        mode = self.device.tuning.barrier
+        infos = self._barrier_cache.get(mode)
+        if infos is None:
+            memo: dict[tuple[int, int], object] = {}
+            infos = []
+            for side in self._barrier_sides():
+                info = memo.get(side)
+                if info is None:
+                    info = memo[side] = self.device.barrier(*side)
+                infos.append(info)
+            self._barrier_cache[mode] = infos
+        return infos
+
+    def _barrier_sides(self) -> list[tuple[int, int]]:
+        """(before, after) kinds of work (sync.COMPUTE | sync.TRANSFER) around each barrier:
+        the operations between it and the neighbouring barriers; 0 where that stretch is
+        empty (then the barrier also orders against other submissions: any kind)."""
+        kinds: list[int] = [0]
+        for op in self.ops:
+            if isinstance(op, _Barrier):
+                kinds.append(0)
+            else:
+                kinds[-1] |= COMPUTE if isinstance(op, _Dispatch) else TRANSFER
+        return list(zip(kinds, kinds[1:], strict=False))
+
+    def _bind_descriptors(
+        self, inst: _Instance, cb, kernel: Kernel, resolved, set_cache, state: _BindState
+    ) -> None:
         ffi, lib = vk.ffi, vk.lib
         if not kernel.set_layouts:
             return
+        if kernel.path == "push_descriptors":
+            if resolved == state.descriptors:  # cffi handles compare by address
+                return
+            state.descriptors = resolved
         infos = ffi.new("VkDescriptorBufferInfo[]", max(1, len(resolved)))
         for i, (buf, off, size, _) in enumerate(resolved):
             infos[i].buffer = buf
@@ -461,6 +542,9 @@ class CommandBuffer(CommandBufferAPI):
                     )
                 set_cache[key] = ds
             sets.append(ds)
+        if sets == state.descriptors:  # cffi handles compare by address
+            return
+        state.descriptors = sets
         handles = ffi.new("VkDescriptorSet[]", sets)
         inst.scratch.append(handles)
         lib.vkCmdBindDescriptorSets(
@@ -474,7 +558,9 @@ class CommandBuffer(CommandBufferAPI):
             ffi.NULL,
         )
 
-    def _bind_late_sets(self, inst: _Instance, cb, kernel: Kernel, refs, set_cache, entries):
+    def _bind_late_sets(
+        self, inst: _Instance, cb, kernel: Kernel, refs, set_cache, entries, state: _BindState
+    ) -> None:
         """Bind update-after-bind sets, one per distinct binding refs; contents come later."""
         ffi, lib = vk.ffi, vk.lib
         order = sorted(kernel.descriptor_bindings)
@@ -505,6 +591,9 @@ class CommandBuffer(CommandBufferAPI):
                 ds = set_cache[key] = out[0]
                 entries.extend((ds, order[i][1], refs[i]) for i in members)
             sets.append(ds)
+        if sets == state.descriptors:  # cffi handles compare by address
+            return
+        state.descriptors = sets
         handles = ffi.new("VkDescriptorSet[]", sets)
         inst.scratch.append(handles)
         lib.vkCmdBindDescriptorSets(

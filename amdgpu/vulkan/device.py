@@ -20,6 +20,7 @@ from .executable import PATHS, Executable, Kernel
 from .instance import PUSH_DESCRIPTOR_EXT, PhysicalDevice, check, physical_devices, vk
 from .memory import Allocation
 from .spirv import EntryInterface
+from .sync import ANY, BarrierCache, Tuning
 from .timeline import Lane
 
 LANES = 4
@@ -98,6 +99,10 @@ class VulkanDevice(Device):
             else "descriptor_sets"
         )
         self.bda_enabled = self.paths["bda"].available
+        cpu = vk.vkGetPhysicalDeviceProperties(pd.handle).deviceType == (
+            vk.VK_PHYSICAL_DEVICE_TYPE_CPU
+        )
+        self.tuning = Tuning.from_env(cpu_device=cpu)
         self._closed = False
         self._create_device()
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(pd.handle)
@@ -149,10 +154,11 @@ class VulkanDevice(Device):
             f12.descriptorBindingStorageBufferUpdateAfterBind = 1
             enabled.add("descriptorBindingStorageBufferUpdateAfterBind")
         self.enabled_features = enabled
-        self.queue_count = max(1, min(pd.compute_queue_count, 2))
+        self.queue_family, family_queues = self._queue_family()
+        self.queue_count = max(1, min(family_queues, 2))
         priorities = [1.0] * self.queue_count
         queue_info = vk.VkDeviceQueueCreateInfo(
-            queueFamilyIndex=pd.compute_family,
+            queueFamilyIndex=self.queue_family,
             queueCount=self.queue_count,
             pQueuePriorities=priorities,
         )
@@ -174,10 +180,10 @@ class VulkanDevice(Device):
         self.queues = []
         for i in range(self.queue_count):
             qout = ffi.new("VkQueue*")
-            lib.vkGetDeviceQueue(self.handle, pd.compute_family, i, qout)
+            lib.vkGetDeviceQueue(self.handle, self.queue_family, i, qout)
             self.queues.append((qout[0], threading.Lock()))
         pool = ffi.new("VkCommandPool*")
-        pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=pd.compute_family)
+        pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=self.queue_family)
         check(
             lib.vkCreateCommandPool(self.handle, ffi.addressof(pool_info), ffi.NULL, pool),
             "vkCreateCommandPool",
@@ -189,34 +195,52 @@ class VulkanDevice(Device):
         self._alloc_info.commandPool = self.command_pool
         self._alloc_info.level = vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY
         self._alloc_info.commandBufferCount = 1
-        self.begin_info = ffi.new("VkCommandBufferBeginInfo*")
-        self.begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
-        # Never needed for correctness (an instance is not resubmitted while pending), but
-        # NVIDIA's vkQueueSubmit2 of large recorded command buffers measured cheaper with it
-        # (H200, 1000 dispatches: 41 -> 13 us host time).
-        self.begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
-        stages = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_2_TRANSFER_BIT
-        self._memory_barrier = ffi.new("VkMemoryBarrier2*")
-        mb = self._memory_barrier
-        mb.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER_2
-        mb.srcStageMask = stages
-        mb.srcAccessMask = vk.VK_ACCESS_2_SHADER_WRITE_BIT | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
-        mb.dstStageMask = stages
-        mb.dstAccessMask = (
-            vk.VK_ACCESS_2_SHADER_READ_BIT
-            | vk.VK_ACCESS_2_SHADER_WRITE_BIT
-            | vk.VK_ACCESS_2_TRANSFER_READ_BIT
-            | vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
-        )
-        self.barrier_info = ffi.new("VkDependencyInfo*")
-        self.barrier_info.sType = vk.VK_STRUCTURE_TYPE_DEPENDENCY_INFO
-        self.barrier_info.memoryBarrierCount = 1
-        self.barrier_info.pMemoryBarriers = mb
+        # SIMULTANEOUS_USE_BIT is never needed for correctness (an instance is not
+        # resubmitted while pending), but NVIDIA's vkQueueSubmit2 of large recorded command
+        # buffers measured cheaper with it (H200, 1000 dispatches: 41 -> 13 us host time).
+        self.begin_info = self._begin_info(vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT)
+        self._begin_plain = self._begin_info(0)
+        self._barriers = BarrierCache()
+        # The former all-purpose barrier (compute and transfer on both sides).
+        self.barrier_info = self._barriers.get("full", ANY, ANY)
         self.push_descriptor_set = None
         if self.paths["push_descriptors"].available:
             fn = lib.vkGetDeviceProcAddr(self.handle, b"vkCmdPushDescriptorSetKHR")
             if fn != ffi.NULL:
                 self.push_descriptor_set = ffi.cast("PFN_vkCmdPushDescriptorSetKHR", fn)
+
+    def _queue_family(self) -> tuple[int, int]:
+        """(family index, queue count): the probed compute family (a compute-only one when
+        there is one), or AMDGPU_VULKAN_QUEUE_FAMILY=N (any family with compute)."""
+        pd = self.physical
+        text = os.environ.get("AMDGPU_VULKAN_QUEUE_FAMILY", "")
+        if not text:
+            return pd.compute_family, pd.compute_queue_count
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pd.handle)
+        compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        if not text.isdigit() or int(text) not in compute:
+            raise VulkanError(
+                f"AMDGPU_VULKAN_QUEUE_FAMILY={text!r} is not a queue family with compute on "
+                f"{self.spec} (those are {compute}); unset it"
+            )
+        index = int(text)
+        return index, int(families[index].queueCount)
+
+    @staticmethod
+    def _begin_info(flags: int):
+        info = vk.ffi.new("VkCommandBufferBeginInfo*")
+        info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        info.flags = flags
+        return info
+
+    def record_begin_info(self):
+        """The VkCommandBufferBeginInfo that recordings use under the current tuning."""
+        return self.begin_info if self.tuning.simultaneous_use else self._begin_plain
+
+    def barrier(self, before: int, after: int):
+        """The VkDependencyInfo of a barrier between work of kinds `before` and `after`
+        (sync.COMPUTE | sync.TRANSFER; 0 = unknown) under the current tuning."""
+        return self._barriers.get(self.tuning.barrier, before, after)
 
     def fits_push_descriptors(self, entry: EntryInterface) -> bool:
         """IREE's rule: one set (set 0) within maxPushDescriptors."""

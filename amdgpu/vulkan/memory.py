@@ -29,20 +29,29 @@ def int_handle(handle) -> int:
     return int(vk.ffi.cast("uintptr_t", handle))
 
 
-def choose_memory_type(props, type_bits: int, preferences: list[int]) -> int:
-    """The first memory type allowed by type_bits that has all flags of a preference."""
+def choose_memory_type(props, type_bits: int, preferences: list[int], avoid: int = 0) -> int:
+    """The first memory type allowed by type_bits that has all flags of a preference
+    (for each preference, types without any `avoid` flag first)."""
     for wanted in preferences:
-        for i in range(props.memoryTypeCount):
-            flags = props.memoryTypes[i].propertyFlags
-            if type_bits & (1 << i) and (flags & wanted) == wanted:
-                return i
+        for shunned in (avoid, 0) if avoid else (0,):
+            for i in range(props.memoryTypeCount):
+                flags = props.memoryTypes[i].propertyFlags
+                if type_bits & (1 << i) and (flags & wanted) == wanted and not flags & shunned:
+                    return i
     raise VulkanError("no Vulkan memory type fits the buffer; the driver exposes none usable")
 
 
 class Allocation:
     """A VkBuffer and its memory; shared by a buffer and its views."""
 
-    def __init__(self, device: VulkanDevice, nbytes: int, *, host_visible: bool = False):
+    def __init__(
+        self,
+        device: VulkanDevice,
+        nbytes: int,
+        *,
+        host_visible: bool = False,
+        device_local: bool = True,
+    ):
         self.device = device
         self.nbytes = nbytes
         self.uid = next(_uids)
@@ -68,7 +77,19 @@ class Allocation:
         req = vk.vkGetBufferMemoryRequirements(dev, self.buffer)
         host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
         local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-        prefs = [local | host, host] if host_visible else [local | host, local]
+        if not host_visible:
+            rebar = device.tuning.buffer_memory == "rebar"
+            prefs = [local | host, local] if rebar else [local, local | host]
+        elif device_local:
+            prefs = [local | host, host]
+        else:  # host memory first (cached when offered), device-local as the last resort
+            cached = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+            prefs = [host | cached, host, local | host]
+        if host_visible:
+            avoid = 0 if device_local else local
+        else:
+            avoid = 0 if rebar else vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+        self.memory_type = -1
         flags_info = (
             vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS)
             if device.bda_enabled
@@ -81,11 +102,12 @@ class Allocation:
         for pref in range(len(prefs)):
             try:
                 type_index = choose_memory_type(
-                    device.memory_properties, req.memoryTypeBits, prefs[pref:]
+                    device.memory_properties, req.memoryTypeBits, prefs[pref:], avoid
                 )
             except VulkanError:
                 break
             flags = device.memory_properties.memoryTypes[type_index].propertyFlags
+            self.memory_type = type_index
             alloc = vk.VkMemoryAllocateInfo(
                 pNext=flags_info, allocationSize=req.size, memoryTypeIndex=type_index
             )

@@ -3,11 +3,14 @@
 A lane is in order: each submission waits on the lane's previous value, plus any points of
 other lanes it was given. The VkSubmitInfo2 and its semaphore infos are built once per lane
 and only their values are rewritten per submission (cffi attribute stores, no allocation).
+A host wait first polls the timeline value for `device.tuning.spin_us` (sync.py), then
+blocks in vkWaitSemaphores.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -157,8 +160,15 @@ class Lane:
         """Block until the lane reaches `value`; SignalTimeout after `timeout` seconds."""
         if value <= self.reached:
             return
+        remaining = timeout
+        spin = self.device.tuning.spin_us
+        if spin > 0:
+            seconds = min(spin * 1e-6, timeout)
+            if self._spin(value, seconds):
+                return
+            remaining -= seconds
         self._wait_values[0] = value
-        nanoseconds = max(0, int(timeout * 1e9))
+        nanoseconds = max(0, int(remaining * 1e9))
         result = vk.lib.vkWaitSemaphores(self.device.handle, self._wait_info, nanoseconds)
         if result == VK_TIMEOUT:
             self.poll()
@@ -171,6 +181,25 @@ class Lane:
         if result != 0:
             check(result, "vkWaitSemaphores", f"lane {self.index}, value {value}")
         self.reached = max(self.reached, value)
+
+    def _spin(self, value: int, seconds: float) -> bool:
+        """Poll the timeline for up to `seconds`; True once it reached `value`.
+
+        A blocking vkWaitSemaphores may sleep and be woken late; short GPU work finishes
+        sooner than that, so the host first polls the counter (as CUDA's default sync does)."""
+        get = vk.lib.vkGetSemaphoreCounterValue
+        handle, semaphore, counter = self.device.handle, self.semaphore, self._counter
+        deadline = time.perf_counter() + seconds
+        while True:
+            result = get(handle, semaphore, counter)
+            if result != 0:
+                check(result, "vkGetSemaphoreCounterValue", f"lane {self.index}")
+            reached = int(counter[0])
+            if reached >= value:
+                self.reached = max(self.reached, reached)
+                return True
+            if time.perf_counter() >= deadline:
+                return False
 
     def signal_from_host(self, value: int) -> None:
         """Set the timeline to `value` from the host (releases waits on it)."""

@@ -16,7 +16,9 @@ waits then time out normally, with the queue error quoted in the timeout message
 
 from __future__ import annotations
 
+import heapq
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +40,7 @@ from hsa.provider import Queue
 from hsa.virtual import executor as executor_registry
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.memory import Allocation
-from hsa.virtual.signals import W_END_TS, W_START_TS, SignalTable, condition_holds
+from hsa.virtual.signals import W_END_TS, W_START_TS, W_VALUE, SignalTable, condition_holds
 from packets import AmdVendorFormat, PacketType
 
 if TYPE_CHECKING:
@@ -60,7 +62,10 @@ AGENT_DISPATCH = int(PacketType.AGENT_DISPATCH)
 BARRIER_OR = int(PacketType.BARRIER_OR)
 AMD_BARRIER_VALUE = int(AmdVendorFormat.BARRIER_VALUE)
 _TYPE_NAMES = {int(t): t.name for t in PacketType}
-_M16, _M32 = 0xFFFF, 0xFFFF_FFFF
+_M16, _M32, _M64 = 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
+# CPython 3.10+ with a GIL: see VirtualQueue's write-index methods (3.13t may run without
+# one; before 3.10 the interpreter could switch threads between any two instructions)
+_GIL_ATOMIC = sys.version_info >= (3, 10) and getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 class VirtualQueue(Queue):
@@ -91,7 +96,7 @@ class VirtualQueue(Queue):
         self._ring_alloc = ring
         # memoryviews, not numpy, for the index words: scalar access is ~5x cheaper
         self._words = memoryview(struct.data).cast("Q")
-        self._index_lock = threading.Lock()
+        self._index_lock = threading.Lock()  # write-index updates without the GIL
         self._error: BaseException | None = None
         self._callback = callback
         self.destroyed = False
@@ -103,27 +108,64 @@ class VirtualQueue(Queue):
         w[_W_ID] = queue_id
         ring.data.view(np.uint16)[::32] = INVALID  # every slot's header INVALID
         self.processor = PacketProcessor(provider, agent, self)
+        self._signals = provider._signals
+        # The doorbell signal's record and value word, for the lock-free doorbell path.
+        self._bell = self._signals.signal(doorbell_signal)
+        self._bell_words = self._bell.words
+        self._bell_value = self._bell.base + W_VALUE
 
     # --- indices (amd_queue_t write_dispatch_id / read_dispatch_id) -----------------------
     def load_write_index(self) -> int:
         return int(self._words[_W_WRITE])
 
-    def add_write_index(self, n: int) -> int:
+    # Several producers may reserve at once, so each update of the write index is one
+    # atomic read-modify-write. With the GIL, CPython (3.10+) switches threads only at
+    # function entry, calls and backward jumps: a body that loads the word, computes with
+    # int operators and forward branches only, and stores it, is atomic without a lock
+    # (the lock would cost more than the update). Without the GIL a lock does it.
+    def _add_write_index_gil(self, n: int) -> int:
+        if n.__class__ is not int:
+            n = int(n)  # (a call: before the load)
+        words = self._words
+        old = words[_W_WRITE]
+        new = old + n
+        if new > _M64 or new < 0:
+            new &= _M64
+        words[_W_WRITE] = new
+        return old
+
+    def _cas_write_index_gil(self, expected: int, value: int) -> int:
+        value = int(value) & _M64
+        words = self._words
+        old = words[_W_WRITE]
+        if old == expected:
+            words[_W_WRITE] = value
+        return old
+
+    def _add_write_index_locked(self, n: int) -> int:
+        n = int(n)
         with self._index_lock:
-            old = int(self._words[_W_WRITE])
-            self._words[_W_WRITE] = (old + n) & 0xFFFF_FFFF_FFFF_FFFF
+            old = self._words[_W_WRITE]
+            self._words[_W_WRITE] = (old + n) & _M64
             return old
 
-    def cas_write_index(self, expected: int, value: int) -> int:
+    def _cas_write_index_locked(self, expected: int, value: int) -> int:
+        value = int(value) & _M64
         with self._index_lock:
-            old = int(self._words[_W_WRITE])
+            old = self._words[_W_WRITE]
             if old == expected:
-                self._words[_W_WRITE] = value & 0xFFFF_FFFF_FFFF_FFFF
+                self._words[_W_WRITE] = value
             return old
+
+    if _GIL_ATOMIC:
+        add_write_index = _add_write_index_gil
+        cas_write_index = _cas_write_index_gil
+    else:
+        add_write_index = _add_write_index_locked
+        cas_write_index = _cas_write_index_locked
 
     def store_write_index(self, value: int) -> None:
-        with self._index_lock:
-            self._words[_W_WRITE] = value & 0xFFFF_FFFF_FFFF_FFFF
+        self._words[_W_WRITE] = int(value) & _M64  # one store: atomic either way
 
     def load_read_index(self) -> int:
         return int(self._words[_W_READ])
@@ -132,7 +174,30 @@ class VirtualQueue(Queue):
         self._words[_W_READ] = value
 
     def doorbell(self, packet_id: int) -> None:
-        self.processor.provider.signal_store(self.doorbell_signal, packet_id)
+        """Store `packet_id` into the doorbell signal (hsa_signal_store_relaxed).
+
+        The common case takes no lock: the value goes into the signal's memory, the
+        processor's highest rung id is raised with one atomic C call, and the processor is
+        woken only if it sleeps (or has not started). Anything unusual (a waiter on the
+        doorbell signal itself, a note, a failed or destroyed queue, a value outside int64)
+        takes the signal table's locked path, hook included."""
+        if packet_id.__class__ is not int:
+            packet_id = int(packet_id)
+        bell = self._bell
+        if bell.waiters or bell.note or self.destroyed or self._error is not None:
+            self._signals.store(self.doorbell_signal, packet_id)
+            if self._error is not None:  # packets rung after the failure: say why they wait
+                self.processor.annotate_pending()
+            return
+        try:
+            self._bell_words[self._bell_value] = packet_id
+        except (OverflowError, ValueError):
+            self._signals.store(self.doorbell_signal, packet_id)
+            return
+        proc = self.processor
+        _raise_to(proc._rung, packet_id)
+        if proc._needs_wake:
+            proc.wake()
 
     @property
     def error(self) -> BaseException | None:
@@ -156,21 +221,49 @@ class PacketProcessor:
         self.queue = queue
         self.signals: SignalTable = provider._signals
         self.cv = threading.Condition(self.signals.lock)
-        self._doorbell = -1  # highest packet id rung so far
+        # The highest packet id rung so far, as a one-element min-heap: `heappushpop` of a
+        # new id keeps the larger of the two in one C call, so concurrent doorbells raise it
+        # without a lock and it never goes back (a lost update would strand packets).
+        self._rung = [-1]
+        # True while the thread sleeps for a doorbell or has not started: only then does a
+        # doorbell take the lock to wake it. The thread sets it (under the lock) before its
+        # last look at `_rung`, and a doorbell raises `_rung` before it reads the flag, so
+        # one of the two always sees the other.
+        self._needs_wake = True
         self._read = 0
         self._stop = False
         self._failed = False
+        self._failure_note = ""
         self._thread: threading.Thread | None = None
         self._executor = None
         self._ring64 = memoryview(queue.ring).cast("Q")
         self._ring16 = memoryview(queue.ring).cast("H")
         self._mask = queue.size - 1
 
-    # --- control (called with the signal-table lock held, from the doorbell hook) --------
+    @property
+    def _doorbell(self) -> int:
+        """The highest packet id rung so far (-1: none)."""
+        return self._rung[0]
+
+    # --- control -------------------------------------------------------------------------
     def on_doorbell(self, value: int) -> None:
-        if value > self._doorbell:
-            self._doorbell = value
-        if self._thread is None and not self._stop:
+        """The doorbell signal's store hook (a store through the signal table): called with
+        the signal-table lock held."""
+        _raise_to(self._rung, value)
+        if self._needs_wake:
+            self._wake_locked()
+
+    def wake(self) -> None:
+        """Start or wake the thread after a doorbell (takes the signal-table lock)."""
+        with self.signals.lock:
+            self._wake_locked()
+
+    def _wake_locked(self) -> None:
+        if self._stop:
+            self._needs_wake = False  # nobody to wake any more: doorbells stay lock-free
+            return
+        if self._thread is None:
+            self._needs_wake = False
             self._thread = threading.Thread(
                 target=self._run, name=f"virtual-aql-queue-{self.queue.id}", daemon=True
             )
@@ -180,6 +273,7 @@ class PacketProcessor:
     def stop(self, join_timeout_s: float = 10.0) -> None:
         with self.signals.lock:
             self._stop = True
+            self._needs_wake = False
             self.cv.notify_all()
         t = self._thread
         if t is not None and t is not threading.current_thread():
@@ -197,15 +291,22 @@ class PacketProcessor:
 
     # --- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
+        rung = self._rung
         try:
             while True:
-                with self.signals.lock:
-                    while not self._stop and self._doorbell < self._read:
-                        self.cv.wait()
-                    if self._stop:
-                        return
-                while self._read <= self._doorbell and not self._stop:
+                if rung[0] < self._read:
+                    with self.signals.lock:
+                        # flag first, then the last look (see `_needs_wake`)
+                        self._needs_wake = True
+                        while not self._stop and rung[0] < self._read:
+                            self.cv.wait()
+                        self._needs_wake = False
+                        if self._stop:
+                            return
+                while self._read <= rung[0] and not self._stop:
                     self._process(self._read)
+                if self._stop:
+                    return
         except _Stopped:
             return
         except HsaError as exc:
@@ -313,7 +414,7 @@ class PacketProcessor:
         barrier bit is clear: hardware may run all of them at once."""
         group = [(packet_id, slot, words)]
         pid = packet_id + 1
-        while pid <= self._doorbell and len(group) < self.queue.size:
+        while pid <= self._rung[0] and len(group) < self.queue.size:
             s = pid & self._mask
             w0 = int(self._ring64[s * 8])
             if w0 & 0xFF != KERNEL_DISPATCH or (w0 >> 8) & 1:
@@ -499,20 +600,23 @@ class PacketProcessor:
     def _fail(self, exc: HsaError) -> None:
         queue = self.queue
         self._failed = True
+        self._failure_note = f"queue {queue.id} stopped at packet {self._read}: {exc}"
         queue._error = exc
         status = getattr(exc, "status", HSA_STATUS_ERROR)
         # The completion signals of the failed packet and of every packet published after it
         # will never be decremented: say so in the timeout of anyone waiting on them.
-        self.signals.annotate(
-            self.pending_completion_signals(),
-            f"queue {queue.id} stopped at packet {self._read}: {exc}",
-        )
+        self.annotate_pending()
         self.signals.wake_all()
         if queue._callback is not None:
             try:
                 queue._callback(status, queue)
             except Exception:
                 log.exception("queue %d: the error callback raised", queue.id)
+
+    def annotate_pending(self) -> None:
+        """After a failure: note it on the completion signals of every unconsumed packet."""
+        if self._failure_note:
+            self.signals.annotate(self.pending_completion_signals(), self._failure_note)
 
     def pending_completion_signals(self) -> list[int]:
         """Completion signals of the packets written but not consumed."""
@@ -533,6 +637,7 @@ class PacketProcessor:
 
 
 _active_sink = packets.trace.active_sink
+_raise_to = heapq.heappushpop  # on a one-element heap: keeps max(old, new), atomically
 
 
 def _all_zero(values: list[int]) -> bool | None:

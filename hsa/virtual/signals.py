@@ -127,6 +127,12 @@ class SignalTable:
     def exists(self, handle: int) -> bool:
         return handle in self._signals
 
+    def signal(self, handle: int) -> _Signal:
+        """The live signal record behind `handle` (its `words`, `base`, `waiters`): for a
+        caller that writes the value word itself on a hot path (a queue's doorbell), which
+        must then fall back to `store` while the signal has waiters or a note."""
+        return self._get(handle, "amd_signal_t")
+
     # --- plain operations -----------------------------------------------------------------
     def _get(self, handle: int, call: str) -> _Signal:
         sig = self._signals.get(handle)
@@ -367,7 +373,7 @@ def _condition(c: int) -> int:
 
 
 def _i64(v: int) -> int:
-    v &= 0xFFFF_FFFF_FFFF_FFFF
+    v = int(v) & 0xFFFF_FFFF_FFFF_FFFF  # (int(): numpy integers mask without overflow)
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
