@@ -529,6 +529,24 @@ def _agent_report(p: Any, spec: DeviceSpec, agent: Any) -> DeviceReport:
     )
 
 
+def _rocr_library_facts() -> tuple[dict[str, str], dict[str, Capability]]:
+    """(versions, paths) of the libhsa-runtime64 ROCr would use, read without hsa_init, so
+    that the report of a machine where ROCr cannot start still names the ROCr build and
+    what its library offers. Empty where there is no library."""
+    try:
+        import hsa.rocr as rocr
+
+        lib = rocr.load_library()
+        path = rocr.library_path(lib)
+        version = rocr.library_version(path) if path else None
+        caps = rocr.capabilities(lib)
+    except (HsaError, ImportError, OSError, AttributeError):
+        return {}, {}
+    versions = {"rocr": version.describe() if version else "unknown", "library": str(path)}
+    paths = {k: caps[k] for k in ("barrier_value", "profiling", "async_copy") if k in caps}
+    return versions, paths
+
+
 def hsa_reports(system_key: str) -> list[DeviceReport]:
     """DeviceReports for every GPU agent of an HSA system (or one saying why none)."""
     provider = "rocr" if system_key == "rocr" else "virtual"
@@ -536,7 +554,8 @@ def hsa_reports(system_key: str) -> list[DeviceReport]:
     try:
         p = systems.acquire(system_key)
     except HsaUnavailable as e:
-        return [DeviceReport("amdgpu", "hsa", "", "", False, str(e))]
+        versions, paths = _rocr_library_facts() if provider == "rocr" else ({}, {})
+        return [DeviceReport("amdgpu", "hsa", "ROCr GPU agent", "", False, str(e), paths, versions)]
     except (HsaError, ImportError, OSError) as e:
         spec = "amdgpu" if provider == "rocr" else "amdgpu:virtual"
         return [DeviceReport(spec, "hsa", "", "", False, f"{type(e).__name__}: {e}")]

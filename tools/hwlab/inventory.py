@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import amdgpu
-from amdgpu.errors import AmdgpuError
 from compiler.targets import lookup
 
 # The hardware classes hwlab knows (pytest markers of the suites). `hsa` (any HSA agent) and
@@ -103,27 +102,6 @@ class LabDevice:
         }
 
 
-def _rocr_library_facts() -> tuple[dict[str, str], dict[str, tuple[bool, str]]]:
-    """(versions, library paths) of the libhsa-runtime64 that ROCr would use, read without
-    hsa_init, for the ROCr row when no agent can be opened. Empty where there is none."""
-    try:
-        import hsa.rocr as rocr  # the library identity only: no HSA call is made
-
-        lib = rocr.load_library()
-        path = rocr.library_path(lib)
-        version = rocr.library_version(path) if path else None
-        caps = rocr.capabilities(lib)
-    except (AmdgpuError, ImportError, OSError, AttributeError):
-        return {}, {}
-    versions = {"rocr": version.describe() if version else "unknown", "library": path}
-    paths = {
-        k: (bool(caps[k].available), caps[k].reason)
-        for k in ("barrier_value", "profiling", "async_copy")
-        if k in caps
-    }
-    return versions, paths
-
-
 def _row(machine: str, rep) -> LabDevice:
     dev = LabDevice(
         key=f"{machine}/{rep.spec}",
@@ -137,17 +115,6 @@ def _row(machine: str, rep) -> LabDevice:
         path_reasons={k: c.reason for k, c in rep.paths.items() if not c.available},
         versions={k: str(v) for k, v in (getattr(rep, "versions", {}) or {}).items()},
     )
-    if dev.backend == "hsa" and not dev.is_virtual and not dev.available:
-        # ROCr could not start: still say which ROCr it is and what its library offers
-        versions, paths = _rocr_library_facts()
-        dev.name = dev.name or "ROCr GPU agent"
-        for k, v in versions.items():
-            dev.versions.setdefault(k, v)
-        for k, (ok, why) in paths.items():
-            if k not in dev.paths:
-                dev.paths[k] = ok
-                if not ok:
-                    dev.path_reasons[k] = why
     return dev
 
 
