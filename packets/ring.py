@@ -159,14 +159,19 @@ class Ring:
                                kernarg, symbol)
         return idx
 
-    def publish_many(self, block, headers=None) -> int:
+    def publish_many(self, block, headers=None, record=None, record_args=()) -> int:
         """Publish N packets (a structured array, PACKET array, (N, 64) uint8, or bytes) with
         one doorbell; returns the id of the first. Wraps around the ring end.
 
         `headers`: the N 32-bit header words (`header | setup << 16`, a uint32 array or a
         list) when `block` holds the packets with INVALID headers: the fast form for a
         block that is published again and again. The block may be reused or changed as soon
-        as this returns."""
+        as this returns.
+
+        `record`: while a trace sink is active, called instead of the sink's
+        `record_packets` with (queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+        *record_args): a caller that traces the block its own way (a command buffer replay:
+        `sink.block_replay`, its template recorded once) and so spares the packet copy."""
         sink = _STATE.sink
         if sink is not None:
             t_reserve = _now()
@@ -222,6 +227,9 @@ class Ring:
             return idx
         t_publish = _now()
         self._doorbell(last_id)
+        if record is not None:
+            record(self.queue_id, idx, t_reserve, t_publish, _now(), *record_args)
+            return idx
         rows = np.frombuffer(src, np.uint8)
         if headers is not None:  # the record holds the packets as published
             rows = rows.copy()

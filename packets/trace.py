@@ -11,6 +11,11 @@ the first time a ring is created or `active_sink()` is called; it frames records
 publishing thread and writes them on a thread of its own (`flush()` before reading a trace
 that is still open). `read_trace(path)` streams records one at a time and raises
 `TraceFormatError` naming the byte offset of a truncated or corrupt record.
+
+Version 2 adds BLOCK_TEMPLATE and BLOCK_REPLAY: a packet block published again and again
+(a command buffer's) is recorded once, then each publish as a small fixed record (queue,
+ids, timestamps, kernarg base, signal, binding addresses); readers expand a replay into
+the packet records it stands for, kernarg bytes included. Version-1 files still read.
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ import numpy as np
 from amdgpu.errors import AmdgpuError, TraceFormatError
 
 MAGIC = b"AMDGPUTR"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+VERSION = 2  # 2: BLOCK_TEMPLATE / BLOCK_REPLAY records (a v1 reader would drop their packets)
+SUPPORTED_VERSIONS = (1, 2)
 _FILE_HEADER = struct.Struct("<8sHHI")
 _RECORD_HEADER = struct.Struct("<IHH")
 FILE_HEADER_SIZE = _FILE_HEADER.size  # 16
@@ -50,6 +55,8 @@ class RecordKind(IntEnum):
     COMPLETION = 4
     VULKAN_SUBMISSION = 5
     PACKET_BATCH = 6  # N packets published with one doorbell; read back as N packet records
+    BLOCK_TEMPLATE = 7  # a command buffer's packet block and kernarg template, once per sink
+    BLOCK_REPLAY = 8  # one submission of a template; read back as its N packet records
 
 
 class Clock(IntEnum):
@@ -89,6 +96,14 @@ _VULKAN = struct.Struct("<Q")  # time ns; msgpack payload follows
 _PACKET_BATCH = struct.Struct("<QQQQQII")
 _BATCH_RECORD = struct.Struct("<IHHQQQQQII")  # record header + batch head: 56 bytes
 _KIND_BATCH = 6  # RecordKind.PACKET_BATCH, a plain int for the hot path
+# template id, N packets, D dispatch rows, K kernarg template bytes, S patch sites, signal
+# row (-1: none), reserved; then the arrays (see BlockTemplateRecord.to_payload)
+_BLOCK_TEMPLATE = struct.Struct("<QIIIIii")
+# queue id, first packet id, 3 timestamps, template id, kernarg base, completion signal,
+# B bindings, reserved; then B u64 binding addresses
+_BLOCK_REPLAY = struct.Struct("<QQQQQQQQII")
+_KIND_REPLAY = 8  # RecordKind.BLOCK_REPLAY, a plain int for the hot path
+_M64 = (1 << 64) - 1
 
 now_ns = time.monotonic_ns
 
@@ -157,8 +172,192 @@ class UnknownRecord:
     offset: int = -1
 
 
+@dataclass(slots=True)
+class BlockReplayRecord:
+    """One submission of a block template (what the driver changed in it this time).
+    Readers expand it into its packet records; `read_trace(path, expand=False)` yields it."""
+
+    queue_id: int
+    first_id: int  # packet id of the block's first packet
+    reserve_ns: int
+    publish_ns: int
+    doorbell_ns: int
+    template_id: int
+    kernarg_base: int  # address of this submission's copy of the kernarg template
+    signal: int  # completion signal of the template's signal row
+    bindings: tuple  # binding addresses (ints) the kernarg patch sites index
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class BlockTemplateRecord:
+    """A packet block that is published again and again (a command buffer segment), with
+    what a submission patches in it. Queue independent; written once per sink.
+
+    - `block`: the N packets as published (headers in place), N * 64 bytes;
+    - rows 0..D-1 are dispatches: their kernarg_address is the replay's `kernarg_base` +
+      `kernarg_offsets[i]`, their kernarg bytes are `kernarg_sizes[i]` bytes from that
+      offset of the patched kernarg template;
+    - `signal_row` (-1: none) takes the replay's completion signal;
+    - `kernarg`: the kernarg template (K bytes) a submission copies to `kernarg_base`; at
+      byte `site_offsets[j]` it holds the u64 `bindings[site_bindings[j]] + site_addends[j]`
+      (a negative binding index counts from the end of the replay's bindings: the driver
+      puts the queue address last, for hidden_queue_ptr).
+    """
+
+    template_id: int
+    block: bytes
+    kernarg_offsets: np.ndarray  # uint64, D
+    kernarg_sizes: np.ndarray  # uint32, D
+    signal_row: int = -1
+    kernarg: bytes = b""
+    site_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    site_bindings: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    site_addends: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    offset: int = -1
+
+    @classmethod
+    def build(cls, template_id: int, block, kernarg_offsets=(), kernarg_sizes=(),
+              signal_row: int = -1, kernarg: bytes = b"", site_offsets=(), site_bindings=(),
+              site_addends=()) -> BlockTemplateRecord:
+        """A template from any array-likes, checked (raises TraceFormatError)."""
+        raw = _contiguous(block).reshape(-1).view(np.uint8).tobytes()
+        rec = cls(int(template_id), raw, np.array(kernarg_offsets, np.uint64).reshape(-1),
+                  np.array(kernarg_sizes, np.uint32).reshape(-1), int(signal_row),
+                  bytes(kernarg), np.array(site_offsets, np.uint32).reshape(-1),
+                  np.array(site_bindings, np.int32).reshape(-1),
+                  np.array(site_addends, np.uint64).reshape(-1))
+        try:
+            rec.check()
+        except ValueError as e:
+            raise TraceFormatError(f"block template {template_id}: {e}") from None
+        return rec
+
+    @property
+    def count(self) -> int:
+        return len(self.block) >> 6
+
+    @property
+    def dispatches(self) -> int:
+        return int(self.kernarg_offsets.shape[0])
+
+    def check(self) -> None:
+        """Raise ValueError when the parts do not fit together."""
+        n, d, k = self.count, self.dispatches, len(self.kernarg)
+        if len(self.block) & 63:
+            raise ValueError(f"a packet block is a multiple of 64 bytes, got {len(self.block)}")
+        if d > n or self.kernarg_sizes.shape[0] != d:
+            raise ValueError(f"{d} kernarg offsets and {self.kernarg_sizes.shape[0]} sizes "
+                             f"for {n} packets")
+        if d and int((self.kernarg_offsets + self.kernarg_sizes).max()) > k:
+            raise ValueError(f"a dispatch's kernargs run past the {k}-byte kernarg template")
+        if not -1 <= self.signal_row < n:
+            raise ValueError(f"signal row {self.signal_row} outside the {n} packets")
+        s = self.site_offsets.shape[0]
+        if self.site_bindings.shape[0] != s or self.site_addends.shape[0] != s:
+            raise ValueError("patch-site arrays of different lengths")
+        if s and int(self.site_offsets.max()) + 8 > k:
+            raise ValueError(f"a patch site lies past the {k}-byte kernarg template")
+
+    # --- the binary form -----------------------------------------------------------------
+
+    def to_payload(self) -> bytes:
+        """Head, block (N*64), kernarg offsets (D u64), site addends (S u64), site offsets
+        (S u32), site bindings (S i32), kernarg sizes (D u32), kernarg template (K)."""
+        head = _BLOCK_TEMPLATE.pack(self.template_id, self.count, self.dispatches,
+                                    len(self.kernarg), self.site_offsets.shape[0],
+                                    self.signal_row, 0)
+        return b"".join((head, self.block, self.kernarg_offsets.astype("<u8").tobytes(),
+                         self.site_addends.astype("<u8").tobytes(),
+                         self.site_offsets.astype("<u4").tobytes(),
+                         self.site_bindings.astype("<i4").tobytes(),
+                         self.kernarg_sizes.astype("<u4").tobytes(), self.kernarg))
+
+    @classmethod
+    def from_payload(cls, payload: bytes, offset: int = -1) -> BlockTemplateRecord:
+        """Raises ValueError or struct.error when the payload does not parse."""
+        tid, n, d, k, s, signal_row, _ = _BLOCK_TEMPLATE.unpack_from(payload)
+        want = _BLOCK_TEMPLATE.size + 64 * n + 12 * d + 16 * s + k
+        if len(payload) != want:
+            raise ValueError(f"block template of {n} packets, {d} dispatches, {s} sites and "
+                             f"{k} kernarg bytes needs {want} bytes, has {len(payload)}")
+        pos = _BLOCK_TEMPLATE.size
+
+        def take(dtype: str, count: int) -> np.ndarray:
+            nonlocal pos
+            arr = np.frombuffer(payload, dtype, count, pos).astype(dtype[1:])
+            pos += arr.nbytes
+            return arr
+
+        block = payload[pos:pos + 64 * n]
+        pos += 64 * n
+        offsets, addends = take("<u8", d), take("<u8", s)
+        sites, bindings, sizes = take("<u4", s), take("<i4", s), take("<u4", d)
+        rec = cls(tid, block, offsets, sizes, signal_row, payload[pos:pos + k], sites,
+                  bindings, addends, offset)
+        rec.check()
+        return rec
+
+    # --- expanding a replay --------------------------------------------------------------
+
+    def patched_kernarg(self, bindings) -> bytes:
+        """The kernarg template with every patch site filled from `bindings`."""
+        if not self.site_offsets.shape[0]:
+            return self.kernarg
+        index = self.site_bindings.astype(np.int64)
+        nb = len(bindings)
+        if int(index.max()) >= nb or int(index.min()) < -nb:
+            raise ValueError(f"template {self.template_id} patches binding "
+                             f"{int(index.max()) if int(index.max()) >= nb else int(index.min())}"
+                             f", the replay has {nb} binding(s)")
+        table = np.array([b & _M64 for b in bindings], np.uint64)
+        data = bytearray(self.kernarg)
+        words = np.frombuffer(data, np.uint8)
+        values = (table[index] + self.site_addends).astype("<u8")
+        # sites may be at any 8-byte-multiple offset: a (S, 8) byte scatter
+        pos = self.site_offsets.astype(np.int64)[:, None] + np.arange(8)
+        words[pos] = values.view(np.uint8).reshape(-1, 8)
+        return bytes(data)
+
+    def patched_words(self, kernarg_base: int, signal: int) -> np.ndarray:
+        """The N packets of a replay as an (N, 8) uint64 array."""
+        words = np.frombuffer(self.block, "<u8").reshape(-1, 8).copy()
+        d = self.dispatches
+        if d:
+            words[:d, 5] = self.kernarg_offsets + np.uint64(kernarg_base & _M64)
+        if self.signal_row >= 0:
+            words[self.signal_row, 7] = signal & _M64
+        return words
+
+    def packet_records(self, replay: BlockReplayRecord) -> list[PacketRecord]:
+        """The packet records `replay` stands for, kernarg bytes on the dispatch rows."""
+        raw = self.patched_words(replay.kernarg_base, replay.signal).tobytes()
+        kernarg = self.patched_kernarg(replay.bindings) if self.dispatches else b""
+        offs, sizes = self.kernarg_offsets.tolist(), self.kernarg_sizes.tolist()
+        d = len(offs)
+        q, first = replay.queue_id, replay.first_id
+        t0, t1, t2, at = replay.reserve_ns, replay.publish_ns, replay.doorbell_ns, replay.offset
+        return [PacketRecord(q, first + i, t0, t1, t2, raw[i << 6:(i + 1) << 6],
+                             kernarg[offs[i]:offs[i] + sizes[i]] if i < d else None, None, at)
+                for i in range(self.count)]
+
+    def packet_rows(self, replay: BlockReplayRecord) -> np.ndarray:
+        """The packets of `replay` as fixed PACKET_RECORD rows (no kernargs: scan's form)."""
+        n = self.count
+        rows = np.zeros(n, PACKET_RECORD)
+        rows["length"] = PACKET_FIXED_SIZE
+        rows["kind"] = _KIND_PACKET
+        rows["queue_id"] = replay.queue_id
+        rows["packet_id"] = np.arange(replay.first_id, replay.first_id + n, dtype=np.uint64)
+        rows["reserve_ns"] = replay.reserve_ns
+        rows["publish_ns"] = replay.publish_ns
+        rows["doorbell_ns"] = replay.doorbell_ns
+        rows["raw"] = self.patched_words(replay.kernarg_base, replay.signal).view("V64")[:, 0]
+        return rows
+
+
 Record = (PacketRecord | QueueCreatedRecord | KernelSymbolRecord | CompletionRecord
-          | VulkanSubmissionRecord | UnknownRecord)
+          | VulkanSubmissionRecord | BlockTemplateRecord | BlockReplayRecord | UnknownRecord)
 
 
 # --- sinks -------------------------------------------------------------------------------
@@ -173,6 +372,14 @@ class TraceSink(Protocol):
 
     def record_packets(self, queue_id: int, first_id: int, reserve_ns: int, publish_ns: int,
                        doorbell_ns: int, block: np.ndarray) -> None: ...
+
+    # Optional (a sink without them gets replays as record_packets): a packet block that
+    # is published again and again, once, then per publish only what changed.
+    def block_template(self, template: BlockTemplateRecord) -> None: ...
+
+    def block_replay(self, queue_id: int, first_id: int, reserve_ns: int, publish_ns: int,
+                     doorbell_ns: int, template_id: int, kernarg_base: int, signal: int,
+                     bindings: tuple) -> None: ...
 
     def queue_created(self, queue_id: int, info: dict) -> None: ...
 
@@ -254,6 +461,8 @@ class TraceWriter:
         self._file: io.FileIO | None = open(self.path, "wb", buffering=0)  # noqa: SIM115
         self._fd = self._file.fileno()
         self._pieces: list = []  # framed records (bytes, memoryview), in order
+        self._tuples = False  # once True, _pieces may hold block replays as field tuples
+        self._dropped: str | None = None  # a replay tuple that did not pack (next flush says)
         self._limit = max(1, buffer_records)
         self._write_lock = threading.Lock()  # one drain at a time: keeps the file in order
         self._wake = threading.Event()
@@ -353,6 +562,22 @@ class TraceWriter:
         slab.fill(0)
         return slab
 
+    def block_template(self, template: BlockTemplateRecord) -> None:
+        """One BLOCK_TEMPLATE record (once per template per sink: not a hot path)."""
+        self._put(_pack(RecordKind.BLOCK_TEMPLATE, 0, template.to_payload()))
+
+    def block_replay(self, queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                     template_id, kernarg_base, signal, bindings) -> None:
+        """One BLOCK_REPLAY record: a fixed head and the binding addresses. Queued as a tuple
+        of its fields (`bindings` a tuple of ints, kept as is): the writer thread packs it,
+        so the publishing thread pays one tuple and one append."""
+        self._tuples = True  # (set before the append: a drain then looks for tuples)
+        pieces = self._pieces
+        pieces.append((queue_id, first_id, reserve_ns, publish_ns, doorbell_ns, template_id,
+                       kernarg_base, signal, bindings))
+        if len(pieces) >= self._limit:
+            self._kick()
+
     def queue_created(self, queue_id: int, info: dict | None = None) -> None:
         self._put(_pack(RecordKind.QUEUE_CREATED, 0,
                         _QUEUE_CREATED.pack(queue_id, now_ns()) + _packb(info or {})))
@@ -418,6 +643,8 @@ class TraceWriter:
         if n:
             batch = pieces[:n]
             del pieces[:n]  # appends made meanwhile stay queued
+            if self._tuples:  # block replays queued as field tuples (sticky: producers race)
+                batch = [self._pack_tuple(p) if p.__class__ is tuple else p for p in batch]
             if self._file is not None and self._error is None:  # else: closed or failed,
                 try:  # drop rather than grow forever
                     _write_all(self._fd, batch)
@@ -436,7 +663,18 @@ class TraceWriter:
                 finally:
                     self._slab_lock.release()
 
+    def _pack_tuple(self, fields: tuple) -> bytes:
+        try:
+            return _pack_replay(*fields)
+        except (TypeError, ValueError, OverflowError, struct.error) as e:
+            self._dropped = f"a block_replay record was dropped ({e})"
+            return b""
+
     def _raise_error(self) -> None:
+        dropped = self._dropped
+        if dropped is not None:
+            self._dropped = None
+            raise AmdgpuError(f"trace {self.path}: {dropped}: pass integer addresses and ids")
         e = self._error
         if e is not None:
             self._error = None
@@ -494,6 +732,25 @@ def _write_all(fd: int, pieces: list) -> None:
         data = data[os.write(fd, data):]
 
 
+_REPLAY_PACKERS: dict = {}
+
+
+def _pack_replay(queue_id, first_id, reserve_ns, publish_ns, doorbell_ns, template_id,
+                 kernarg_base, signal, bindings) -> bytes:
+    n = len(bindings)
+    packer = _REPLAY_PACKERS.get(n) or _replay_packer(n)
+    return packer(_BLOCK_REPLAY.size + 8 * n, _KIND_REPLAY, 0, queue_id, first_id, reserve_ns,
+                  publish_ns, doorbell_ns, template_id, kernarg_base & _M64, signal & _M64, n,
+                  0, *(b & _M64 for b in bindings))
+
+
+def _replay_packer(bindings: int):
+    """`pack` of a whole BLOCK_REPLAY record (header, head, `bindings` u64), cached."""
+    packer = struct.Struct(f"<IHHQQQQQQQQII{bindings}Q").pack
+    _REPLAY_PACKERS[bindings] = packer
+    return packer
+
+
 def _contiguous(block) -> np.ndarray:
     if isinstance(block, (bytes, bytearray, memoryview)):
         return np.frombuffer(block, np.uint8)
@@ -505,6 +762,7 @@ class MemorySink:
 
     def __init__(self) -> None:
         self.records: list = []
+        self.templates: dict[int, BlockTemplateRecord] = {}
         self._lock = threading.Lock()
 
     def record_packet(self, queue_id, packet_id, reserve_ns, publish_ns, doorbell_ns, raw,
@@ -519,6 +777,25 @@ class MemorySink:
         raw = np.ascontiguousarray(block).view(np.uint8).reshape(-1, 64)
         recs = [PacketRecord(queue_id, first_id + i, reserve_ns, publish_ns, doorbell_ns,
                              raw[i].tobytes()) for i in range(raw.shape[0])]
+        with self._lock:
+            self.records.extend(recs)
+
+    def block_template(self, template: BlockTemplateRecord) -> None:
+        """Kept (as read_trace yields it), and used to expand later replays."""
+        with self._lock:
+            self.templates[template.template_id] = template
+            self.records.append(template)
+
+    def block_replay(self, queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                     template_id, kernarg_base, signal, bindings) -> None:
+        """Expanded at once into the packet records it stands for (as read_trace does)."""
+        template = self.templates.get(template_id)
+        if template is None:
+            raise TraceFormatError(f"block replay of template {template_id}, which this sink "
+                                   "was not given: call block_template first")
+        replay = BlockReplayRecord(queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                                   template_id, kernarg_base, signal, tuple(bindings))
+        recs = template.packet_records(replay)
         with self._lock:
             self.records.extend(recs)
 
@@ -621,17 +898,22 @@ def _close_writers() -> None:
 # --- reading -----------------------------------------------------------------------------
 
 
-def read_trace(path: str | os.PathLike) -> Iterator[Record]:
-    """Stream the records of a trace file, one at a time (the file is never loaded whole)."""
+def read_trace(path: str | os.PathLike, expand: bool = True) -> Iterator[Record]:
+    """Stream the records of a trace file, one at a time (the file is never loaded whole).
+    A packet batch or a block replay comes as the packet records it stands for;
+    `expand=False` yields block replays as BlockReplayRecord instead."""
     with open(path, "rb") as f:
-        yield from TraceReader(f)
+        yield from TraceReader(f, expand)
 
 
 class TraceReader:
-    """Iterates the records of a binary file object; `version` is known after __init__."""
+    """Iterates the records of a binary file object; `version` is known after __init__.
+    `templates` holds the block templates read so far (by template id)."""
 
-    def __init__(self, stream: io.BufferedIOBase):
+    def __init__(self, stream: io.BufferedIOBase, expand: bool = True):
         self._stream = stream
+        self.expand = expand
+        self.templates: dict[int, BlockTemplateRecord] = {}
         head = stream.read(FILE_HEADER_SIZE)
         if len(head) < FILE_HEADER_SIZE:
             raise TraceFormatError(
@@ -684,16 +966,31 @@ class TraceReader:
                 )
             self.offset = offset + RECORD_HEADER_SIZE + length
             try:
-                if kind == RecordKind.PACKET_BATCH:
-                    yield from parse_batch(payload, offset)
+                if kind == _KIND_BATCH:
+                    out = parse_batch(payload, offset)
+                elif kind == _KIND_REPLAY and self.expand:
+                    replay = _parse_replay(payload, offset)
+                    out = self.template_of(replay).packet_records(replay)
                 else:
-                    yield _parse(kind, flags, payload, offset)
+                    rec = _parse(kind, flags, payload, offset)
+                    if kind == RecordKind.BLOCK_TEMPLATE:
+                        self.templates[rec.template_id] = rec
+                    out = (rec,)
             except (struct.error, ValueError, TypeError, KeyError, UnicodeDecodeError,
                     msgpack.UnpackException) as e:
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
                     f"parse: {e}"
                 ) from None
+            yield from out
+
+    def template_of(self, replay: BlockReplayRecord) -> BlockTemplateRecord:
+        """The template `replay` refers to (ValueError when no earlier record defined it)."""
+        template = self.templates.get(replay.template_id)
+        if template is None:
+            raise ValueError(f"it replays block template {replay.template_id}, which no "
+                             "earlier record defines")
+        return template
 
 
 def _parse(kind: int, flags: int, payload: bytes, offset: int) -> Record:
@@ -727,7 +1024,20 @@ def _parse(kind: int, flags: int, payload: bytes, offset: int) -> Record:
     if kind == RecordKind.VULKAN_SUBMISSION:
         (t,) = _VULKAN.unpack_from(payload)
         return VulkanSubmissionRecord(t, _unpackb(payload[_VULKAN.size:]), offset)
+    if kind == RecordKind.BLOCK_TEMPLATE:
+        return BlockTemplateRecord.from_payload(payload, offset)
+    if kind == RecordKind.BLOCK_REPLAY:
+        return _parse_replay(payload, offset)
     return UnknownRecord(kind, flags, payload, offset)
+
+
+def _parse_replay(payload: bytes, offset: int = -1) -> BlockReplayRecord:
+    head = _BLOCK_REPLAY.unpack_from(payload)
+    n = head[8]
+    if len(payload) != _BLOCK_REPLAY.size + 8 * n:
+        raise ValueError(f"block replay of {n} bindings holds {len(payload)} bytes")
+    bindings = struct.unpack_from(f"<{n}Q", payload, _BLOCK_REPLAY.size)
+    return BlockReplayRecord(*head[:8], bindings, offset)
 
 
 def parse_batch(payload: bytes, offset: int = -1) -> list[PacketRecord]:

@@ -30,13 +30,23 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("plain"), st.integers(0, len(RAW) - 1), st.integers(1, 5)),
     st.tuples(st.just("tail"), st.integers(0, len(RAW) - 1), st.integers(0, 3)),
     st.tuples(st.just("batch"), st.integers(0, len(RAW) - 1), st.integers(1, 9)),
+    st.tuples(st.just("replay"), st.integers(0, 3), st.integers(0, 4)),
     st.tuples(st.just("done"), st.integers(0, 2), st.integers(1, 4)),
     st.tuples(st.just("other"), st.integers(0, 3), st.integers(0, 0)),
 ), max_size=25)
 
 
+# A block template: RAW's 4 dispatches (kernargs at 0, 32, 32, 64) and its barrier-AND, the
+# signal on the barrier; patch sites for binding 0 and the last binding.
+TEMPLATE = trace.BlockTemplateRecord.build(
+    3, np.frombuffer(b"".join(RAW[:5]), packets.PACKET), kernarg_offsets=[0, 32, 32, 64],
+    kernarg_sizes=[24, 24, 24, 16], signal_row=4, kernarg=bytes(range(80)),
+    site_offsets=[8, 64], site_bindings=[0, -1], site_addends=[4, 0])
+
+
 def write(path, program) -> None:
     ids = {0: 0, 1: 0}
+    template_written = False
     t = 1000
     # Tiny staging slabs and limits: the writer thread, slab reuse, batches larger than a
     # slab and back-pressure all take part.
@@ -61,6 +71,13 @@ def write(path, program) -> None:
                                       packets.PACKET)
                 w.record_packets(q, ids[q], t, t + 50, t + 60, block)
                 ids[q] += b
+            elif op == "replay":
+                if not template_written:
+                    w.block_template(TEMPLATE)
+                    template_written = True
+                w.block_replay(q, ids[q], t, t + 3, t + 4, TEMPLATE.template_id,
+                               0x8000 + 0x100 * b, 0x60 + b, (0x1000 * (a + 1), 0x2000 + b))
+                ids[q] += TEMPLATE.count
             elif op == "done":
                 for i in range(b):
                     w.completion(a % 2, max(0, ids[a % 2] - 1 - i), t, t + 10 * (i + 1))
@@ -102,9 +119,13 @@ def test_scan_matches_read_trace(tmp_path, program, chunk_bytes):
     assert [(int(d["queue_id"]), int(d["packet_id"]), int(d["end_ns"] - d["start_ns"]))
             for d in done] == [(r.queue_id, r.packet_id, r.end_ns - r.start_ns)
                                for r in want_done]
+    # replayed packets stay in the array (their record is the replay, not a packet record)
+    replays = {r.offset for r in packets.read_trace(path, expand=False)
+               if isinstance(r, trace.BlockReplayRecord)}
     want_others = [r for r in records if not isinstance(r, trace.CompletionRecord)
                    and not (isinstance(r, trace.PacketRecord)
-                            and r.kernarg is None and r.symbol is None)]
+                            and ((r.kernarg is None and r.symbol is None)
+                                 or r.offset in replays))]
     assert [(type(r).__name__, r.offset) for r in others] == [
         (type(r).__name__, r.offset) for r in want_others]
 
@@ -124,16 +145,17 @@ def test_scan_matches_read_trace(tmp_path, program, chunk_bytes):
     assert sum(result["kernels"].values()) == dispatches
 
 
-@pytest.mark.parametrize("single", [False, True])
-def test_long_traces_stream_in_bounded_chunks(tmp_path, single):
-    """Plain records (Ring.publish) and batch records (Ring.publish_many) are read a chunk
-    at a time, never as a whole file; stats count them all."""
+@pytest.mark.parametrize("single, replay", [(False, False), (True, False), (False, True)])
+def test_long_traces_stream_in_bounded_chunks(tmp_path, single, replay):
+    """Plain records (Ring.publish), batch records (Ring.publish_many) and block replays are
+    read a chunk at a time, never as a whole file; stats count them all."""
     path = tmp_path / "many.aqltrace"
     count = 20_000
-    synth.write_many(path, count, batch=500, single=single)
-    sizes = [c.packets.shape[0] for c in scan.scan(path, chunk_bytes=1 << 16)]
+    synth.write_many(path, count, batch=500, single=single, replay=replay)
+    chunk_bytes = 256 if replay else 1 << 16  # a replay record is 96 bytes for 500 packets
+    sizes = [c.packets.shape[0] for c in scan.scan(path, chunk_bytes=chunk_bytes)]
     assert sum(sizes) == count and len(sizes) > 10
-    assert max(sizes) <= ((1 << 16) // 112 + 1 if single else 2 * 500)
+    assert max(sizes) <= ((1 << 16) // 112 + 1 if single else (3 if replay else 2) * 500)
     result = stats.compute(path)
     assert result["packets"]["kernel_dispatch"] == count - count // 500
     assert result["packets"]["barrier_and"] == count // 500

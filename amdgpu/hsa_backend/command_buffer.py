@@ -17,8 +17,10 @@ sites, SMALL_ROWS dispatches) do the two patches as a few memoryview stores inst
 that size numpy's per-call cost is most of a replay's host time.
 
 While a trace sink is active, each submit tells it the segment's kernels (KERNEL_SYMBOL,
-once per kernel per sink), and a one-dispatch block goes out as a packet record with its
-kernarg bytes (see amdgpu.hsa_backend.tracing).
+once per kernel per sink); a one-dispatch block goes out as a packet record with its
+kernarg bytes, a larger block as the segment's BLOCK_TEMPLATE (once per sink) and one
+BLOCK_REPLAY record per submit: kernarg base, signal and binding addresses, from which
+readers rebuild the packets and their kernarg values (see amdgpu.hsa_backend.tracing).
 
 Barrier bits: the first packet always has it (a lane runs its submissions in order); a
 dispatch recorded after `barrier()` has it; nothing else does, so independent dispatches
@@ -48,7 +50,7 @@ from amdgpu.command_buffer import BindingSlot, CommandBuffer
 from amdgpu.device import TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError
 from amdgpu.hsa_backend.executable import HsaKernel
-from amdgpu.hsa_backend.tracing import announce_all
+from amdgpu.hsa_backend.tracing import announce_all, announce_template
 
 _KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet
 _SIGNAL_WORD = 7  # completion_signal is u64 word 7
@@ -102,6 +104,13 @@ class _Segment:
     block_words: memoryview | None = None  # the packet block as u64 words (Q)
     row_offsets: list[int] = field(default_factory=list)  # kernarg_offsets as ints
     header_list: list[int] = field(default_factory=list)  # headers as ints
+    # uint32, per dispatch row: its kernarg bytes (for the trace's kernarg values)
+    kernarg_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    # the trace's block template of this segment, built at its first traced submit, the
+    # sinks told about it (a WeakSet) and a weak reference to the last one (the fast check)
+    trace_template: Any = None
+    trace_sinks: Any = None
+    trace_sink: Any = None
 
     def full_block(self) -> np.ndarray:
         """A copy of the block with its headers in place (what the ring receives)."""
@@ -309,6 +318,7 @@ class HsaCommandBuffer(CommandBuffer):
             dispatches=n,
             symbols=[d.kernel.name for d in run],
             kernels=list({id(d.kernel): d.kernel for d in run}.values()),
+            kernarg_sizes=np.array([len(d.template) for d in run], np.uint32),
         )
 
     @property
@@ -386,7 +396,7 @@ class HsaCommandBuffer(CommandBuffer):
                     )
             first = False
             if _TRACE.sink is not None:
-                self._publish_traced(lane, seg, block, headers, off)
+                self._publish_traced(lane, seg, block, headers, off, base, addrs)
             else:
                 lane.publish_block(block, headers)
             lane.submitted = value
@@ -394,23 +404,43 @@ class HsaCommandBuffer(CommandBuffer):
 
     @staticmethod
     def _publish_traced(
-        lane: Any, seg: _Segment, block: np.ndarray, headers: Any, kernarg_off: int
+        lane: Any,
+        seg: _Segment,
+        block: np.ndarray,
+        headers: Any,
+        kernarg_off: int,
+        base: int,
+        addrs: tuple,
     ) -> None:
         """A replay while a trace sink is active: the sink learns each kernel's symbol (so
-        packet-trace names the packets of the block by kernel_object); a block of one
-        dispatch goes out as one packet record with its kernarg bytes and name (a batch
-        record has no room for kernargs)."""
+        packet-trace names the packets of the block by kernel_object). A block of one
+        dispatch goes out as one packet record with its kernarg bytes and name. A larger
+        one, as published (no wait packets in front, one ring's worth), goes out as the
+        segment's block template (once per sink) and one small block replay record: its
+        kernarg base, completion signal and binding addresses, no copy of the packets."""
         sink = _TRACE.sink
-        if sink is not None:
-            announce_all(sink, seg.kernels)
+        if sink is None:  # switched off meanwhile
+            lane.publish_block(block, headers)
+            return
         if len(block) == 1 and seg.dispatches == 1:
+            announce_all(sink, seg.kernels)
             kernel = seg.kernels[0]
             start = kernarg_off + int(seg.kernarg_offsets[0])
             kernarg = lane.kernarg_memory[start : start + kernel.layout.size].tobytes()
             packet = struct.pack("<I", int(headers[0])) + block.tobytes()[4:]
             lane.ring.publish(packet, kernarg=kernarg, symbol=kernel.name)
-        else:
+            return
+        replay = getattr(sink, "block_replay", None)
+        if replay is None or block is not seg.block or len(block) > lane.ring.size:
+            announce_all(sink, seg.kernels)  # wait packets in front, a huge block, an old sink
             lane.publish_block(block, headers)
+            return
+        ref = seg.trace_sink  # the sink last told about the template (and so the kernels)
+        if ref is not None and ref() is sink:
+            template_id = seg.trace_template.template_id
+        else:
+            template_id = announce_template(sink, seg)
+        lane.ring.publish_many(block, headers, replay, (template_id, base, lane.signal, addrs))
 
     def _run_host_op(self, op: _HostOp, bindings: Sequence[Any]) -> None:
         dev = self.device

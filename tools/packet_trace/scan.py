@@ -3,12 +3,15 @@
 
 `scan(path)` yields `Chunk`s in file order. A chunk holds every packet of its part of the
 file as one numpy array of fixed 112-byte packet records (plain records are viewed in place,
-PACKET_BATCH records and the fixed part of records with a kernarg/symbol tail are copied into
-the same layout), every completion as a numpy array, and the remaining records as objects
-(`packets.trace` records, in order). Runs of plain records are found with vector compares, so
-a file of a million plain packets costs a few numpy calls per 4 MiB, not a Python step per
-record. A truncated or corrupt record ends the scan with `TraceFormatError` naming its byte
-offset, after the chunk of the records before it has been yielded.
+PACKET_BATCH records, BLOCK_REPLAY records (expanded through their BLOCK_TEMPLATE) and the
+fixed part of records with a kernarg/symbol tail are copied into the same layout), every
+completion as a numpy array, and the remaining records as objects (`packets.trace` records,
+in order; block templates among them, replays not: their packets are in the array, and
+their kernarg values are read with `packets.read_trace`). Runs of plain records are found
+with vector compares, so a file of a million plain packets costs a few numpy calls per 4 MiB,
+not a Python step per record. A truncated or corrupt record ends the scan with
+`TraceFormatError` naming its byte offset, after the chunk of the records before it has been
+yielded.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ _PACKET_STRIDE = trace.PACKET_RECORD.itemsize  # 112
 _KIND_PACKET = int(trace.RecordKind.PACKET)
 _KIND_COMPLETION = int(trace.RecordKind.COMPLETION)
 _KIND_BATCH = int(getattr(trace.RecordKind, "PACKET_BATCH", 6))
+_KIND_TEMPLATE = int(trace.RecordKind.BLOCK_TEMPLATE)
+_KIND_REPLAY = int(trace.RecordKind.BLOCK_REPLAY)
 
 COMPLETION_RECORD = np.dtype(
     [
@@ -166,9 +171,13 @@ def _run(data: bytes, pos: int, end: int, stride: int, head: int) -> int:
     return 1 + _run_length(data, nxt, stride, head, (end - nxt) // stride)
 
 
-def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool) -> tuple[int, int]:
+def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
+                 templates: dict | None = None) -> tuple[int, int]:
     """Parse the whole records of `data` (file offset `base`) into `out`. Returns (bytes
-    consumed, bytes the next incomplete record needs in all, or 0)."""
+    consumed, bytes the next incomplete record needs in all, or 0). `templates` maps the
+    block templates seen so far (this and earlier chunks) by id."""
+    if templates is None:
+        templates = {}
     end = len(data)
     pos = 0
     unpack = _HEAD.unpack_from
@@ -206,6 +215,16 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool) -> tup
                     f"parse: {length} bytes is shorter than a batch head"
                 )
             packet_parts.append(_batch_rows(payload, offset))
+        elif kind == _KIND_REPLAY:
+            replay = trace.parse_record(kind, flags, payload, offset)
+            template = templates.get(replay.template_id)
+            if template is None:
+                raise TraceFormatError(
+                    f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
+                    f"parse: it replays block template {replay.template_id}, which no earlier "
+                    "record defines"
+                )
+            packet_parts.append(template.packet_rows(replay))
         else:
             record = trace.parse_record(kind, flags, payload, offset)
             if kind == _KIND_PACKET:  # a record with a tail: its fixed part joins the array
@@ -218,6 +237,8 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool) -> tup
                 if with_tails:
                     out.others.append(record)
             else:
+                if kind == _KIND_TEMPLATE:
+                    templates[record.template_id] = record
                 out.others.append(record)
         out.records += 1
         pos += size
@@ -233,6 +254,7 @@ def scan(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
         base = reader.offset
         leftover = b""
         want = chunk_bytes
+        templates: dict = {}  # block templates by id, for the replays of later chunks
         while True:
             fresh = f.read(max(chunk_bytes, want - len(leftover)))
             if not fresh:
@@ -242,7 +264,7 @@ def scan(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
             data = leftover + fresh if leftover else fresh
             out = _Builder(data)
             try:
-                used, need = _parse_chunk(data, base, out, with_tails)
+                used, need = _parse_chunk(data, base, out, with_tails, templates)
             except TraceFormatError:
                 yield out.build()  # what came before the bad record
                 raise

@@ -128,6 +128,8 @@ class StatsBuilder:
             key = "queue_created"
         elif isinstance(rec, trace.VulkanSubmissionRecord):
             key = "vulkan_submission"
+        elif isinstance(rec, trace.BlockTemplateRecord):
+            key = "block_template"
         elif isinstance(rec, trace.CompletionRecord):  # one with unusual flags
             self._add_completion_values(np.array([rec.queue_id], np.uint64),
                                         np.array([rec.packet_id], np.uint64),

@@ -147,10 +147,11 @@ def write_sample(path: str | os.PathLike | None, a: float = 2.0, n: int = 1024,
 
 
 def write_many(path: str | os.PathLike, count: int, batch: int = 1000,
-               single: bool = False) -> None:
+               single: bool = False, replay: bool = False) -> None:
     """`count` dispatch packets through Ring.publish_many in batches of `batch` (one
-    PACKET_BATCH record each) or, with single=True, through Ring.publish (plain records);
-    a barrier-AND closes every batch."""
+    PACKET_BATCH record each; with replay=True one BLOCK_REPLAY record of one block template
+    each, as the driver records a command buffer replay) or, with single=True, through
+    Ring.publish (plain records); a barrier-AND closes every batch."""
     queue = LoopbackQueue(max(1024, 1 << (batch - 1).bit_length()), 0)
     writer = packets.TraceWriter(path)
     previous = packets.set_sink(writer)
@@ -167,12 +168,21 @@ def write_many(path: str | os.PathLike, count: int, batch: int = 1000,
             packets.barrier_and_batch(dep_signals=[[SIGNAL_BASE]], count=1).view(
                 packets.PACKET)])
         raws = [bytes(block[i]) for i in range(batch)] if single else None
+        if replay:  # every dispatch shares one 32-byte kernarg block: x and y bindings
+            writer.block_template(packets.trace.BlockTemplateRecord.build(
+                1, block, kernarg_offsets=np.zeros(batch - 1), kernarg_sizes=np.full(
+                    batch - 1, 24), signal_row=batch - 1, kernarg=bytes(32),
+                site_offsets=[0, 8], site_bindings=[0, 1], site_addends=[0, 0]))
         done = 0
         while done < count:
             n = min(batch, count - done)
             if single:
                 for i in range(n):
                     ring.publish(raws[i])
+            elif replay and n == batch:
+                ring.publish_many(block, None, writer.block_replay,
+                                  (1, KERNARG_BASE + 64 * (done // batch), SIGNAL_BASE,
+                                   (0x7F0000300000, 0x7F0000400000)))
             else:
                 ring.publish_many(block[:n])
             done += n
