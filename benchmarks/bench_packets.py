@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import numpy as np
+from keepup_queue import KeepUpQueue
 
 import packets
 
@@ -39,34 +40,6 @@ class KernelDispatchPacket(ctypes.Structure):
         ("kernarg_address", ctypes.c_uint64), ("reserved2", ctypes.c_uint64),
         ("completion_signal", ctypes.c_uint64),
     ]
-
-
-class Queue:
-    """Queue memory whose consumer keeps up (read index == write index)."""
-
-    def __init__(self) -> None:
-        self.memory = np.zeros(SIZE * 64, np.uint8)
-        packets.invalidate_slots(self.memory)
-        self.write = 0
-        self.bell = 0
-
-    def load_write_index(self) -> int:
-        return self.write
-
-    def add_write_index(self, n: int) -> int:
-        old = self.write
-        self.write = old + n
-        return old
-
-    def load_read_index(self) -> int:
-        return self.write
-
-    def doorbell(self, packet_id: int) -> None:
-        self.bell = packet_id
-
-    def ring(self) -> packets.Ring:
-        return packets.Ring(self.memory, SIZE, self.load_write_index, self.add_write_index,
-                            self.load_read_index, self.doorbell)
 
 
 def interleaved_ns(cases: dict, rounds: int) -> dict:
@@ -102,7 +75,7 @@ def main() -> None:
     calls, rounds = (1000, 3) if quick else (5000, 15)
     bcalls = 10 if quick else 40
 
-    q = Queue()
+    q = KeepUpQueue(SIZE)
     ring = q.ring()
     i = 0
 
@@ -114,7 +87,7 @@ def main() -> None:
             kernarg_address=0x7F0000100000 + ((i & 1023) << 6), completion_signal=0x7F00AA00))
 
     # Baseline: naive ctypes packet, field by field, same publishing protocol, no checks.
-    bq = Queue()
+    bq = KeepUpQueue(SIZE)
     bmem = memoryview(bq.memory)
     bwords = bq.memory.view("<u4")
     word = struct.Struct("<I")

@@ -41,39 +41,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from keepup_queue import KeepUpQueue  # noqa: E402
+
 import packets  # noqa: E402
 from tools.packet_trace import stats, synth  # noqa: E402
 
 CHAIN = 1000
 SIZE = 4096
-
-
-class KeepUpQueue:
-    """Queue memory whose consumer keeps up: the read index follows the write index."""
-
-    def __init__(self) -> None:
-        self.memory = np.zeros(SIZE * 64, np.uint8)
-        packets.invalidate_slots(self.memory)
-        self.write = 0
-        self.bell = 0
-
-    def load_write_index(self) -> int:
-        return self.write
-
-    def add_write_index(self, n: int) -> int:
-        old = self.write
-        self.write = old + n
-        return old
-
-    def load_read_index(self) -> int:
-        return self.write
-
-    def doorbell(self, value: int) -> None:
-        self.bell = value
-
-    def ring(self) -> packets.Ring:
-        return packets.Ring(self.memory, SIZE, self.load_write_index, self.add_write_index,
-                            self.load_read_index, self.doorbell, queue_id=1)
 
 
 def chain_block() -> np.ndarray:
@@ -100,7 +74,7 @@ def time_chains(publish, reps: int, writer) -> tuple[float, float]:
 
 
 def recording_overhead(tmp: str, rounds: int, reps_many: int, reps_one: int) -> dict:
-    ring = KeepUpQueue().ring()
+    ring = KeepUpQueue(SIZE, queue_id=1).ring()
     block = chain_block()
     singles = [block[i].tobytes() for i in range(CHAIN)]
 
