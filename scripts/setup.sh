@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev llvm-19 gcc)
 
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "setup: amdgpu-direct needs Python >= 3.11 as '$PYTHON' (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+fi
+# Debian's own python3 makes virtual environments only with python3-venv installed.
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || DEBIAN_PACKAGES+=(python3-venv)
+
 missing=()
 for pkg in "${DEBIAN_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -22,7 +30,6 @@ if ((${#missing[@]})); then
     apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-PYTHON=${PYTHON:-python3}
 [[ -x .venv/bin/python ]] || "$PYTHON" -m venv .venv
 # The stamp names the hash of pyproject.toml: the install reruns only when it changed.
 stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
