@@ -515,18 +515,7 @@ class CommandBuffer(CommandBufferAPI):
             )
             ds = set_cache.get(key)
             if ds is None:
-                out = ffi.new("VkDescriptorSet*")
-                layouts = ffi.new("VkDescriptorSetLayout[1]", [layout])
-                alloc = ffi.new("VkDescriptorSetAllocateInfo*")
-                alloc.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
-                alloc.descriptorPool = inst.descriptor_pool
-                alloc.descriptorSetCount = 1
-                alloc.pSetLayouts = layouts
-                check(
-                    lib.vkAllocateDescriptorSets(self.device.handle, alloc, out),
-                    "vkAllocateDescriptorSets",
-                )
-                ds = out[0]
+                ds = self._allocate_set(inst, layout)
                 if members:
                     writes = ffi.new("VkWriteDescriptorSet[]", len(members))
                     for j, i in enumerate(members):
@@ -558,6 +547,19 @@ class CommandBuffer(CommandBufferAPI):
             ffi.NULL,
         )
 
+    def _allocate_set(self, inst: _Instance, layout):
+        """One descriptor set of `layout` from the instance's descriptor pool."""
+        ffi, lib = vk.ffi, vk.lib
+        out = ffi.new("VkDescriptorSet*")
+        alloc = ffi.new("VkDescriptorSetAllocateInfo*")
+        alloc.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+        alloc.descriptorPool = inst.descriptor_pool
+        alloc.descriptorSetCount = 1
+        alloc.pSetLayouts = ffi.new("VkDescriptorSetLayout[1]", [layout])
+        check(lib.vkAllocateDescriptorSets(self.device.handle, alloc, out),
+              "vkAllocateDescriptorSets")
+        return out[0]
+
     def _bind_late_sets(
         self, inst: _Instance, cb, kernel: Kernel, refs, set_cache, entries, state: _BindState
     ) -> None:
@@ -577,18 +579,7 @@ class CommandBuffer(CommandBufferAPI):
             )
             ds = set_cache.get(key)
             if ds is None:
-                out = ffi.new("VkDescriptorSet*")
-                layouts = ffi.new("VkDescriptorSetLayout[1]", [layout])
-                alloc = ffi.new("VkDescriptorSetAllocateInfo*")
-                alloc.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
-                alloc.descriptorPool = inst.descriptor_pool
-                alloc.descriptorSetCount = 1
-                alloc.pSetLayouts = layouts
-                check(
-                    lib.vkAllocateDescriptorSets(self.device.handle, alloc, out),
-                    "vkAllocateDescriptorSets",
-                )
-                ds = set_cache[key] = out[0]
+                ds = set_cache[key] = self._allocate_set(inst, layout)
                 entries.extend((ds, order[i][1], refs[i]) for i in members)
             sets.append(ds)
         if sets == state.descriptors:  # cffi handles compare by address
