@@ -15,14 +15,21 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_WRONG = 1
 EXIT_ERROR = 2
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (cause + next step) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="amdgpu-run",
         description="Compile, run and check a workload on an AMD GPU (HSA path, opt-in) or "
         "through Vulkan (the default).",
@@ -57,11 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class UsageError(ValueError):
+    """Bad command-line input; printed as one line without the exception's type name."""
+
+
 def _workload_name(workload: str, size: str | None) -> str:
+    if size is not None and not (size.isdigit() and int(size) > 0):
+        raise UsageError(f"--size {size}: use a positive whole number (chain --size 100)")
     if workload in ("chain", "chain-N") or (workload.startswith("chain") and size):
         return f"chain-{size or 4}"
     if size and not workload.startswith("chain"):
-        raise ValueError(f"--size applies to chain-N only, not {workload!r}: leave it out")
+        raise UsageError(f"--size applies to chain-N only, not {workload!r}: leave it out")
     return workload
 
 
@@ -112,6 +125,15 @@ def _summary(result: Any, console: Any) -> None:
     console.print(t)
 
 
+def _drop_empty_trace(path: str, failed: bool) -> None:
+    """Remove a trace that holds only its file header after a failed run (nothing was
+    submitted, so it records nothing); a trace with packets is kept, failed run or not."""
+    import packets
+
+    if failed and os.path.getsize(path) <= packets.trace.FILE_HEADER_SIZE:
+        os.remove(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
@@ -132,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         from amdgpu.errors import AmdgpuError
 
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        kind = "" if isinstance(e, AmdgpuError) else f"{type(e).__name__}: "
+        kind = "" if isinstance(e, (AmdgpuError, UsageError)) else f"{type(e).__name__}: "
         print(f"amdgpu-run: {kind}{text}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -143,13 +165,18 @@ def _run(args: argparse.Namespace) -> int:
 
     workload = _workload_name(args.workload, args.size)
     if args.repeat < 1:
-        raise ValueError(f"--repeat {args.repeat}: use 1 or more")
+        raise UsageError(f"--repeat {args.repeat}: use 1 or more")
     sink = None
     if args.trace:
         import packets
 
-        sink = packets.TraceWriter(args.trace)
+        try:
+            sink = packets.TraceWriter(args.trace)
+        except OSError as e:
+            raise UsageError(f"cannot create the trace file {args.trace}: {e.strerror}; "
+                             "check its folder exists or choose another --trace path") from None
         packets.set_sink(sink)
+    failed = True
     try:
         with amdgpu.open(args.device, driver=args.driver) as dev:
             steps = args.repeat * (2 if args.replay else 1)
@@ -167,12 +194,14 @@ def _run(args: argparse.Namespace) -> int:
                         replay=args.replay,
                         progress=lambda n: bar.advance(task, n),
                     )
+        failed = False
     finally:
         if sink is not None:
             import packets
 
             packets.set_sink(None)
             sink.close()
+            _drop_empty_trace(args.trace, failed)
     if args.json:
         print(json.dumps(result.to_dict()))
     else:

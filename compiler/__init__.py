@@ -221,6 +221,9 @@ def compile(  # noqa: A001 - the contract's name
         bundle.add(part.variants[0])
         if bundle.program is None:
             bundle.program = part.program
+    if kind == "opencl" and not any(v.info.get("kernels") for v in bundle.variants):
+        # an empty or helper-only file would give a bundle that nothing can run
+        raise CompileError(f"{path.name} defines no __kernel function; add one and compile again")
     return bundle
 
 

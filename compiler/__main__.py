@@ -13,9 +13,9 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from amdgpu.errors import AmdgpuError, CodeObjectError
+from amdgpu.errors import AmdgpuError, CodeObjectError, CompileError
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,6 +210,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         cache=False if args.no_cache else True, vulkan_target=args.vulkan_target,
     )
     out = Path(args.output) if args.output else Path(f"{bundle.name}.bundle")
+    if out.is_dir():
+        raise CompileError(f"-o {out} is a folder: name the bundle file (-o {out / out.name}"
+                           f"{'' if out.suffix else '.bundle'}) or leave -o out")
     bundle.save(out)
     seconds = time.perf_counter() - start
     dispatches = ""
@@ -248,11 +251,18 @@ SUBCOMMANDS: list[Callable[[Any, list[argparse.ArgumentParser]], None]] = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors as one line (cause + next step) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback on errors")
-    parser = argparse.ArgumentParser(prog="python -m compiler", parents=[common],
+    parser = OneLineParser(prog="python -m compiler", parents=[common],
                                      description="amdgpu-direct compiler tools")
     parser.set_defaults(debug=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -80,7 +80,8 @@ def clang_version() -> str:
 def _run(argv: Sequence[str], *, what: str, cwd: str | None = None) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=_TIMEOUT_S, cwd=cwd, check=False
+            list(argv), capture_output=True, text=True, errors="replace",  # may quote non-UTF-8
+            timeout=_TIMEOUT_S, cwd=cwd, check=False,
         )
     except subprocess.TimeoutExpired:
         raise CompileError(f"{what} took more than {_TIMEOUT_S} s; simplify the source") from None

@@ -192,7 +192,10 @@ def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence
             "--compile-to=hal", "-o", os.path.join(tmp, "hal.mlir"), *extra,
         ]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S)
+            # errors="replace": diagnostics quote the source, which may not be UTF-8.
+            done = subprocess.run(
+                argv, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+            )
         except subprocess.TimeoutExpired:
             raise CompileError(
                 f"iree-compile ({label}) took more than {_TIMEOUT_S} s; simplify the program"

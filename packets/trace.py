@@ -41,6 +41,9 @@ from amdgpu.errors import AmdgpuError, TraceFormatError
 MAGIC = b"AMDGPUTR"
 VERSION = 2  # 2: BLOCK_TEMPLATE / BLOCK_REPLAY records (a v1 reader would drop their packets)
 SUPPORTED_VERSIONS = (1, 2)
+# Next steps appended to the reader's errors (the records before the bad one are intact).
+NEXT_STEP_CUT_SHORT = "; the recording stopped early: records before it are intact, or record again"
+NEXT_STEP_DAMAGED = "; the file is damaged: records before it are intact, or record again"
 _FILE_HEADER = struct.Struct("<8sHHI")
 _RECORD_HEADER = struct.Struct("<IHH")
 FILE_HEADER_SIZE = _FILE_HEADER.size  # 16
@@ -918,13 +921,13 @@ class TraceReader:
         if len(head) < FILE_HEADER_SIZE:
             raise TraceFormatError(
                 f"truncated trace: file header ends at byte offset {len(head)} "
-                f"(needs {FILE_HEADER_SIZE} bytes)"
+                f"(needs {FILE_HEADER_SIZE} bytes){NEXT_STEP_CUT_SHORT}"
             )
         magic, version, header_size, self.flags = _FILE_HEADER.unpack(head)
         if magic != MAGIC:
             raise TraceFormatError(
                 f"not an amdgpu-direct trace: magic {magic!r} at byte offset 0, "
-                f"expected {MAGIC!r}"
+                f"expected {MAGIC!r}; pass a file written by packet-trace record or AMDGPU_TRACE"
             )
         if version not in SUPPORTED_VERSIONS:
             raise TraceFormatError(
@@ -933,10 +936,14 @@ class TraceReader:
                 "read it with the amdgpu-direct that wrote it"
             )
         if header_size < FILE_HEADER_SIZE:
-            raise TraceFormatError(f"corrupt trace: header size {header_size} at byte offset 10")
+            raise TraceFormatError(
+                f"corrupt trace: header size {header_size} at byte offset 10{NEXT_STEP_DAMAGED}"
+            )
         extra = header_size - FILE_HEADER_SIZE  # a later v1 writer may add header fields
         if extra and len(stream.read(extra)) < extra:
-            raise TraceFormatError(f"truncated trace: file header ends before {header_size}")
+            raise TraceFormatError(
+                f"truncated trace: file header ends before {header_size}{NEXT_STEP_CUT_SHORT}"
+            )
         self.version = version
         self.offset = header_size
 
@@ -950,19 +957,19 @@ class TraceReader:
             if len(head) < RECORD_HEADER_SIZE:
                 raise TraceFormatError(
                     f"truncated trace: record header at byte offset {offset} has "
-                    f"{len(head)} of {RECORD_HEADER_SIZE} bytes"
+                    f"{len(head)} of {RECORD_HEADER_SIZE} bytes{NEXT_STEP_CUT_SHORT}"
                 )
             length, kind, flags = _RECORD_HEADER.unpack(head)
             if length > MAX_PAYLOAD:
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {offset} claims {length} bytes "
-                    f"(limit {MAX_PAYLOAD})"
+                    f"(limit {MAX_PAYLOAD}){NEXT_STEP_DAMAGED}"
                 )
             payload = read(length)
             if len(payload) < length:
                 raise TraceFormatError(
                     f"truncated trace: record at byte offset {offset} (kind {kind}) has "
-                    f"{len(payload)} of {length} payload bytes"
+                    f"{len(payload)} of {length} payload bytes{NEXT_STEP_CUT_SHORT}"
                 )
             self.offset = offset + RECORD_HEADER_SIZE + length
             try:
@@ -980,7 +987,7 @@ class TraceReader:
                     msgpack.UnpackException) as e:
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
-                    f"parse: {e}"
+                    f"parse: {e}{NEXT_STEP_DAMAGED}"
                 ) from None
             yield from out
 
@@ -1071,4 +1078,5 @@ def parse_record(kind: int, flags: int, payload: bytes, offset: int = -1) -> Rec
             msgpack.UnpackException) as e:
         raise TraceFormatError(
             f"corrupt trace: record at byte offset {offset} (kind {kind}) does not parse: {e}"
+            f"{NEXT_STEP_DAMAGED}"
         ) from None

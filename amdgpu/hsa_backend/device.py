@@ -126,19 +126,19 @@ class HsaDevice(Device):
         return self.provider.host_view(self._staging_address, nbytes)
 
     def _write_bytes(self, buf: Buffer, offset: int, data: np.ndarray) -> None:
-        self.synchronize()
+        self._settle()
         self._staging(data.size)[:] = data
         self.provider.memory_copy(buf.address + offset, self._staging_address, data.size)
 
     def _read_bytes(self, buf: Buffer, offset: int, nbytes: int) -> np.ndarray:
-        self.synchronize()
+        self._settle()
         view = self._staging(nbytes)
         self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes)
         return view.copy()
 
     def _free_buffer(self, buf: Buffer) -> None:
         if not self._closed:
-            self.synchronize()
+            self._settle()
             self.provider.memory_pool_free(buf.handle)
 
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
@@ -179,7 +179,7 @@ class HsaDevice(Device):
                 return self.dispatch(blits["copy"], n, 256, args, lane=lane, wait=wait)
         for point in wait:
             point.wait(self.default_timeout)
-        self.synchronize()
+        self._settle()
         other = src.device if src.device is not self else dst.device
         if other is not self:
             if getattr(other, "provider", None) is not self.provider:
@@ -216,7 +216,7 @@ class HsaDevice(Device):
             return self.dispatch(blits["fill"], n, 256, args, lane=lane, wait=wait)
         for point in wait:
             point.wait(self.default_timeout)
-        self.synchronize()
+        self._settle()
         self._fill_now(dst.address, nbytes, value)
         return self._point(lane)
 
@@ -423,9 +423,20 @@ class HsaDevice(Device):
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for every lane; raises the first lane error (QueueError) or SignalTimeout."""
+        self._wait_lanes(timeout, skip_reported=False)
+
+    def _settle(self) -> None:
+        """Wait for the lanes before the host touches device memory. A stopped lane whose
+        error the caller has already seen is skipped: its work is lost, and the other lanes'
+        buffers must stay readable (a fault is reported once, not on every later read)."""
+        self._wait_lanes(None, skip_reported=True)
+
+    def _wait_lanes(self, timeout: float | None, skip_reported: bool) -> None:
         timeout = self.default_timeout if timeout is None else timeout
         first_error = None
         for ln in self.lanes_:
+            if skip_reported and ln.reported:
+                continue
             try:
                 ln.check()
                 ln.wait(ln.submitted, timeout)

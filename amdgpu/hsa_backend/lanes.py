@@ -142,7 +142,10 @@ class QueueLane:
     def check(self) -> None:
         if self.queue.error is not None or self._error_status is not None:
             self.failed = True
+            self.reported = True
             raise self.error()
+
+    reported = False  # check() has raised this lane's error to the caller at least once
 
     # --- timeline ------------------------------------------------------------------------
     def completed(self) -> int:

@@ -65,6 +65,11 @@ def executor_for(family: str) -> IsaExecutor | None:
     return factory() if factory else None
 
 
+def supported_families() -> list[str]:
+    """The encoding families that have an executor (for error messages)."""
+    return [f for f in ("gfx9", "gfx10", "gfx11", "gfx12") if has_executor(f)]
+
+
 def has_executor(family: str) -> bool:
     """Whether an executor is registered for `family` (importing its package if needed),
     without building one: cheap enough for capability reports."""

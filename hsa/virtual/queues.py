@@ -558,8 +558,8 @@ class PacketProcessor:
                     HSA_STATUS_ERROR_INVALID_ISA,
                     f"queue {self.queue.id}: no ISA executor for family {family} "
                     f"({self.agent.info.name}) to run kernel {name}; the virtual GPU runs "
-                    f"only {', '.join(self.provider.executor_families()) or 'no family yet'}"
-                    "; use a virtual GPU of a supported family",
+                    f"{', '.join(executor_registry.supported_families()) or 'no family yet'}"
+                    " kernels only: use a virtual GPU of one (amdgpu:virtual:gfx1100)",
                 )
             self._executor = executor
         dispatch = Dispatch(

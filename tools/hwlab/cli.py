@@ -9,8 +9,8 @@ hwlab bench [--device SPEC ...] [--json F]
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import socket
 import sys
 
@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from amdgpu.cli import OneLineParser
 from amdgpu.errors import AmdgpuError
 
 
@@ -84,9 +85,19 @@ def _write_reports(report, args, console: Console) -> None:
         console.print(f"HTML report: {args.html}")
 
 
+def _check_outputs(args) -> None:
+    """Fail before the (long) run, not after it, when a report file cannot be written."""
+    for option in ("json", "junit", "html"):
+        path = getattr(args, option, None)
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"--{option} {path}: its folder does not exist; create it or "
+                             "choose another path")
+
+
 def cmd_run(args) -> int:
     from tools.hwlab.runner import run
 
+    _check_outputs(args)
     devices = _inventory(args.device)
     suites = args.suite or ["conformance"]
     progress_console = Console(stderr=True)
@@ -107,6 +118,7 @@ def cmd_run(args) -> int:
 def cmd_merge(args) -> int:
     from tools.hwlab.results import LabReport, merge
 
+    _check_outputs(args)
     report = merge([LabReport.load(p) for p in args.reports])
     _write_reports(report, args, Console())
     return 1 if report.failed else 0
@@ -115,6 +127,7 @@ def cmd_merge(args) -> int:
 def cmd_bench(args) -> int:
     from tools.hwlab.bench import bench
 
+    _check_outputs(args)
     devices = _inventory(args.device)
     rows = bench(devices, repeat=args.repeat)
     if args.json:
@@ -141,7 +154,7 @@ def cmd_bench(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="hwlab", description="Validate GPU + driver combinations.")
+    p = OneLineParser(prog="hwlab", description="Validate GPU + driver combinations.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -183,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     except (AmdgpuError, ValueError, OSError) as e:
         if args.debug:
             raise
-        print(f"hwlab: {e}", file=sys.stderr)
+        text = f"{e.strerror or e}: {e.filename}; check the path" if isinstance(e, OSError) else e
+        print(f"hwlab: {text}", file=sys.stderr)
         return 2
 
 

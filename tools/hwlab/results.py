@@ -82,7 +82,8 @@ class LabReport:
     @classmethod
     def from_json(cls, data: dict, source: str = "report") -> LabReport:
         if not isinstance(data, dict) or data.get("format") != REPORT_FORMAT:
-            raise ReportError(f"{source}: not an hwlab report (no 'format: {REPORT_FORMAT}')")
+            raise ReportError(f"{source}: not an hwlab report (no 'format: {REPORT_FORMAT}'); "
+                              "pass a file written by 'hwlab run --json'")
         if data.get("version") != REPORT_VERSION:
             raise ReportError(
                 f"{source}: hwlab report version {data.get('version')!r} is not supported "
@@ -101,7 +102,7 @@ class LabReport:
         try:
             data = json.loads(Path(path).read_text())
         except FileNotFoundError:
-            raise ReportError(f"{path}: no such report file") from None
+            raise ReportError(f"{path}: no such report file; check the path") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ReportError(
                 f"{path}: not JSON ({e}); pass a file written by 'hwlab run --json'"

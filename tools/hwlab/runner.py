@@ -29,6 +29,8 @@ def suite_files(suite: str) -> list[Path]:
     path = Path(suite)
     if path.is_file():
         return [path]
+    if path.suffix == ".py" or "/" in suite:
+        raise ValueError(f"suite file {suite} does not exist: check the path")
     raise ValueError(
         f"unknown suite {suite!r}: use conformance, perf, all, or a path to a .py file"
     )

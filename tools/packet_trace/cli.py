@@ -21,6 +21,7 @@ import sys
 
 from rich.console import Console
 
+from amdgpu.cli import OneLineParser
 from amdgpu.errors import AmdgpuError, TraceFormatError
 
 EXIT_TROUBLE = 2
@@ -36,7 +37,7 @@ def _console(stderr: bool = False) -> Console:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="packet-trace", description="Record and inspect amdgpu-direct AQL packet traces.")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes
             return 0
-        text = str(e) if isinstance(e, AmdgpuError) else f"{e.strerror}: {e.filename}"
+        text = (str(e) if isinstance(e, AmdgpuError)
+                else f"{e.strerror or e}: {e.filename}; check the path")
         print(f"packet-trace: {text}", file=sys.stderr)
         return EXIT_TROUBLE
     except KeyboardInterrupt:

@@ -16,9 +16,11 @@ import subprocess
 
 from rich.console import Console
 
+from amdgpu.errors import AmdgpuError
 from packets import decode, trace
 
 from .model import DependencyTracker, SymbolTable, type_name
+from .output import atomic_text_file
 
 
 def _node(key: tuple[int, int]) -> str:
@@ -89,19 +91,17 @@ class DotWriter:
 def run(args, console: Console) -> int:
     dot_path = args.output or (str(args.file) + ".dot")
     count = 0
-    with open(dot_path, "w") as out:
+    with atomic_text_file(dot_path) as out:  # whole or not at all: no partial DOT file
         writer = DotWriter(out)
-        try:
-            for rec in trace.read_trace(args.file):
-                if isinstance(rec, trace.KernelSymbolRecord):
-                    writer.symbols.add(rec)
-                elif isinstance(rec, trace.PacketRecord):
-                    writer.add(rec)
-                    count += 1
-                    if args.limit is not None and count >= args.limit:
-                        break
-        finally:
-            writer.close()
+        for rec in trace.read_trace(args.file):
+            if isinstance(rec, trace.KernelSymbolRecord):
+                writer.symbols.add(rec)
+            elif isinstance(rec, trace.PacketRecord):
+                writer.add(rec)
+                count += 1
+                if args.limit is not None and count >= args.limit:
+                    break
+        writer.close()
     console.print(f"wrote {dot_path}: {writer.nodes} packet node(s), {writer.edges} edge(s), "
                   f"{writer.dependency_edges} dependency edge(s)", highlight=False)
     if args.svg:
@@ -110,6 +110,11 @@ def run(args, console: Console) -> int:
             console.print("no SVG: Graphviz 'dot' is not installed (apt install graphviz)",
                           highlight=False)
         else:
-            subprocess.run([dot, "-Tsvg", dot_path, "-o", args.svg], check=True)
+            done = subprocess.run([dot, "-Tsvg", dot_path, "-o", args.svg],
+                                  capture_output=True, text=True, errors="replace")
+            if done.returncode != 0:
+                why = (done.stderr.strip().splitlines() or ["no message"])[0]
+                raise AmdgpuError(f"Graphviz dot failed on {dot_path}: {why}; "
+                                  "check the --svg path, or open the DOT file instead")
             console.print(f"wrote {args.svg}", highlight=False)
     return 0

@@ -14,6 +14,7 @@ The file is written as the trace is read (one pending submission in memory).
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter, OrderedDict
 
 from rich.console import Console
@@ -21,6 +22,7 @@ from rich.console import Console
 from packets import decode, trace
 
 from .model import DependencyTracker, SymbolTable, jsonable, type_name
+from .output import atomic_text_file
 
 HOST_PID, DEVICE_PID, DEVICE_CLOCK_PID, VULKAN_PID = 1, 2, 3, 4
 _PROCESS_NAMES = {HOST_PID: "host submit", DEVICE_PID: "device (host clock)",
@@ -29,8 +31,10 @@ _RECENT = 1 << 16  # packets remembered for naming completion slices
 
 
 class _Writer:
-    def __init__(self, path) -> None:
-        self.file = open(path, "w")  # noqa: SIM115 - closed by close()
+    def __init__(self, path_or_file) -> None:
+        if isinstance(path_or_file, (str, os.PathLike)):
+            path_or_file = open(path_or_file, "w")  # noqa: SIM115 - closed by close()
+        self.file = path_or_file
         self.file.write('{"displayTimeUnit": "ns", "traceEvents": [\n')
         self.count = 0
 
@@ -174,12 +178,13 @@ def _continues(prev: trace.PacketRecord, rec: trace.PacketRecord) -> bool:
 
 
 def run(args, console: Console) -> int:
-    exporter = PerfettoExporter(args.perfetto)
-    try:
-        for rec in trace.read_trace(args.file):
+    # The JSON is written whole or not at all: a bad trace leaves no partial file behind.
+    records = trace.read_trace(args.file)
+    with atomic_text_file(args.perfetto) as out:
+        exporter = PerfettoExporter(out)
+        for rec in records:
             exporter.add(rec)
-    finally:
-        exporter.close()  # a valid JSON file of what came before a format error
+        exporter.close()
     queues = sum(1 for p, _ in exporter.tids if p == HOST_PID)
     console.print(f"wrote {args.perfetto}: {exporter.out.count} events, {queues} queue "
                   f"track(s), {exporter.slices} slices, {exporter.flows} flow arrow(s) for "

@@ -35,6 +35,10 @@ def run(args, console: Console) -> int:
     if not command:
         raise AmdgpuError("record needs a command: packet-trace record -o run.aqltrace -- CMD...")
     path = os.path.abspath(args.output)
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):  # checked before the command runs, not after
+        raise AmdgpuError(f"cannot write {args.output}: folder {folder} does not exist; "
+                          "create it or choose another -o path")
     if os.path.exists(path):
         os.remove(path)  # a stale file must not pass for this run's trace
     env = dict(os.environ, AMDGPU_TRACE=path)

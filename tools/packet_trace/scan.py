@@ -146,7 +146,7 @@ def _batch_rows(payload: bytes, offset: int) -> np.ndarray:
     if body != count * 64:
         raise TraceFormatError(
             f"corrupt trace: record at byte offset {offset} (kind {_KIND_BATCH}) does not "
-            f"parse: batch of {count} packets holds {body} bytes"
+            f"parse: batch of {count} packets holds {body} bytes{trace.NEXT_STEP_DAMAGED}"
         )
     rows = np.zeros(count, trace.PACKET_RECORD)
     rows["length"] = _PACKET_STRIDE - _HEAD_SIZE
@@ -190,7 +190,7 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
             if length > trace.MAX_PAYLOAD:
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {base + pos} claims {length} "
-                    f"bytes (limit {trace.MAX_PAYLOAD})"
+                    f"bytes (limit {trace.MAX_PAYLOAD}){trace.NEXT_STEP_DAMAGED}"
                 )
             return pos, size
         if flags == 0 and kind == _KIND_PACKET and size == _PACKET_STRIDE:
@@ -212,7 +212,7 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
             if length < _BATCH.size:
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
-                    f"parse: {length} bytes is shorter than a batch head"
+                    f"parse: {length} bytes is shorter than a batch head{trace.NEXT_STEP_DAMAGED}"
                 )
             packet_parts.append(_batch_rows(payload, offset))
         elif kind == _KIND_REPLAY:
@@ -222,7 +222,7 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
                 raise TraceFormatError(
                     f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
                     f"parse: it replays block template {replay.template_id}, which no earlier "
-                    "record defines"
+                    f"record defines{trace.NEXT_STEP_DAMAGED}"
                 )
             packet_parts.append(template.packet_rows(replay))
         else:
@@ -231,7 +231,7 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
                 if size < _PACKET_STRIDE:
                     raise TraceFormatError(
                         f"corrupt trace: record at byte offset {offset} (kind {kind}) is "
-                        f"{length} bytes, shorter than a packet record"
+                        f"{length} bytes, shorter than a packet record{trace.NEXT_STEP_DAMAGED}"
                     )
                 packet_parts.append([pos, 1])
                 if with_tails:
@@ -278,10 +278,10 @@ def _truncated(rest: bytes, offset: int) -> TraceFormatError:
     if len(rest) < _HEAD_SIZE:
         return TraceFormatError(
             f"truncated trace: record header at byte offset {offset} has {len(rest)} of "
-            f"{_HEAD_SIZE} bytes"
+            f"{_HEAD_SIZE} bytes{trace.NEXT_STEP_CUT_SHORT}"
         )
     length, kind, _ = _HEAD.unpack_from(rest)
     return TraceFormatError(
         f"truncated trace: record at byte offset {offset} (kind {kind}) has "
-        f"{len(rest) - _HEAD_SIZE} of {length} payload bytes"
+        f"{len(rest) - _HEAD_SIZE} of {length} payload bytes{trace.NEXT_STEP_CUT_SHORT}"
     )
