@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from test_codeobject_reader import llvm_readelf_metadata
 
-from amdgpu.errors import CodeObjectError, HsaError
+from amdgpu.errors import BundleError, CodeObjectError
 from compiler.codeobject import CodeObject, read_code_object, read_offload_bundle
 from compiler.targets import lookup
 
@@ -179,10 +179,7 @@ def dev():
 
     d = amdgpu.open("amdgpu:virtual")
     yield d
-    try:
-        d.close()
-    except HsaError:
-        pass
+    d.close()  # a teardown error (queue or memory release) fails the test
 
 
 def _kernel(dev, data: bytes, name: str):
@@ -302,7 +299,7 @@ def test_fat_binary_becomes_a_bundle_per_target() -> None:
     assert sorted(bundle.targets) == ["gfx1100", "gfx90a"]
     assert bundle.variant_for("gfx1100").code_object().target_id == "gfx1100"
     assert bundle.variant_for("gfx90a:sramecc+:xnack-").target == "gfx90a"
-    with pytest.raises(Exception, match="gfx942"):
+    with pytest.raises(BundleError, match="gfx942"):
         bundle.variant_for("gfx942")
     plain = KernelBundle.from_code_objects((DATA / "triton_add_gfx1100.hsaco").read_bytes())
     assert plain.targets == ["gfx1100"]

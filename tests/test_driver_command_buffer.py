@@ -11,7 +11,7 @@ import pytest
 
 import amdgpu
 import packets
-from amdgpu.errors import DeviceError, HsaError, KernelArgumentError
+from amdgpu.errors import DeviceError, KernelArgumentError
 
 pytestmark = pytest.mark.hsa_virtual
 
@@ -36,10 +36,7 @@ def code_object(tmp_path_factory):
 def dev():
     d = amdgpu.open("amdgpu:virtual")
     yield d
-    try:
-        d.close()
-    except HsaError:
-        pass
+    d.close()  # a teardown error (queue or memory release) fails the test
 
 
 def _gate(dev, lane):

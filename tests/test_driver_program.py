@@ -10,7 +10,7 @@ import pytest
 
 import amdgpu
 import packets
-from amdgpu.errors import HsaError, KernelArgumentError
+from amdgpu.errors import KernelArgumentError
 from amdgpu.program import ProgramRunner
 
 
@@ -23,12 +23,14 @@ def chain_bundle():
 
 @pytest.mark.vulkan
 def test_program_on_vulkan_immediate_and_replay(chain_bundle):
+    from amdgpu.vulkan import list_devices
     from compiler import library
 
-    try:
-        dev = amdgpu.open("vulkan")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"no Vulkan device: {e}")
+    # skip only where no Vulkan device is usable; an error opening a usable one fails
+    reports = list_devices()
+    if not any(r.available for r in reports):
+        pytest.skip(f"no usable Vulkan device: {[r.reason for r in reports]}")
+    dev = amdgpu.open("vulkan")
     with dev:
         runner = ProgramRunner(dev, chain_bundle)
         inputs = library.example_inputs("chain_3")
@@ -80,7 +82,4 @@ def test_recorded_program_binds_slots_and_barriers(chain_bundle):
         with pytest.raises(KernelArgumentError, match="input"):
             runner.allocate([])
     finally:
-        try:
-            dev.close(timeout=0)
-        except HsaError:
-            pass
+        dev.close(timeout=0)  # a release error fails the test

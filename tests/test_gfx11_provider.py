@@ -80,6 +80,23 @@ def _device_array(system, array: np.ndarray) -> int:
     return address
 
 
+def test_the_gfx11_executor_ships_and_registers():
+    """Other tests skip with "gfx11 executor not present" where executor_for("gfx11") is
+    None; executor_for also answers None when hsa.virtual.gfx11 fails to import. The
+    executor ships with the package, so a broken one must fail here, not skip there."""
+    import importlib
+
+    from hsa.virtual.executor import executor_for, has_executor
+
+    importlib.import_module("hsa.virtual.gfx11")  # raises the real import error, if any
+    assert has_executor("gfx11") and executor_for("gfx11") is not None
+    caps = VirtualProvider(gpus=("gfx1100",))
+    try:
+        assert caps.capabilities()["executor:gfx11"].available
+    finally:
+        caps.shut_down()
+
+
 def test_saxpy_through_an_aql_packet(system):
     p = system[0]
     n = 3000

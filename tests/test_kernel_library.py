@@ -150,12 +150,13 @@ def test_full_mlir_matrix(name, cache):
 # --- end to end on Vulkan: the program metadata drives a real device ---------------------
 def _open_vulkan():
     import amdgpu
-    from amdgpu.errors import AmdgpuError
+    from amdgpu.vulkan import list_devices
 
-    try:
-        return amdgpu.open("vulkan")
-    except AmdgpuError as exc:
-        pytest.skip(f"no Vulkan device: {exc}")
+    # skip only where no Vulkan device is usable; an error opening a usable one fails
+    reports = list_devices()
+    if not any(r.available for r in reports):
+        pytest.skip(f"no usable Vulkan device: {[r.reason for r in reports]}")
+    return amdgpu.open("vulkan")
 
 
 def _run_program(dev, bundle, abi, inputs):
@@ -192,6 +193,11 @@ def _run_program(dev, bundle, abi, inputs):
 VULKAN_RUNS = [("saxpy", "descriptors"), ("chain_4", "descriptors"), ("softmax", "descriptors"),
                ("matmul_f16", "descriptors"), ("mlp", "descriptors"), ("chain_4", "bda"),
                ("mlp", "bda")]
+# (rtol, atol) per kernel: f32 rounding only (lavapipe's errors are 10x below these); the f16
+# matmul leaves room for a driver that accumulates differently. A flat 2e-3 let a softmax
+# (outputs ~0.1) be 2% wrong.
+VULKAN_TOLERANCE = {"saxpy": (1e-6, 1e-6), "chain_4": (1e-6, 1e-6), "softmax": (1e-5, 1e-7),
+                    "matmul_f16": (1e-3, 1e-3), "mlp": (1e-5, 1e-4)}
 
 
 @pytest.mark.vulkan
@@ -205,6 +211,7 @@ def test_program_runs_on_vulkan(name, abi, cache):
         inputs = library.example_inputs(name, seed=1)
         got = _run_program(dev, bundle, abi, inputs)
         for out, ref in zip(got, library.reference(name, *inputs), strict=True):
-            np.testing.assert_allclose(out, ref, rtol=2e-3, atol=2e-3)
+            rtol, atol = VULKAN_TOLERANCE[name]
+            np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
     finally:
         dev.close()

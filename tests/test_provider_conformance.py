@@ -330,7 +330,9 @@ def test_barrier_and_with_no_dependencies_completes(provider, queue):
     done = provider.signal_create(1)
     try:
         publish(queue, barrier_and(dep_signals=[], completion_signal=done))
-        provider.signal_wait(done, LT, 1, DONE_S)
+        provider.signal_wait(done, LT, 1, DONE_S)  # raises SignalTimeout if it never completes
+        assert provider.signal_load(done) == 0  # completion decrements the signal by one
+        assert queue.load_read_index() == 1
     finally:
         provider.signal_destroy(done)
 
@@ -610,8 +612,9 @@ def test_loading_into_a_frozen_executable_is_refused(provider, code_objects):
 
 
 def test_garbage_code_object_is_refused(provider, gpu):
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         _load(provider, gpu, b"\x7fELF" + bytes(60))
+    assert info.value.status == HSA_STATUS_ERROR_INVALID_CODE_OBJECT
 
 
 

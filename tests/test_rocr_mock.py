@@ -28,6 +28,8 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
     HSA_STATUS_ERROR_INVALID_ISA,
     HSA_STATUS_ERROR_INVALID_PACKET_FORMAT,
+    HSA_STATUS_ERROR_INVALID_QUEUE,
+    HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_OUT_OF_RESOURCES,
@@ -272,8 +274,9 @@ def test_signal_wait_any(provider):
     assert provider.signal_wait_any([a, b, c], [EQ, EQ, GTE], [0, 0, 7], 1.0) == 2
     threading.Timer(0.02, provider.signal_store, (b, 0)).start()
     assert provider.signal_wait_any([a, b], [EQ, EQ], [0, 0], 5.0) == 1
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         provider.signal_wait_any([a, b], [EQ], [0, 0], 1.0)
+    assert info.value.status == HSA_STATUS_ERROR_INVALID_ARGUMENT
     for s in (a, b, c):
         provider.signal_destroy(s)
 
@@ -298,8 +301,9 @@ def test_queue_errors(provider, cpu, gpu):
     with pytest.raises(HsaError) as info:
         provider.queue_create(gpu, 100)
     assert info.value.status == HSA_STATUS_ERROR_INVALID_ARGUMENT
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         provider.queue_create(cpu, 64)
+    assert info.value.status == HSA_STATUS_ERROR_INVALID_QUEUE_CREATION
 
 
 def test_barriers_and_barrier_value_through_a_ring(provider, gpu):
@@ -466,8 +470,9 @@ def test_destroyed_queue_fails_loudly(provider, gpu):
     with pytest.raises(QueueError):
         q.doorbell(0)
     assert q.ring.size == 0
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         provider.queue_destroy(q)
+    assert info.value.status == HSA_STATUS_ERROR_INVALID_QUEUE
 
 
 def test_queue_callbacks_survive_garbage_collection(provider, gpu):

@@ -27,6 +27,7 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_INVALID_SIGNAL,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_NOT_INITIALIZED,
+    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
     HsaError,
     IllegalInstruction,
     MemoryFault,
@@ -305,8 +306,9 @@ def test_device_memory_access_per_agent():
         with pytest.raises(HsaError) as info:
             vp.memory_async_copy(host, cpu, buf, g1, 4096, [], 0)
         assert info.value.status == HSA_STATUS_ERROR_INVALID_ARGUMENT
-        with pytest.raises(HsaError):
+        with pytest.raises(HsaError) as info:
             vp.host_view(buf, 16)  # coarse-grained device memory is not host-mapped
+        assert info.value.status == HSA_STATUS_ERROR_INVALID_ARGUMENT
         vp.memory.find(host, 4096, g1)  # system memory is mapped for every GPU (ROCr)
         vp.agents_allow_access([g1], buf)
         vp.memory.find(buf, 4096, g1)
@@ -325,8 +327,9 @@ def test_pool_accounting_and_bad_frees(vp):
     pools = _pools(vp, gpu)
     size = next(p.size for p in vp.agent_pools(gpu) if p.handle == pools["device"])
     half = vp.memory_pool_allocate(pools["device"], size // 2)
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         vp.memory_pool_allocate(pools["device"], size // 2 + 4096)
+    assert info.value.status == HSA_STATUS_ERROR_OUT_OF_RESOURCES
     vp.memory_pool_free(half)
     with pytest.raises(HsaError) as info:
         vp.memory_pool_free(half)
@@ -334,8 +337,9 @@ def test_pool_accounting_and_bad_frees(vp):
     with pytest.raises(HsaError) as info:
         vp.memory_pool_allocate(pools["group"], 64)
     assert info.value.status == HSA_STATUS_ERROR_INVALID_ALLOCATION
-    with pytest.raises(HsaError):
+    with pytest.raises(HsaError) as info:
         vp.memory_pool_allocate(pools["device"], 0)
+    assert info.value.status == HSA_STATUS_ERROR_INVALID_ARGUMENT
 
 
 def test_loader_maps_segments_and_applies_relocations(vp, objects):
@@ -383,8 +387,9 @@ def test_target_id_rules(objects):
             _load(vp, g_default.handle, objects["gfx942:xnack+"])
         assert info.value.status == HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS
         assert "xnack+" in str(info.value) and "xnack-" in str(info.value)
-        with pytest.raises(HsaError):
+        with pytest.raises(HsaError) as info:
             _load(vp, g_1100.handle, objects["gfx942"])
+        assert info.value.status == HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS
     finally:
         vp.shut_down()
 

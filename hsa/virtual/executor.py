@@ -54,13 +54,21 @@ def register_executor(family: str, factory: Callable[[], IsaExecutor]) -> None:
     _EXECUTORS[family] = factory
 
 
+def _import_family(family: str) -> None:
+    """Import hsa.virtual.<family>, which registers its executor. A family with no package
+    is simply not there; an import error inside an existing package is a bug and raises."""
+    module = f"hsa.virtual.{family}"
+    try:
+        __import__(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+
+
 def executor_for(family: str) -> IsaExecutor | None:
     """The executor for an encoding family, or None when the virtual GPU has none yet."""
     if family not in _EXECUTORS:
-        try:  # executors live in hsa.virtual.<family>; importing registers them
-            __import__(f"hsa.virtual.{family}")
-        except ImportError:
-            return None
+        _import_family(family)
     factory = _EXECUTORS.get(family)
     return factory() if factory else None
 
@@ -74,8 +82,5 @@ def has_executor(family: str) -> bool:
     """Whether an executor is registered for `family` (importing its package if needed),
     without building one: cheap enough for capability reports."""
     if family not in _EXECUTORS:
-        try:
-            __import__(f"hsa.virtual.{family}")
-        except ImportError:
-            return False
+        _import_family(family)
     return family in _EXECUTORS
