@@ -16,6 +16,11 @@ Version 2 adds BLOCK_TEMPLATE and BLOCK_REPLAY: a packet block published again a
 (a command buffer's) is recorded once, then each publish as a small fixed record (queue,
 ids, timestamps, kernarg base, signal, binding addresses); readers expand a replay into
 the packet records it stands for, kernarg bytes included. Version-1 files still read.
+
+Every write of a TraceWriter ends with a CHECKSUM record: the CRC32 of the file bytes since
+the previous one (or the header), computed on the writer thread. Readers check them and
+raise TraceFormatError("trace damaged between byte X and Y: checksum mismatch ...") when
+bytes changed after they were written; files without checksum records read unverified.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import struct
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -60,6 +66,7 @@ class RecordKind(IntEnum):
     PACKET_BATCH = 6  # N packets published with one doorbell; read back as N packet records
     BLOCK_TEMPLATE = 7  # a command buffer's packet block and kernarg template, once per sink
     BLOCK_REPLAY = 8  # one submission of a template; read back as its N packet records
+    CHECKSUM = 9  # CRC32 of the file bytes since the previous checksum record; not yielded
 
 
 class Clock(IntEnum):
@@ -106,6 +113,12 @@ _BLOCK_TEMPLATE = struct.Struct("<QIIIIii")
 # B bindings, reserved; then B u64 binding addresses
 _BLOCK_REPLAY = struct.Struct("<QQQQQQQQII")
 _KIND_REPLAY = 8  # RecordKind.BLOCK_REPLAY, a plain int for the hot path
+# byte count covered, CRC32 (zlib.crc32) of those bytes, reserved
+_CHECKSUM = struct.Struct("<QII")
+_CHECKSUM_RECORD = struct.Struct("<IHHQII")  # record header + checksum payload: 24 bytes
+KIND_CHECKSUM = 9  # RecordKind.CHECKSUM, a plain int for readers' loops
+CHECKSUM_SIZE = _CHECKSUM.size  # 16
+CHECKSUM_RECORD_SIZE = _CHECKSUM_RECORD.size  # 24: what each writer drain adds to the file
 _M64 = (1 << 64) - 1
 
 now_ns = time.monotonic_ns
@@ -650,7 +663,7 @@ class TraceWriter:
                 batch = [self._pack_tuple(p) if p.__class__ is tuple else p for p in batch]
             if self._file is not None and self._error is None:  # else: closed or failed,
                 try:  # drop rather than grow forever
-                    _write_all(self._fd, batch)
+                    _write_all(self._fd, _with_checksum(batch))
                 except OSError as e:
                     self._error = e
             del batch
@@ -717,6 +730,43 @@ class TraceWriter:
 _MAP_POPULATE = (mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
                  if hasattr(mmap, "MAP_POPULATE") and hasattr(mmap, "MAP_ANONYMOUS") else 0)
 _IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
+
+
+def _with_checksum(pieces: list) -> list:
+    """`pieces` followed by the CHECKSUM record covering them (written in the same writev, so
+    the covered bytes are the ones just before it even if another process appends too).
+    Many pieces are joined first (as _write_all would): one crc32 call, the GIL released
+    for its length; a slab piece is summed where it lies."""
+    if len(pieces) >= _IOV_MAX:
+        pieces = [b"".join(pieces)]
+    crc = 0
+    total = 0
+    crc32 = zlib.crc32
+    for piece in pieces:
+        crc = crc32(piece, crc)
+        total += len(piece)
+    pieces.append(_CHECKSUM_RECORD.pack(CHECKSUM_SIZE, KIND_CHECKSUM, 0, total, crc, 0))
+    return pieces
+
+
+def damaged_between(start: int, end: int, detail: str) -> TraceFormatError:
+    """The error for bytes [start, end) that a checksum record says are not as written."""
+    next_step = NEXT_STEP_DAMAGED.replace("the file is damaged: records before it",
+                                          f"records before byte {start}")
+    return TraceFormatError(
+        f"trace damaged between byte {start} and {end}: checksum mismatch ({detail}){next_step}"
+    )
+
+
+def check_span(start: int, end: int, crc: int, payload: bytes) -> None:
+    """Raise `damaged_between` unless CHECKSUM `payload` (the record at byte `end`) holds
+    the byte count end - start and `crc`, the CRC32 of bytes [start, end)."""
+    count, want, _ = _CHECKSUM.unpack_from(payload)
+    if count != end - start:
+        raise damaged_between(start, end, f"the checksum record covers {count} bytes, "
+                                          f"{end - start} precede it")
+    if want != crc:
+        raise damaged_between(start, end, f"crc32 {crc:#010x}, recorded {want:#010x}")
 
 
 def _write_all(fd: int, pieces: list) -> None:
@@ -949,6 +999,9 @@ class TraceReader:
 
     def __iter__(self) -> Iterator[Record]:
         read = self._stream.read
+        crc32 = zlib.crc32
+        crc = 0  # CRC32 of the bytes since the previous checksum record (or the header)
+        span_start = self.offset
         while True:
             offset = self.offset
             head = read(RECORD_HEADER_SIZE)
@@ -972,6 +1025,17 @@ class TraceReader:
                     f"{len(payload)} of {length} payload bytes{NEXT_STEP_CUT_SHORT}"
                 )
             self.offset = offset + RECORD_HEADER_SIZE + length
+            if kind == KIND_CHECKSUM:  # verifies the bytes before it; not yielded
+                if length < CHECKSUM_SIZE:
+                    raise TraceFormatError(
+                        f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
+                        f"parse: a checksum record of {length} bytes{NEXT_STEP_DAMAGED}"
+                    )
+                check_span(span_start, offset, crc, payload)
+                crc = 0
+                span_start = self.offset
+                continue
+            crc = crc32(payload, crc32(head, crc))
             try:
                 if kind == _KIND_BATCH:
                     out = parse_batch(payload, offset)

@@ -73,8 +73,10 @@ def test_plain_packet_records_are_fixed_size(tmp_path):
     with packets.TraceWriter(path) as w:
         for i in range(10):
             w.record_packet(0, i, i, i, i, dispatch(i))
-    assert os.path.getsize(path) == trace.FILE_HEADER_SIZE + 10 * trace.PACKET_RECORD.itemsize
-    data = np.fromfile(path, trace.PACKET_RECORD, offset=trace.FILE_HEADER_SIZE)
+    # one drain at close: the 10 records, then the checksum record covering them
+    assert os.path.getsize(path) == (trace.FILE_HEADER_SIZE + 10 * trace.PACKET_RECORD.itemsize
+                                     + trace.CHECKSUM_RECORD_SIZE)
+    data = np.fromfile(path, trace.PACKET_RECORD, 10, offset=trace.FILE_HEADER_SIZE)
     assert list(data["packet_id"]) == list(range(10))
 
 
@@ -133,7 +135,8 @@ def test_batches_are_one_record_read_back_as_packets(tmp_path):
         w.record_packets(4, 100, 1, 2, 3, block)
         w.record_packet(4, 400, 5, 6, 7, dispatch(0))
     assert os.path.getsize(path) == (trace.FILE_HEADER_SIZE + trace.RECORD_HEADER_SIZE + 48
-                                     + 300 * 64 + trace.PACKET_RECORD.itemsize)
+                                     + 300 * 64 + trace.PACKET_RECORD.itemsize
+                                     + trace.CHECKSUM_RECORD_SIZE)
     recs = list(packets.read_trace(path))
     assert [r.packet_id for r in recs] == list(range(100, 400)) + [400]
     assert all(r.raw == block[i].tobytes() for i, r in enumerate(recs[:300]))

@@ -11,13 +11,15 @@ their kernarg values are read with `packets.read_trace`). Runs of plain records 
 with vector compares, so a file of a million plain packets costs a few numpy calls per 4 MiB,
 not a Python step per record. A truncated or corrupt record ends the scan with
 `TraceFormatError` naming its byte offset, after the chunk of the records before it has been
-yielded.
+yielded; so does a checksum record (kind 9) that does not match the bytes before it (a
+running CRC32 carried across chunks), naming the damaged byte range.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -37,6 +39,7 @@ _KIND_COMPLETION = int(trace.RecordKind.COMPLETION)
 _KIND_BATCH = int(getattr(trace.RecordKind, "PACKET_BATCH", 6))
 _KIND_TEMPLATE = int(trace.RecordKind.BLOCK_TEMPLATE)
 _KIND_REPLAY = int(trace.RecordKind.BLOCK_REPLAY)
+_KIND_CHECKSUM = trace.KIND_CHECKSUM
 
 COMPLETION_RECORD = np.dtype(
     [
@@ -171,13 +174,36 @@ def _run(data: bytes, pos: int, end: int, stride: int, head: int) -> int:
     return 1 + _run_length(data, nxt, stride, head, (end - nxt) // stride)
 
 
+class _Span:
+    """The bytes since the last checksum record: where they start, their CRC32 so far."""
+
+    __slots__ = ("start", "crc")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.crc = 0
+
+
 def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
-                 templates: dict | None = None) -> tuple[int, int]:
+                 templates: dict | None = None, span: _Span | None = None) -> tuple[int, int]:
     """Parse the whole records of `data` (file offset `base`) into `out`. Returns (bytes
     consumed, bytes the next incomplete record needs in all, or 0). `templates` maps the
-    block templates seen so far (this and earlier chunks) by id."""
+    block templates seen so far (this and earlier chunks) by id; `span` carries the checksum
+    state between chunks (checksum records are verified against the bytes before them)."""
     if templates is None:
         templates = {}
+    if span is None:
+        span = _Span(base)
+    view = memoryview(data)
+    consumed, need = _walk(data, base, out, with_tails, templates, span, view)
+    # The consumed bytes after the last checksum record join the running CRC (earlier ones
+    # are in it already); the rest is re-read with the next chunk.
+    span.crc = zlib.crc32(view[max(0, span.start - base):consumed], span.crc)
+    return consumed, need
+
+
+def _walk(data: bytes, base: int, out: _Builder, with_tails: bool, templates: dict,
+          span: _Span, view: memoryview) -> tuple[int, int]:
     end = len(data)
     pos = 0
     unpack = _HEAD.unpack_from
@@ -208,6 +234,18 @@ def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
             continue
         offset = base + pos
         payload = data[pos + _HEAD_SIZE:pos + size]
+        if kind == _KIND_CHECKSUM:  # verifies the bytes before it; not counted as a record
+            if length < trace.CHECKSUM_SIZE:
+                raise TraceFormatError(
+                    f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
+                    f"parse: a checksum record of {length} bytes{trace.NEXT_STEP_DAMAGED}"
+                )
+            first = max(0, span.start - base)
+            trace.check_span(span.start, offset, zlib.crc32(view[first:pos], span.crc), payload)
+            span.start = offset + size
+            span.crc = 0
+            pos += size
+            continue
         if kind == _KIND_BATCH:
             if length < _BATCH.size:
                 raise TraceFormatError(
@@ -255,6 +293,7 @@ def scan(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
         leftover = b""
         want = chunk_bytes
         templates: dict = {}  # block templates by id, for the replays of later chunks
+        span = _Span(base)  # checksum state, carried across chunks
         while True:
             fresh = f.read(max(chunk_bytes, want - len(leftover)))
             if not fresh:
@@ -264,7 +303,7 @@ def scan(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
             data = leftover + fresh if leftover else fresh
             out = _Builder(data)
             try:
-                used, need = _parse_chunk(data, base, out, with_tails, templates)
+                used, need = _parse_chunk(data, base, out, with_tails, templates, span)
             except TraceFormatError:
                 yield out.build()  # what came before the bad record
                 raise
