@@ -761,7 +761,9 @@ def damaged_between(start: int, end: int, detail: str) -> TraceFormatError:
 def check_span(start: int, end: int, crc: int, payload: bytes) -> None:
     """Raise `damaged_between` unless CHECKSUM `payload` (the record at byte `end`) holds
     the byte count end - start and `crc`, the CRC32 of bytes [start, end)."""
-    count, want, _ = _CHECKSUM.unpack_from(payload)
+    count, want, reserved = _CHECKSUM.unpack_from(payload)
+    if reserved != 0:  # the checksum record's own bytes: no later checksum covers them
+        raise damaged_between(start, end, f"the checksum record's reserved word is {reserved:#x}")
     if count != end - start:
         raise damaged_between(start, end, f"the checksum record covers {count} bytes, "
                                           f"{end - start} precede it")

@@ -238,3 +238,20 @@ def test_a_short_checksum_record_is_corrupt(tmp_path):
         list(packets.read_trace(path))
     with pytest.raises(TraceFormatError, match="checksum record of 4 bytes"):
         list(scan.scan(path))
+
+
+def test_a_flip_in_a_checksum_records_reserved_word_is_detected(real, tmp_path):
+    """The checksum record's own bytes are covered by no later checksum: its reserved word
+    must be 0, so that a flip there is caught too (hypothesis found this one)."""
+    _, data, layout, _ = real
+    record = next(o for o, k, _ in layout if k == trace.KIND_CHECKSUM)
+    position = record + trace.RECORD_HEADER_SIZE + 12  # the reserved u32 after count and crc
+    start, end = span_of(layout, position)
+    bad = tmp_path / "reserved.aqltrace"
+    bad.write_bytes(flipped(data, position))
+    expected = f"trace damaged between byte {start} and {end}"
+    with pytest.raises(TraceFormatError, match=expected):
+        list(packets.read_trace(bad))
+    with pytest.raises(TraceFormatError, match=expected):
+        for _ in scan.scan(bad, chunk_bytes=1 << 14):
+            pass
