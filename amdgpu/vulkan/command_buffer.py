@@ -531,21 +531,19 @@ class CommandBuffer(CommandBufferAPI):
                     )
                 set_cache[key] = ds
             sets.append(ds)
+        self._bind_sets(inst, cb, kernel, sets, state)
+
+    @staticmethod
+    def _bind_sets(inst: _Instance, cb, kernel: Kernel, sets: list, state: _BindState) -> None:
+        """Bind `sets` unless the previous dispatch left exactly these bound."""
         if sets == state.descriptors:  # cffi handles compare by address
             return
         state.descriptors = sets
-        handles = ffi.new("VkDescriptorSet[]", sets)
+        handles = vk.ffi.new("VkDescriptorSet[]", sets)
         inst.scratch.append(handles)
-        lib.vkCmdBindDescriptorSets(
-            cb,
-            vk.VK_PIPELINE_BIND_POINT_COMPUTE,
-            kernel.pipeline_layout,
-            0,
-            len(sets),
-            handles,
-            0,
-            ffi.NULL,
-        )
+        vk.lib.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE,
+                                       kernel.pipeline_layout, 0, len(sets), handles, 0,
+                                       vk.ffi.NULL)
 
     def _allocate_set(self, inst: _Instance, layout):
         """One descriptor set of `layout` from the instance's descriptor pool."""
@@ -564,7 +562,7 @@ class CommandBuffer(CommandBufferAPI):
         self, inst: _Instance, cb, kernel: Kernel, refs, set_cache, entries, state: _BindState
     ) -> None:
         """Bind update-after-bind sets, one per distinct binding refs; contents come later."""
-        ffi, lib = vk.ffi, vk.lib
+        ffi = vk.ffi
         order = sorted(kernel.descriptor_bindings)
         sets = []
         for s, layout in enumerate(kernel.set_layouts):
@@ -582,21 +580,7 @@ class CommandBuffer(CommandBufferAPI):
                 ds = set_cache[key] = self._allocate_set(inst, layout)
                 entries.extend((ds, order[i][1], refs[i]) for i in members)
             sets.append(ds)
-        if sets == state.descriptors:  # cffi handles compare by address
-            return
-        state.descriptors = sets
-        handles = ffi.new("VkDescriptorSet[]", sets)
-        inst.scratch.append(handles)
-        lib.vkCmdBindDescriptorSets(
-            cb,
-            vk.VK_PIPELINE_BIND_POINT_COMPUTE,
-            kernel.pipeline_layout,
-            0,
-            len(sets),
-            handles,
-            0,
-            ffi.NULL,
-        )
+        self._bind_sets(inst, cb, kernel, sets, state)
 
     def _finish_late_sets(self, inst: _Instance, entries) -> None:
         """One VkWriteDescriptorSet per late descriptor, over one VkDescriptorBufferInfo
