@@ -136,6 +136,15 @@ _STORES = {
     "d16_hi_b8": (np.uint8, 1, "hi"), "d16_hi_b16": (np.uint16, 1, "hi"),
 }
 
+# DS spells its d16 forms after the type ("ds_load_u16_d16_hi", not "..._d16_hi_b16").
+_DS_LOADS = {
+    **_LOADS,
+    "u16_d16": (np.uint16, 1, "lo"), "u16_d16_hi": (np.uint16, 1, "hi"),
+    "u8_d16": (np.uint8, 1, "lo"), "u8_d16_hi": (np.uint8, 1, "hi"),
+    "i8_d16": (np.int8, 1, "lo"), "i8_d16_hi": (np.int8, 1, "hi"),
+}
+_DS_STORES = {**_STORES, "b16_d16_hi": (np.uint16, 1, "hi"), "b8_d16_hi": (np.uint8, 1, "hi")}
+
 
 def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], np.ndarray],
                fetch_words: Callable[[int], np.ndarray]) -> None:
@@ -564,19 +573,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         return run2
     if parts[1] == "load":
         suffix = "_".join(parts[2:])
-        kind = _LOADS.get(suffix)
-        if suffix == "u16_d16":
-            kind = (np.uint16, 1, "lo")
-        elif suffix == "u16_d16_hi":
-            kind = (np.uint16, 1, "hi")
-        elif suffix == "u8_d16":
-            kind = (np.uint8, 1, "lo")
-        elif suffix == "u8_d16_hi":
-            kind = (np.uint8, 1, "hi")
-        elif suffix == "i8_d16":
-            kind = (np.int8, 1, "lo")
-        elif suffix == "i8_d16_hi":
-            kind = (np.int8, 1, "hi")
+        kind = _DS_LOADS.get(suffix)
         if kind is None:
             return None
 
@@ -590,11 +587,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         return load
     if parts[1] == "store":
         suffix = "_".join(parts[2:])
-        kind = _STORES.get(suffix)
-        if suffix == "b16_d16_hi":
-            kind = (np.uint16, 1, "hi")
-        elif suffix == "b8_d16_hi":
-            kind = (np.uint8, 1, "hi")
+        kind = _DS_STORES.get(suffix)
         if kind is None:
             return None
 
