@@ -17,7 +17,7 @@ from amdgpu.errors import CompileError
 from hsa.virtual.gfx11 import decoder as d
 from hsa.virtual.gfx11.listing import llvm_registers, register_operands
 from hsa.virtual.gfx11.testing import ILLEGAL_KERNEL_S, TEST_KERNELS_CL, build_code_object
-from hsa.virtual.gfx11.valu import base_name
+from hsa.virtual.isa.valu import base_name
 
 pytestmark = pytest.mark.isa_gfx11
 
@@ -153,7 +153,7 @@ def test_checked_in_tables_are_reproducible():
 def test_most_table_opcodes_have_semantics():
     """Every opcode of the tables either compiles to a semantic function or is listed as
     unsupported; a guard against losing coverage."""
-    from hsa.virtual.gfx11.executor import compile_instruction
+    from hsa.virtual.isa.executor import compile_instruction
 
     fields = dict(sdst=16, ssrc0=32, ssrc1=48, simm16=0x10, vdst=16, src0=288, src1=304,
                   src2=320, vsrc1=304, sdata=16, sbase=2, offset=0, soffset=124, glc=0, dlc=0,

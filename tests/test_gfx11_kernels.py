@@ -215,7 +215,7 @@ def test_calls_stack_and_generic_pointers(harness, code):
 
 def test_workgroups_run_in_batches(harness, code, monkeypatch):
     """A grid larger than one batch of wide state runs batch after batch (LDS per batch)."""
-    from hsa.virtual.gfx11 import executor as gfx11_executor
+    from hsa.virtual.isa import executor as gfx11_executor
 
     monkeypatch.setattr(gfx11_executor, "BATCH_BYTES", 1)  # one workgroup per batch
     n, block = 1000, 128

@@ -8,7 +8,7 @@ programs cached across dispatches.
 from __future__ import annotations
 
 from hsa.virtual.executor import register_executor
-from hsa.virtual.gfx11.executor import Gfx11Executor
+from hsa.virtual.isa.executor import Gfx11Executor
 
 _SHARED: Gfx11Executor | None = None
 

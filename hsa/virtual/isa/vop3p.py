@@ -12,8 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.virtual.gfx11 import decoder as d
-from hsa.virtual.gfx11.state import LANES, WaveGroup
-from hsa.virtual.gfx11.valu import _fma, base_name, from_type, to_type
+from hsa.virtual.isa.state import LANES, WaveGroup
+from hsa.virtual.isa.valu import _fma, base_name, from_type, to_type
 
 u32, f32 = np.uint32, np.float32
 

@@ -16,10 +16,10 @@ import numpy as np
 
 from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
 from hsa.virtual.gfx11 import decoder as d
-from hsa.virtual.gfx11.state import LANES, WaveGroup
+from hsa.virtual.isa.state import LANES, WaveGroup
 
 if TYPE_CHECKING:
-    from hsa.virtual.gfx11.executor import BatchContext
+    from hsa.virtual.isa.executor import BatchContext
 
 u32, u64 = np.uint32, np.uint64
 _LANE = np.arange(LANES)

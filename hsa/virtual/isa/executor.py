@@ -26,8 +26,8 @@ from amdgpu.errors import (
 )
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.gfx11 import decoder as d
-from hsa.virtual.gfx11 import mem, salu, valu, vop3p
-from hsa.virtual.gfx11.state import LANES, PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
+from hsa.virtual.isa import mem, salu, valu, vop3p
+from hsa.virtual.isa.state import LANES, PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
 from hsa.virtual.memory import MemoryMap
 
 NSGPR = 128

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.virtual.gfx11 import decoder as d
-from hsa.virtual.gfx11.state import WaveGroup
+from hsa.virtual.isa.state import WaveGroup
 
 u32, i32, u64, i64 = np.uint32, np.int32, np.uint64, np.int64
 M32 = u64(0xFFFFFFFF)
