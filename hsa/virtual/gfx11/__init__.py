@@ -1,6 +1,7 @@
-"""The gfx11 (RDNA3, gfx1100) ISA executor of the virtual AMD system.
+"""The gfx11 (RDNA3, gfx1100) family of the virtual AMD system.
 
-Importing this package registers the executor as family "gfx11" with
+The decoder, opcode tables and listing live here; execution is the shared core in
+`hsa.virtual.isa`. Importing this package registers the executor as family "gfx11" with
 `hsa.virtual.executor.register_executor`. One shared executor instance keeps the decoded
 programs cached across dispatches.
 """
@@ -8,19 +9,22 @@ programs cached across dispatches.
 from __future__ import annotations
 
 from hsa.virtual.executor import register_executor
-from hsa.virtual.isa.executor import Gfx11Executor
+from hsa.virtual.gfx11 import decoder
+from hsa.virtual.isa.executor import Executor, Family
 
-_SHARED: Gfx11Executor | None = None
+GFX11 = Family("gfx11", decoder.decode_one)
+
+_SHARED: Executor | None = None
 
 
-def shared_executor() -> Gfx11Executor:
+def shared_executor() -> Executor:
     """The process-wide gfx11 executor (its program cache is shared by every dispatch)."""
     global _SHARED
     if _SHARED is None:
-        _SHARED = Gfx11Executor()
+        _SHARED = Executor(GFX11)
     return _SHARED
 
 
 register_executor("gfx11", shared_executor)
 
-__all__ = ["Gfx11Executor", "shared_executor"]
+__all__ = ["GFX11", "shared_executor"]

@@ -9,16 +9,31 @@ raises IllegalInstruction only if it is reached.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-# Special source-operand codes (9-bit VOP sources; scalar sources use the low 8 bits).
-VCC_LO, VCC_HI, NULL, M0, EXEC_LO, EXEC_HI = 106, 107, 124, 125, 126, 127
-SRC_SHARED_BASE, SRC_SHARED_LIMIT, SRC_PRIVATE_BASE, SRC_PRIVATE_LIMIT = 235, 236, 237, 238
-DPP8, DPP8FI, DPP16 = 233, 234, 250
-VCCZ, EXECZ, SCC, LITERAL = 251, 252, 253, 255
-VGPR0 = 256
+# Special source-operand codes: gfx11's numbering is the core's canonical one.
+from hsa.virtual.isa.operands import (  # noqa: F401  (re-exported for gfx11 modules)
+    DPP8,
+    DPP8FI,
+    DPP16,
+    EXEC_HI,
+    EXEC_LO,
+    EXECZ,
+    LITERAL,
+    M0,
+    NULL,
+    SCC,
+    SRC_PRIVATE_BASE,
+    SRC_PRIVATE_LIMIT,
+    SRC_SHARED_BASE,
+    SRC_SHARED_LIMIT,
+    VCC_HI,
+    VCC_LO,
+    VCCZ,
+    VGPR0,
+    Instruction,
+)
 
 # VOP3 opcodes whose bits 14:8 are a scalar destination (carry out / VCC-like), not abs/opsel.
 VOP3_SDST = {0x2FC, 0x2FD, 0x2FE, 0x2FF, 0x300, 0x301, 0x302, 0x120, 0x121, 0x122}
@@ -30,21 +45,6 @@ VOP2_LITERAL = {0x2C, 0x2D, 0x37, 0x38}
 def opcode_tables() -> dict[str, dict[int, dict]]:
     raw = json.loads(Path(__file__).with_name("opcodes.json").read_text())
     return {enc: {int(op): info for op, info in table.items()} for enc, table in raw.items()}
-
-
-@dataclass(slots=True)
-class Instruction:
-    pc: int  # byte address
-    size: int  # bytes, literal and DPP words included
-    encoding: str
-    op: int
-    name: str
-    f: dict[str, int] = field(default_factory=dict)  # the encoding's fields
-    literal: int | None = None
-    words: tuple[int, ...] = ()
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.f} lit={self.literal}"
 
 
 def _sext(value: int, bits: int) -> int:

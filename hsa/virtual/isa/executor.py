@@ -1,11 +1,12 @@
-"""The gfx11 ISA executor: runs a kernel dispatch as wide numpy wave state.
+"""The ISA executor core: runs a kernel dispatch as wide numpy wave state.
 
-`Gfx11Executor.run(dispatch, memory)` reads the kernel descriptor at `kernel_object`, sets
+`Executor(family).run(dispatch, memory)` reads the kernel descriptor at `kernel_object`, sets
 up every wave of a batch of workgroups the way the hardware initialises them (user SGPRs in
 kernel_code_properties order, workgroup ids after `user_sgpr_count`, packed work-item ids in
 v0, EXEC for partial waves), then executes instruction by instruction for all waves that
 share a program counter. Decoded and compiled instructions are cached per code address
-and checked against the code bytes on each dispatch.
+and checked against the code bytes on each dispatch. A `Family` supplies the decoder
+(and the family's name for messages); everything else here is shared by the families.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from amdgpu.errors import (
     MemoryFault,
 )
 from hsa.virtual.executor import Dispatch
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 from hsa.virtual.isa import mem, salu, valu, vop3p
 from hsa.virtual.isa.state import LANES, PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
 from hsa.virtual.memory import MemoryMap
@@ -79,8 +80,17 @@ class Compiled:
         self.size = self.inst.size
 
 
+@dataclass(frozen=True)
+class Family:
+    """What an encoding family plugs into the core."""
+
+    name: str  # "gfx11", for messages
+    decode_one: Callable[[tuple[int, ...], int, int], d.Instruction]  # (words, index, pc)
+
+
 @dataclass
 class Program:
+    family: Family
     entry: int
     start: int  # address of code[0]: the code object's allocation (functions before entry)
     snapshot: np.ndarray  # the code words of that allocation
@@ -94,7 +104,7 @@ class Program:
             if index < 0 or index >= len(self.code):
                 inst = d.Instruction(pc, 4, "UNKNOWN", 0, "<outside code>", {}, None, (0,))
             else:
-                inst = d.decode_one(self.code, index, pc)
+                inst = self.family.decode_one(self.code, index, pc)
             c = compile_instruction(inst)
             self.cache[pc] = c
         return c
@@ -267,12 +277,12 @@ class BatchContext:
 
 
 # --- the executor ------------------------------------------------------------------------------
-class Gfx11Executor:
-    """Executes gfx11 kernel dispatches (wave32) against a MemoryMap."""
+class Executor:
+    """Executes one family's kernel dispatches against a MemoryMap."""
 
-    family = "gfx11"
-
-    def __init__(self) -> None:
+    def __init__(self, family: Family) -> None:
+        self.isa = family
+        self.family = family.name
         self._programs: dict[int, Program] = {}
         self.last_lane_instructions = 0
         self.last_instructions = 0
@@ -296,7 +306,7 @@ class Gfx11Executor:
                                                                              snapshot):
             return prog
         snap = snapshot.copy()
-        prog = Program(entry, start, snap, tuple(snap.tolist()))
+        prog = Program(self.isa, entry, start, snap, tuple(snap.tolist()))
         self._programs[entry] = prog
         return prog
 
@@ -306,9 +316,9 @@ class Gfx11Executor:
         if not desc.properties >> 10 & 1:
             raise IllegalInstruction(
                 HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-                f"kernel {dispatch.kernel_name} is compiled for wave64; the virtual gfx11 "
-                "executor runs wave32 code only; compile with -mwavefrontsize32 (the "
-                "gfx11 default)")
+                f"kernel {dispatch.kernel_name} is compiled for wave64; the virtual "
+                f"{self.family} executor runs wave32 code only; compile with "
+                f"-mwavefrontsize32 (the {self.family} default)")
         entry = dispatch.kernel_object + desc.entry_offset
         prog = self.program(entry, memory, dispatch.agent)
         if min(int(x) for x in dispatch.grid_size) <= 0:
@@ -492,25 +502,23 @@ class Gfx11Executor:
                     raise IllegalInstruction(
                         HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
                         f"kernel {ctx.kernel_name} ran more than {MAX_STEPS} instructions "
-                        f"(pc 0x{g.pc:x}); it does not terminate in the virtual gfx11 "
-                        "executor")
+                        f"(pc 0x{g.pc:x}); it does not terminate in the virtual "
+                        f"{self.family} executor")
         finally:
             steps_done[0] = steps
 
-    @staticmethod
-    def _failed(c: Compiled, ctx: BatchContext, e: Exception) -> IllegalInstruction:
-        inst = c.inst
+    def _failed(self, c: Compiled, ctx: BatchContext, e: Exception) -> IllegalInstruction:
+        inst, fam = c.inst, self.family
         return IllegalInstruction(
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-            f"unsupported use of gfx11 instruction {inst.name} ({inst.encoding}) in kernel "
+            f"unsupported use of {fam} instruction {inst.name} ({inst.encoding}) in kernel "
             f"{ctx.kernel_name} at pc 0x{inst.pc:x}: {type(e).__name__}: {e}; the virtual "
-            "gfx11 executor cannot run it")
+            f"{fam} executor cannot run it")
 
-    @staticmethod
-    def _illegal(c: Compiled, ctx: BatchContext) -> IllegalInstruction:
-        inst = c.inst
+    def _illegal(self, c: Compiled, ctx: BatchContext) -> IllegalInstruction:
+        inst, fam = c.inst, self.family
         return IllegalInstruction(
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-            f"unsupported gfx11 instruction {inst.name} ({inst.encoding}) in kernel "
-            f"{ctx.kernel_name} at pc 0x{inst.pc:x}; the virtual gfx11 executor "
+            f"unsupported {fam} instruction {inst.name} ({inst.encoding}) in kernel "
+            f"{ctx.kernel_name} at pc 0x{inst.pc:x}; the virtual {fam} executor "
             f"does not implement it ({c.error})")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import LANES, WaveGroup
 
 if TYPE_CHECKING:

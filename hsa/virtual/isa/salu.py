@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 
 u32, i32, u64, i64 = np.uint32, np.int32, np.uint64, np.int64

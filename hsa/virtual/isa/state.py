@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 
 LANES = 32
 _LANE_BITS = (np.uint32(1) << np.arange(LANES, dtype=np.uint32)).astype(np.uint32)

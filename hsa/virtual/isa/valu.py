@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import LANES, WaveGroup
 
 u32, i32, f32, u64, i64, f64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hsa.virtual.gfx11 import decoder as d
+from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import LANES, WaveGroup
 from hsa.virtual.isa.valu import _fma, base_name, from_type, to_type
 
