@@ -343,6 +343,56 @@ CASES = {
 }
 
 
+def _clz64(x):
+    return np.array([63 - int(v).bit_length() + 1 if v else 0xFFFFFFFF for v in x], u32)
+
+
+def _cls64(x):
+    return _clz64([(~int(v)) & (2**64 - 1) if int(v) >> 63 else int(v) for v in x])
+
+
+def _wide(a, b):
+    return [int(lo) | int(hi) << 32 for lo, hi in zip(a, b)]
+
+
+# Issue #12: opcodes compilers emit that had no semantics.
+CASES.update({
+    "s_bitset": (SCALAR + "s_mov_b32 s11, s10\ns_bitset1_b32 s11, s8\ns_bitset0_b32 s11, s9\n"
+                 "v_mov_b32 v4, s11", "u32",
+                 per_wave(lambda a, b, c: (c | (u32(1) << (a & 31))) & ~(u32(1) << (b & 31))),
+                 None),
+    "s_clz_cls_64": (SCALAR + "s_lshr_b32 s9, s9, s10\ns_clz_i32_u64 s11, s[8:9]\n"
+                     "s_cls_i32_i64 s12, s[8:9]\ns_lshl_b32 s12, s12, 8\n"
+                     "s_or_b32 s11, s11, s12\nv_mov_b32 v4, s11", "u32",
+                     per_wave(lambda a, b, c: (lambda w: _clz64(w) | (_cls64(w) << u32(8)))(
+                         _wide(a, b >> (c & 31)))), None),
+    "s_movrel": (SCALAR + "s_mov_b32 s16, 1\ns_mov_b32 s17, 2\ns_mov_b32 s18, 3\n"
+                 "s_and_b32 s11, s8, 1\ns_add_u32 m0, s11, 1\ns_movrels_b32 s12, s16\n"
+                 "s_movreld_b32 s16, s10\ns_add_u32 s12, s12, s17\nv_mov_b32 v4, s12", "u32",
+                 per_wave(lambda a, b, c: np.where(a & 1, u32(5), u32(2) + c)), None),
+    "v_movrel": ("s_mov_b32 m0, 2\nv_mov_b32 v5, 7\nv_mov_b32 v6, 8\nv_mov_b32 v7, v1\n"
+                 "v_movrels_b32 v8, v5\nv_movreld_b32 v3, v2\nv_add_nc_u32 v4, v8, v5", "u32",
+                 lambda a, b, c: a + b, None),
+    "cndmask_b16": ("v_cmp_gt_u32_e32 vcc_lo, v1, v2\nv_mov_b32 v4, v3\n"
+                    "v_cndmask_b16 v4.h, v1.l, v2.h, vcc_lo", "u32",
+                    lambda a, b, c: (c & u32(0xFFFF)) | (np.where(a > b, b >> u32(16),
+                                                                  a & u32(0xFFFF)) << u32(16)),
+                    None),
+    "sub_add_nc_i32_clamp": ("v_sub_nc_i32 v5, v1, v2 clamp\nv_add_nc_i32 v6, v1, v3 clamp\n"
+                             "v_sub_nc_i32 v7, v1, v2\nv_xor_b32 v4, v5, v6\n"
+                             "v_xor_b32 v4, v4, v7", "u32",
+                             lambda a, b, c: (np.clip(S(a).astype(np.int64) - S(b), -2**31,
+                                                      2**31 - 1).astype(u32)
+                                              ^ np.clip(S(a).astype(np.int64) + S(c), -2**31,
+                                                        2**31 - 1).astype(u32) ^ (a - b)),
+                             None),
+    "fma_mix_inline_f16": ("v_fma_mix_f32 v4, v1, 1.0, v3 op_sel_hi:[1,1,0]", "f16x2_f32",
+                           lambda a, b, c: B(f16lo(a).astype(np.float64) + F(c)), 1e-6),
+    "bfrev_inline": ("v_bfrev_b32 v5, 1.0\nv_bfrev_b32_e64 v6, -4\nv_xor_b32 v4, v5, v6\n"
+                     "v_xor_b32 v4, v4, v1", "u32",
+                     lambda a, b, c: a ^ u32(0x1FC) ^ brev32([0xFFFFFFFC])[0], None),
+})
+
 def _inputs(kind: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     def one():
         if kind == "u32":

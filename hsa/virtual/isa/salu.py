@@ -314,6 +314,81 @@ def run_sop1(g: WaveGroup, inst: d.Instruction, spec) -> None:
         g.scc = np.broadcast_to(np.asarray(scc, bool), (g.count,)).copy()
 
 
+def _flbit64(x):
+    x = np.asarray(x, u64)
+    hi = _flbit((x >> u64(32)).astype(u32))
+    lo = _flbit((x & u64(0xFFFFFFFF)).astype(u32))
+    return np.where(hi != u32(0xFFFFFFFF), hi, np.where(lo != u32(0xFFFFFFFF), lo + u32(32), lo))
+
+
+def _cls64(x):
+    x = np.asarray(x, u64)
+    neg = (x >> u64(63)) != 0
+    return _flbit64(np.where(neg, ~x, x))
+
+
+SOP1.update({
+    "s_clz_i32_u64": (True, False, lambda a: (_flbit64(a), None)),
+    "s_cls_i32_i64": (True, False, lambda a: (_cls64(a), None)),
+})
+
+
+def run_bitset(g: WaveGroup, inst: d.Instruction, one: bool, wide: bool) -> None:
+    """s_bitset0/1: clear or set bit ssrc0[4:0] (5:0 for b64) of sdst."""
+    bit = np.asarray(g.sread(inst.f["ssrc0"], inst.literal), u64) & u64(63 if wide else 31)
+    dst = inst.f["sdst"]
+    old = np.asarray(g.sread(dst, None, wide) if dst < 128 else u64(0), u64)
+    mask = u64(1) << bit
+    g.swrite(dst, np.broadcast_to((old | mask) if one else (old & ~mask), (g.count,)).astype(
+        u64 if wide else u32), wide)
+
+
+def run_movrel(g: WaveGroup, inst: d.Instruction, dest: bool, wide: bool) -> None:
+    """s_movrels: sdst = SGPR[ssrc0 + M0]; s_movreld: SGPR[sdst + M0] = ssrc0."""
+    m0 = g.s[:, d.M0].astype(np.int64)
+    rows = np.arange(g.count)
+    n = 2 if wide else 1
+    if dest:
+        value = np.broadcast_to(np.asarray(g.sread(inst.f["ssrc0"], inst.literal, wide)),
+                                (g.count,))
+        base = inst.f["sdst"] + m0
+        words = ([value & u64(0xFFFFFFFF), value >> u64(32)] if wide else [value])
+        for k in range(n):
+            reg = base + k
+            ok = reg < 106  # writes past the SGPRs are dropped
+            g.s[rows[ok], reg[ok]] = np.asarray(words[k], u64)[ok].astype(u32)
+    else:
+        reg = inst.f["ssrc0"] + m0
+        for k in range(n):
+            r = reg + k
+            ok = r < 106
+            out = np.zeros(g.count, u32)
+            out[ok] = g.s[rows[ok], r[ok]]
+            g.swrite(inst.f["sdst"] + k, out)
+
+
+# s_sendmsg_rtn message ids (gfx11): the ones a compute kernel reads
+MSG_RTN_GET_DOORBELL, MSG_RTN_GET_DDID, MSG_RTN_GET_TMA, MSG_RTN_GET_REALTIME = 128, 129, 130, 131
+MSG_RTN_GET_TBA = 133
+
+
+def run_sendmsg_rtn(g: WaveGroup, inst: d.Instruction, wide: bool) -> None:
+    """s_sendmsg_rtn: the message id is the ssrc0 field itself (never a register or a
+    literal). GET_REALTIME returns a 100 MHz-style counter; here a monotonic nanosecond
+    clock, so clock64-style timing code sees time advance."""
+    import time
+
+    msg = inst.f["ssrc0"]
+    if msg == MSG_RTN_GET_REALTIME:
+        value = np.uint64(time.monotonic_ns() // 10)
+    elif msg in (MSG_RTN_GET_DOORBELL, MSG_RTN_GET_DDID, MSG_RTN_GET_TMA, MSG_RTN_GET_TBA):
+        value = np.uint64(0)
+    else:
+        raise ValueError(f"s_sendmsg_rtn message {msg} is not one the virtual GPU answers")
+    g.swrite(inst.f["sdst"], np.broadcast_to(value if wide else np.uint32(value & 0xFFFFFFFF),
+                                             (g.count,)), wide)
+
+
 def run_saveexec(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     """s_<op>_saveexec_b32 and friends: sdst = EXEC; EXEC = op(src, EXEC); SCC = EXEC != 0."""
     wide = name.endswith("b64")
@@ -389,6 +464,13 @@ def compile_salu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
     if enc == "SOP1":
         if "saveexec" in name or "wrexec" in name:
             return lambda g: run_saveexec(g, inst, name)
+        if name.startswith("s_bitset"):
+            return lambda g: run_bitset(g, inst, name.startswith("s_bitset1"),
+                                        name.endswith("b64"))
+        if name in ("s_movrels_b32", "s_movrels_b64", "s_movreld_b32", "s_movreld_b64"):
+            return lambda g: run_movrel(g, inst, "movreld" in name, name.endswith("b64"))
+        if name in ("s_sendmsg_rtn_b32", "s_sendmsg_rtn_b64"):
+            return lambda g: run_sendmsg_rtn(g, inst, name.endswith("b64"))
         spec = SOP1.get(name)
         if spec is None:
             return None

@@ -111,10 +111,12 @@ def _ctz(x):
 
 
 def _bfrev(x):
-    x = np.asarray(x, u32)
-    b = np.unpackbits(x.astype("<u4").view(np.uint8).reshape(-1, 4), axis=1,
-                      bitorder="little")[:, ::-1]
-    return np.packbits(b, axis=1, bitorder="little").view("<u4").reshape(x.shape)
+    x = np.asarray(x, u32)  # swap halves, bytes, nibbles, pairs, bits (any shape, 0-d too)
+    for shift, mask in ((16, 0x0000FFFF), (8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333),
+                        (1, 0x55555555)):
+        s_, m = u32(shift), u32(mask)
+        x = ((x >> s_) & m) | ((x & m) << s_)
+    return x
 
 
 def _perm(s0, s1, sel):
@@ -692,6 +694,25 @@ def op_cndmask(g: WaveGroup, form: AluForm) -> None:
     g.vwrite(form.vdst, np.where(m, b, a), dpp.write if dpp else None)
 
 
+def op_cndmask_b16(g: WaveGroup, form: AluForm) -> None:
+    """v_cndmask_b16 (VOP3): 16-bit halves picked by opsel; abs/neg act on them as f16."""
+    t = "f16" if (form.abs or form.neg) else "u16"
+    a = from_type(read_src(g, form, 0, t), t)
+    b = from_type(read_src(g, form, 1, t), t)
+    m = _carry_mask(g, form, 2)
+    write_result(g, form, to_type(np.where(m, b, a), "u16"), "u16")
+
+
+def op_addsub_i32(g: WaveGroup, form: AluForm, sub: bool) -> None:
+    """v_add_nc_i32 / v_sub_nc_i32: wrap, or saturate to int32 with clamp."""
+    a = np.asarray(read_src(g, form, 0, "i32"), i64)
+    b = np.asarray(read_src(g, form, 1, "i32"), i64)
+    r = a - b if sub else a + b
+    if form.clamp:
+        r = np.clip(r, -(2 ** 31), 2 ** 31 - 1)
+    g.vwrite(form.vdst, r.astype(u32))
+
+
 def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -> None:
     a = np.asarray(read_src(g, form, 0, "u32"), u64)
     b = np.asarray(read_src(g, form, 1, "u32"), u64)
@@ -844,6 +865,30 @@ def op_bcnt(g: WaveGroup, form: AluForm) -> None:
     g.vwrite(form.vdst, (_popcount(a) + read_src(g, form, 1, "u32")).astype(u32))
 
 
+def op_movrel(g: WaveGroup, form: AluForm, src_rel: bool, dst_rel: bool,
+              split: bool = False) -> None:
+    """v_movrels/movreld/movrelsd: VGPR numbers offset by M0 (per wave; movrelsd_2 takes
+    the source offset from M0[9:0] and the destination's from M0[25:16]). Indexes past the
+    wave's VGPRs read 0 and write nothing."""
+    m0 = g.s[:, d.M0].astype(np.int64)
+    nreg = g.v.shape[0]
+    src = form.srcs[0]
+    for word in np.unique(m0):
+        waves = m0 == word
+        s_off = int(word) & 0x3FF if split else int(word)
+        d_off = (int(word) >> 16) & 0x3FF if split else int(word)
+        s_reg = src - d.VGPR0 + (s_off if src_rel else 0)
+        dst = form.vdst + (d_off if dst_rel else 0)
+        if src >= d.VGPR0:
+            value = g.v[s_reg] if 0 <= s_reg < nreg else np.zeros((g.count, LANES), u32)
+        else:
+            value = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+        if 0 <= dst < nreg:
+            mask = g.exec_mask() & waves[:, None]
+            np.copyto(g.v[dst], np.broadcast_to(value, (g.count, LANES)), where=mask,
+                      casting="unsafe")
+
+
 def op_swap(g: WaveGroup, form: AluForm) -> None:
     src = form.srcs[0] - d.VGPR0
     a, b = g.v[form.vdst].copy(), g.v[src].copy()
@@ -853,10 +898,17 @@ def op_swap(g: WaveGroup, form: AluForm) -> None:
 
 SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
     "v_swap_b32": op_swap,
+    "v_movrels_b32": lambda g, f: op_movrel(g, f, True, False),
+    "v_movreld_b32": lambda g, f: op_movrel(g, f, False, True),
+    "v_movrelsd_b32": lambda g, f: op_movrel(g, f, True, True),
+    "v_movrelsd_2_b32": lambda g, f: op_movrel(g, f, True, True, split=True),
     "v_mbcnt_lo_u32_b32": lambda g, f: op_mbcnt(g, f, False),
     "v_mbcnt_hi_u32_b32": lambda g, f: op_mbcnt(g, f, True),
     "v_bcnt_u32_b32": op_bcnt,
     "v_cndmask_b32": op_cndmask,
+    "v_cndmask_b16": op_cndmask_b16,
+    "v_add_nc_i32": lambda g, f: op_addsub_i32(g, f, False),
+    "v_sub_nc_i32": lambda g, f: op_addsub_i32(g, f, True),
     "v_add_co_u32": lambda g, f: _addsub(g, f, False, False, False),
     "v_sub_co_u32": lambda g, f: _addsub(g, f, True, False, False),
     "v_subrev_co_u32": lambda g, f: _addsub(g, f, True, True, False),

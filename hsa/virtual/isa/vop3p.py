@@ -89,15 +89,25 @@ def run_dot2(g: WaveGroup, inst: d.Instruction, bf16: bool) -> None:
     g.vwrite(f["vdst"], np.asarray(acc, f32).view(u32))
 
 
+def _is_constant(code: int) -> bool:
+    return 128 <= code < d.VGPR0 and code != d.SCC
+
+
 def run_fma_mix(g: WaveGroup, inst: d.Instruction, out: str) -> None:
     f = inst.f
     args = []
     for k in range(3):
-        raw = _src(g, inst, k, "32")
-        if f["opsel_hi"] >> k & 1:
+        f16 = bool(f["opsel_hi"] >> k & 1)
+        code = f[f"src{k}"]
+        if f16 and _is_constant(code) and code != d.LITERAL:
+            # an inline constant on an f16-selected source is the f16 constant (LLVM's
+            # rule for mix ops), not the low half of the f32 bit pattern
+            value = to_type(g.vread(code, None, "16"), "f16")
+        elif f16:
+            raw = _src(g, inst, k, "32")
             value = to_type(raw, "f16", bool(f["opsel"] >> k & 1))
         else:
-            value = to_type(raw, "f32")
+            value = to_type(_src(g, inst, k, "32"), "f32")
         if f["neg_hi"] >> k & 1:  # for mix ops neg_hi is abs
             value = np.abs(value)
         if f["neg"] >> k & 1:
@@ -165,6 +175,41 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
             g.v[f["vdst"] + i] = bits
         else:
             g.vwrite(f["vdst"] + i, bits)
+
+
+def _operand_int(g: WaveGroup, reg: int, bits: int, signed: bool) -> np.ndarray:
+    """16 8-bit (4 VGPRs) or 4-bit (2 VGPRs) integers per lane in lanes 0-15 ->
+    (waves, 16 lanes, 16 values) int64; value k sits at bits [bits*k % 32] of VGPR
+    bits*k // 32."""
+    nreg = 16 * bits // 32
+    words = g.v[reg:reg + nreg, :, :16].astype(np.int64)  # (nreg, W, 16)
+    per = 32 // bits
+    shifts = np.arange(per, dtype=np.int64) * bits
+    vals = (words[..., None] >> shifts) & ((1 << bits) - 1)  # (nreg, W, 16, per)
+    vals = vals.transpose(1, 2, 0, 3).reshape(g.count, 16, 16)
+    if signed:
+        vals = np.where(vals >= 1 << (bits - 1), vals - (1 << bits), vals)
+    return vals
+
+
+def run_wmma_int(g: WaveGroup, inst: d.Instruction, bits: int) -> None:
+    """v_wmma_i32_16x16x16_iu8 / iu4: neg[0] / neg[1] say A / B are signed; clamp
+    saturates the i32 result (otherwise it wraps)."""
+    f = inst.f
+    a_reg, b_reg, c_reg = (f[f"src{k}"] - d.VGPR0 for k in range(3))
+    a = _operand_int(g, a_reg, bits, bool(f["neg"] & 1))
+    b = _operand_int(g, b_reg, bits, bool(f["neg"] >> 1 & 1))
+    lane = np.arange(LANES)
+    rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16
+    cols = np.broadcast_to(lane[None, :] % 16, (8, LANES))
+    prod = np.einsum("wmk,wnk->wmn", a, b)  # int64, exact
+    c_vals = g.v[c_reg:c_reg + 8].view(np.int32).astype(np.int64)  # (8, W, 32)
+    dvals = prod[:, rows, cols].transpose(1, 0, 2) + c_vals
+    if f["clamp"]:
+        dvals = np.clip(dvals, -(2 ** 31), 2 ** 31 - 1)
+    bits_out = dvals.astype(np.uint32)  # wraps modulo 2**32
+    for i in range(8):
+        g.vwrite(f["vdst"] + i, bits_out[i])
 
 
 # --- VOPD ----------------------------------------------------------------------------------------
@@ -237,6 +282,8 @@ def compile(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
         return lambda g: run_fma_mix(g, inst, "lo")
     if name == "v_fma_mixhi_f16":
         return lambda g: run_fma_mix(g, inst, "hi")
+    if name in ("v_wmma_i32_16x16x16_iu8", "v_wmma_i32_16x16x16_iu4"):
+        return lambda g: run_wmma_int(g, inst, 8 if name.endswith("iu8") else 4)
     if name.startswith("v_wmma_") and "iu" not in name:
         return lambda g: run_wmma(g, inst, name)
     return None
