@@ -130,7 +130,8 @@ def _drop_empty_trace(path: str, failed: bool) -> None:
     submitted, so it records nothing); a trace with packets is kept, failed run or not."""
     import packets
 
-    if failed and os.path.getsize(path) <= packets.trace.FILE_HEADER_SIZE:
+    empty = packets.trace.FILE_HEADER_SIZE + packets.trace.CHECKSUM_RECORD_SIZE
+    if failed and os.path.getsize(path) <= empty:
         os.remove(path)
 
 

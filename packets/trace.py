@@ -21,6 +21,10 @@ Every write of a TraceWriter ends with a CHECKSUM record: the CRC32 of the file 
 the previous one (or the header), computed on the writer thread. Readers check them and
 raise TraceFormatError("trace damaged between byte X and Y: checksum mismatch ...") when
 bytes changed after they were written; files without checksum records read unverified.
+A TraceWriter sets FILE_FLAG_CHECKSUMS in the file header and its first checksum covers the
+header too: in such a file (or once a checksum record has been read) the stream is
+checksummed, and a record of an unknown kind or bytes after the last checksum record are
+damage (a damaged checksum record's header), never skipped or read unverified.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ _RECORD_HEADER = struct.Struct("<IHH")
 FILE_HEADER_SIZE = _FILE_HEADER.size  # 16
 RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 8
 MAX_PAYLOAD = 64 << 20  # a larger length field means a corrupt file, not a big record
+# File header flags. FILE_FLAG_CHECKSUMS: every write ends with a checksum record, the first
+# covering the file header as well; a reader holds every byte of the file to them.
+FILE_FLAG_CHECKSUMS = 1
+KNOWN_FILE_FLAGS = FILE_FLAG_CHECKSUMS
 
 
 class RecordKind(IntEnum):
@@ -500,7 +508,11 @@ class TraceWriter:
         self._slab_view = memoryview(self._slab)
         self._slab_pos = 0
         self._free.extend(self._make_slab() for _ in range(self._wake_slabs))
-        _write_all(self._fd, [_FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER_SIZE, 0)])
+        header = _FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER_SIZE, FILE_FLAG_CHECKSUMS)
+        _write_all(self._fd, [header])
+        # The first checksum record covers the header too (its flags and version included):
+        # (bytes, crc32) of what was written since the last checksum record.
+        self._unsummed: tuple[int, int] | None = (len(header), zlib.crc32(header))
         _open_writers.add(self)
 
     # --- producers (the publishing threads) ---------------------------------------------
@@ -663,10 +675,18 @@ class TraceWriter:
                 batch = [self._pack_tuple(p) if p.__class__ is tuple else p for p in batch]
             if self._file is not None and self._error is None:  # else: closed or failed,
                 try:  # drop rather than grow forever
-                    _write_all(self._fd, _with_checksum(batch))
+                    _write_all(self._fd, _with_checksum(batch, self._unsummed))
                 except OSError as e:
                     self._error = e
+                self._unsummed = None  # written, or lost: no header-only checksum later
             del batch
+        elif (self._unsummed is not None and self._stopping and self._file is not None
+              and self._error is None):
+            try:  # closing with no record written: a checksum of the header alone
+                _write_all(self._fd, _with_checksum([], self._unsummed))
+                self._unsummed = None
+            except OSError as e:
+                self._error = e
         if done:
             self._free.extend(sealed[:done])
             del sealed[:done]
@@ -732,21 +752,55 @@ _MAP_POPULATE = (mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
 _IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
 
 
-def _with_checksum(pieces: list) -> list:
+def _with_checksum(pieces: list, before: tuple[int, int] | None = None) -> list:
     """`pieces` followed by the CHECKSUM record covering them (written in the same writev, so
     the covered bytes are the ones just before it even if another process appends too).
     Many pieces are joined first (as _write_all would): one crc32 call, the GIL released
-    for its length; a slab piece is summed where it lies."""
+    for its length; a slab piece is summed where it lies. `before`: (count, crc32) of bytes
+    already written that this checksum covers too (the file header, for the first one)."""
     if len(pieces) >= _IOV_MAX:
         pieces = [b"".join(pieces)]
-    crc = 0
-    total = 0
+    total, crc = before or (0, 0)
     crc32 = zlib.crc32
     for piece in pieces:
         crc = crc32(piece, crc)
         total += len(piece)
     pieces.append(_CHECKSUM_RECORD.pack(CHECKSUM_SIZE, KIND_CHECKSUM, 0, total, crc, 0))
     return pieces
+
+
+KNOWN_KINDS = frozenset(int(k) for k in RecordKind)
+
+
+def check_checksum_record(offset: int, length: int, flags: int) -> None:
+    """A checksum record's header: exactly 16 payload bytes and flags 0 (no later checksum
+    covers these bytes, so they are checked for what they must be)."""
+    if length != CHECKSUM_SIZE or flags:
+        raise TraceFormatError(
+            f"corrupt trace: record at byte offset {offset} (kind {KIND_CHECKSUM}) does not "
+            f"parse: a checksum record of {length} bytes with flags {flags:#x} (a checksum "
+            f"record is {CHECKSUM_SIZE} bytes, flags 0){NEXT_STEP_DAMAGED}"
+        )
+
+
+def unknown_kind(offset: int, kind: int) -> TraceFormatError:
+    """An unknown record kind inside a checksummed trace: a damaged record header (perhaps a
+    checksum record's, which would leave the bytes it covers unverified), not a newer
+    writer's record (a new kind comes with a new format version)."""
+    return TraceFormatError(
+        f"trace damaged at byte offset {offset}: record kind {kind} is unknown in a trace "
+        f"with checksums (a damaged record header){NEXT_STEP_DAMAGED}"
+    )
+
+
+def uncovered_tail(start: int, end: int) -> TraceFormatError:
+    """Bytes after the last checksum record of a checksummed trace: every write ends with
+    one, so they are a damaged checksum record or a write cut short, and unverified."""
+    return TraceFormatError(
+        f"trace damaged between byte {start} and {end}: no checksum record covers these "
+        f"bytes (a damaged checksum record, or a write cut short); records before byte "
+        f"{start} are intact, or record again"
+    )
 
 
 def damaged_between(start: int, end: int, detail: str) -> TraceFormatError:
@@ -992,22 +1046,35 @@ class TraceReader:
                 f"corrupt trace: header size {header_size} at byte offset 10{NEXT_STEP_DAMAGED}"
             )
         extra = header_size - FILE_HEADER_SIZE  # a later v1 writer may add header fields
-        if extra and len(stream.read(extra)) < extra:
+        more = stream.read(extra) if extra else b""
+        if len(more) < extra:
             raise TraceFormatError(
                 f"truncated trace: file header ends before {header_size}{NEXT_STEP_CUT_SHORT}"
             )
+        if self.flags & ~KNOWN_FILE_FLAGS:
+            raise TraceFormatError(
+                f"corrupt trace: file header flags {self.flags:#x} at byte offset 12 set bits "
+                f"this format does not define{NEXT_STEP_DAMAGED}"
+            )
         self.version = version
         self.offset = header_size
+        # Checksum state: a checksummed file's first checksum covers its header too.
+        self.checksummed = bool(self.flags & FILE_FLAG_CHECKSUMS)
+        self.verified = 0  # bytes [0, verified) were checked against a checksum record
+        self._span_start = 0 if self.checksummed else header_size
+        self._crc = zlib.crc32(more, zlib.crc32(head)) if self.checksummed else 0
 
     def __iter__(self) -> Iterator[Record]:
         read = self._stream.read
         crc32 = zlib.crc32
-        crc = 0  # CRC32 of the bytes since the previous checksum record (or the header)
-        span_start = self.offset
+        crc = self._crc  # CRC32 of the bytes since the previous checksum record
+        span_start = self._span_start
         while True:
             offset = self.offset
             head = read(RECORD_HEADER_SIZE)
             if not head:
+                if self.checksummed and span_start < offset:
+                    raise uncovered_tail(span_start, offset)
                 return
             if len(head) < RECORD_HEADER_SIZE:
                 raise TraceFormatError(
@@ -1028,15 +1095,14 @@ class TraceReader:
                 )
             self.offset = offset + RECORD_HEADER_SIZE + length
             if kind == KIND_CHECKSUM:  # verifies the bytes before it; not yielded
-                if length < CHECKSUM_SIZE:
-                    raise TraceFormatError(
-                        f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
-                        f"parse: a checksum record of {length} bytes{NEXT_STEP_DAMAGED}"
-                    )
+                check_checksum_record(offset, length, flags)
                 check_span(span_start, offset, crc, payload)
                 crc = 0
-                span_start = self.offset
+                span_start = self.verified = self.offset
+                self.checksummed = True
                 continue
+            if self.checksummed and kind not in KNOWN_KINDS:
+                raise unknown_kind(offset, kind)
             crc = crc32(payload, crc32(head, crc))
             try:
                 if kind == _KIND_BATCH:

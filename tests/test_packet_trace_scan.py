@@ -4,8 +4,6 @@ record-by-record count."""
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -88,8 +86,8 @@ def write(path, program) -> None:
                     w.kernel_symbol(synth.SAXPY_OBJECT, "saxpy", synth.SAXPY_LAYOUT)
                 elif a == 2:
                     w.vulkan_submission({"dispatches": 3})
-                else:  # a kind from a newer writer
-                    w._put(struct.pack("<IHH", 3, 99, 0) + b"new")
+                else:  # a completion on the device clock (kinds unknown here are damage)
+                    w.completion(q, ids[q], t, t + 5, trace.Clock.DEVICE_NS)
 
 
 def scanned(path, chunk_bytes):

@@ -80,15 +80,27 @@ def test_plain_packet_records_are_fixed_size(tmp_path):
     assert list(data["packet_id"]) == list(range(10))
 
 
-def test_unknown_record_kinds_are_skipped_not_fatal(tmp_path):
-    path = tmp_path / "future.amdtrace"
-    with packets.TraceWriter(path) as w:
-        w.record_packet(0, 0, 1, 2, 3, dispatch(0))
-        w._put(struct.pack("<IHH", 5, 99, 0) + b"hello")  # a kind from a newer writer
-        w.record_packet(0, 1, 1, 2, 3, dispatch(1))
-    recs = list(packets.read_trace(path))
+def test_unknown_record_kinds_are_skipped_only_in_files_without_checksums(tmp_path):
+    """A file without checksum records (an older writer's) keeps unknown kinds as
+    UnknownRecord; in a checksummed file an unknown kind is a damaged record header (a
+    checksum record's would leave its bytes unverified), so it is refused."""
+    unknown = struct.pack("<IHH", 5, 99, 0) + b"hello"
+    plain = [struct.pack("<8sHHI", trace.MAGIC, 2, 16, 0)]
+    for i in range(2):
+        plain.append(struct.pack("<IHHQQQQQ64s", 104, 1, 0, 0, i, 1, 2, 3, dispatch(i)))
+    old = tmp_path / "old.amdtrace"
+    old.write_bytes(plain[0] + plain[1] + unknown + plain[2])
+    recs = list(packets.read_trace(old))
     assert isinstance(recs[1], trace.UnknownRecord) and recs[1].payload == b"hello"
     assert recs[2].packet_id == 1
+
+    path = tmp_path / "checksummed.amdtrace"
+    with packets.TraceWriter(path) as w:
+        w.record_packet(0, 0, 1, 2, 3, dispatch(0))
+        w._put(unknown)
+        w.record_packet(0, 1, 1, 2, 3, dispatch(1))
+    with pytest.raises(TraceFormatError, match="byte offset 128: record kind 99 is unknown"):
+        list(packets.read_trace(path))
 
 
 class CountingStream(io.BytesIO):

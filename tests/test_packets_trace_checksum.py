@@ -73,8 +73,9 @@ def plain_packet_offsets(layout) -> list[int]:
 
 
 def spans(layout) -> list[tuple[int, int]]:
-    """[start, end) of every checksummed stretch: end is the checksum record's offset."""
-    out, start = [], trace.FILE_HEADER_SIZE
+    """[start, end) of every checksummed stretch: end is the checksum record's offset (the
+    first stretch starts at byte 0: the file header is covered too)."""
+    out, start = [], 0
     for off, kind, length in layout:
         if kind == trace.KIND_CHECKSUM:
             out.append((start, off))
@@ -180,27 +181,35 @@ def test_flips_at_several_places(real, tmp_path, where):
             pass
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
-def test_any_flipped_payload_byte_is_detected(real, tmp_path, data_strategy):
-    """A flip anywhere in a record's payload (framing intact) raises TraceFormatError, from
-    read_trace and from the scanner, naming its span when the payload still parses."""
+def test_any_flipped_byte_is_detected(real, tmp_path, data_strategy):
+    """A flip anywhere raises TraceFormatError, from read_trace and from the scanner: in a
+    record's payload (framing intact) naming its span when the payload still parses, in a
+    record header (length, kind, flags: checksum records' included) or in the file header."""
     path, data, layout, _ = real
-    off, kind, length = data_strategy.draw(st.sampled_from([r for r in layout if r[2]]))
-    position = off + trace.RECORD_HEADER_SIZE + data_strategy.draw(st.integers(0, length - 1))
+    where = data_strategy.draw(st.sampled_from(["payload", "record header", "file header"]))
+    if where == "file header":
+        position = data_strategy.draw(st.integers(0, trace.FILE_HEADER_SIZE - 1))
+    else:
+        off, kind, length = data_strategy.draw(st.sampled_from([r for r in layout if r[2]]))
+        position = off + (trace.RECORD_HEADER_SIZE + data_strategy.draw(
+            st.integers(0, length - 1)) if where == "payload" else data_strategy.draw(
+            st.integers(0, trace.RECORD_HEADER_SIZE - 1)))
     xor = data_strategy.draw(st.integers(1, 255))
     bad = bytearray(data)
     bad[position] ^= xor
     f = tmp_path / "h.aqltrace"
     f.write_bytes(bytes(bad))
-    start, end = span_of(layout, position)
     for read in (lambda: list(packets.read_trace(f)),
                  lambda: list(scan.scan(f, chunk_bytes=2048))):
         with pytest.raises(TraceFormatError) as info:
             read()
-        text = str(info.value)
-        assert f"between byte {start} and {end}" in text or "does not parse" in text, text
+        if where == "payload":
+            start, end = span_of(layout, position)
+            text = str(info.value)
+            assert f"between byte {start} and {end}" in text or "does not parse" in text, text
 
 
 def write_v2_without_checksums(path, version: int = 2) -> list[bytes]:

@@ -21,6 +21,7 @@ from packets import decode, trace
 
 from .model import DependencyTracker, SymbolTable, type_name
 from .output import atomic_text_file
+from .verify import Records, say_unverified
 
 
 def _node(key: tuple[int, int]) -> str:
@@ -93,15 +94,22 @@ def run(args, console: Console) -> int:
     count = 0
     with atomic_text_file(dot_path) as out:  # whole or not at all: no partial DOT file
         writer = DotWriter(out)
-        for rec in trace.read_trace(args.file):
-            if isinstance(rec, trace.KernelSymbolRecord):
-                writer.symbols.add(rec)
-            elif isinstance(rec, trace.PacketRecord):
-                writer.add(rec)
-                count += 1
-                if args.limit is not None and count >= args.limit:
-                    break
+        last = -1
+        with Records(args.file) as records:
+            for rec in records:
+                if isinstance(rec, trace.KernelSymbolRecord):
+                    writer.symbols.add(rec)
+                elif isinstance(rec, trace.PacketRecord):
+                    writer.add(rec)
+                    count += 1
+                    last = rec.offset
+                    if args.limit is not None and count >= args.limit:
+                        break
+            # --limit stopped early: the checksum record after the last node vouches for it
+            verified = records.finish(last) if last >= 0 else True
         writer.close()
+    if not verified:
+        say_unverified(args.file, f"the {writer.nodes} packet node(s) written were")
     console.print(f"wrote {dot_path}: {writer.nodes} packet node(s), {writer.edges} edge(s), "
                   f"{writer.dependency_edges} dependency edge(s)", highlight=False)
     if args.svg:

@@ -177,11 +177,12 @@ def _run(data: bytes, pos: int, end: int, stride: int, head: int) -> int:
 class _Span:
     """The bytes since the last checksum record: where they start, their CRC32 so far."""
 
-    __slots__ = ("start", "crc")
+    __slots__ = ("start", "crc", "checksummed")
 
-    def __init__(self, start: int) -> None:
+    def __init__(self, start: int, crc: int = 0, checksummed: bool = False) -> None:
         self.start = start
-        self.crc = 0
+        self.crc = crc
+        self.checksummed = checksummed  # unknown kinds and an uncovered tail are damage
 
 
 def _parse_chunk(data: bytes, base: int, out: _Builder, with_tails: bool,
@@ -235,17 +236,16 @@ def _walk(data: bytes, base: int, out: _Builder, with_tails: bool, templates: di
         offset = base + pos
         payload = data[pos + _HEAD_SIZE:pos + size]
         if kind == _KIND_CHECKSUM:  # verifies the bytes before it; not counted as a record
-            if length < trace.CHECKSUM_SIZE:
-                raise TraceFormatError(
-                    f"corrupt trace: record at byte offset {offset} (kind {kind}) does not "
-                    f"parse: a checksum record of {length} bytes{trace.NEXT_STEP_DAMAGED}"
-                )
+            trace.check_checksum_record(offset, length, flags)
             first = max(0, span.start - base)
             trace.check_span(span.start, offset, zlib.crc32(view[first:pos], span.crc), payload)
             span.start = offset + size
             span.crc = 0
+            span.checksummed = True
             pos += size
             continue
+        if span.checksummed and kind not in trace.KNOWN_KINDS:
+            raise trace.unknown_kind(offset, kind)
         if kind == _KIND_BATCH:
             if length < _BATCH.size:
                 raise TraceFormatError(
@@ -293,12 +293,15 @@ def scan(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES,
         leftover = b""
         want = chunk_bytes
         templates: dict = {}  # block templates by id, for the replays of later chunks
-        span = _Span(base)  # checksum state, carried across chunks
+        # checksum state, carried across chunks (a checksummed file's covers its header)
+        span = (_Span(0, reader._crc, True) if reader.checksummed else _Span(base))
         while True:
             fresh = f.read(max(chunk_bytes, want - len(leftover)))
             if not fresh:
                 if leftover:
                     raise _truncated(leftover, base)
+                if span.checksummed and span.start < base:
+                    raise trace.uncovered_tail(span.start, base)
                 return
             data = leftover + fresh if leftover else fresh
             out = _Builder(data)

@@ -2,7 +2,10 @@
 kernel names and kernarg values decoded by name from KERNEL_SYMBOL layouts.
 
 Rows are printed in pages, so a long trace streams; a format error is reported after the
-rows before it have been printed.
+rows before it have been printed. In a trace with checksum records a row is printed once the
+checksum record after it has been checked (rows of a damaged stretch never are), and
+`--limit N` reads on to the checksum record that covers its last row; for a trace without
+them it says on stderr that the rows were not verified.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from .model import (
     scope_name,
     type_name,
 )
+from .verify import Records, say_unverified
 
 PAGE_ROWS = 200
 
@@ -215,8 +219,24 @@ def run(args, console: Console) -> int:
         fmt = "rich" if console.is_terminal else "plain"
     rows = RichRows(console) if fmt == "rich" else PlainRows(console)
     shown = 0
+    held: list = []  # (offset, print) rows not yet vouched for by a checksum record
+
+    def emit(offset: int, out, cells) -> None:
+        held.append((offset, out, cells))
+        if not records.reader.checksummed:  # nothing will vouch: print as read
+            release(len(held))
+
+    def release(count: int) -> None:
+        for _, out, cells in held[:count]:
+            out(cells)
+        del held[:count]
+
+    last = -1
+    records = Records(args.file)
     try:
-        for rec in trace.read_trace(args.file):
+        for rec in records:
+            if held:  # the rows a checksum record has vouched for since (a prefix)
+                release(sum(1 for h in held if records.verified(h[0])))
             if isinstance(rec, trace.KernelSymbolRecord):
                 symbols.add(rec)
                 continue
@@ -224,11 +244,14 @@ def run(args, console: Console) -> int:
                 t_us = (rec.time_ns - filters.origin) / 1000
                 text = _payload_text(rec.payload)
                 if args.raw:
-                    rows.text(f"+{t_us:.3f}us vulkan_submission {text}")
+                    emit(rec.offset, rows.text, f"+{t_us:.3f}us vulkan_submission {text}")
                 else:
-                    rows.add([f"{t_us:.3f}", str(rec.payload.get("queue", "-")), "-",
-                              "vulkan_submission", "", "", "", "", text])
+                    emit(rec.offset, rows.add, [f"{t_us:.3f}", str(rec.payload.get("queue", "-")),
+                                                "-", "vulkan_submission", "", "", "", "", text])
                 shown += 1
+                last = rec.offset
+                if args.limit is not None and shown >= args.limit:
+                    break
                 continue
             if not isinstance(rec, trace.PacketRecord):
                 continue
@@ -247,19 +270,25 @@ def run(args, console: Console) -> int:
                 if rec.kernarg is not None:
                     lines.append(f"  kernarg ({len(rec.kernarg)} bytes):")
                     lines += hexdump(rec.kernarg, "    ")
-                rows.text("\n".join(lines))
+                emit(rec.offset, rows.text, "\n".join(lines))
             else:
-                rows.add([
+                emit(rec.offset, rows.add, [
                     f"{t_us:.3f}", str(rec.queue_id), str(rec.packet_id), type_name(fields),
                     "B" if fields["barrier"] else "-",
                     f"{scope_name(fields['acquire_fence_scope'])}/"
                     f"{scope_name(fields['release_fence_scope'])}",
                     kernel or "", shape(fields), details(rec, fields, symbols)])
             shown += 1
+            last = rec.offset
             if args.limit is not None and shown >= args.limit:
                 break
+        verified = records.finish(last) if last >= 0 else True
+        release(len(held))
+        if not verified:
+            say_unverified(args.file, f"the {shown} row(s) shown were")
     finally:
-        rows.flush()  # the rows before a format error too
+        records.close()
+        rows.flush()  # the verified rows before a format error too
     if shown == 0:
         rows.text("no packets match")
     return 0
