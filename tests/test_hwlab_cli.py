@@ -219,6 +219,24 @@ def test_bad_device_and_no_match_are_one_line_errors(capsys, tmp_path):
 
 
 @pytest.mark.generic
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "--device", "amdgpu:virtual", "-k", "((("], "-k '(((' is not a pytest expression"),
+    (["run", "--device", "amdgpu:virtual", "-k", "a and"], "is not a pytest expression"),
+    (["bench", "--device", "amdgpu:virtual", "--repeat", "0"], "'0' is not a positive whole"),
+    (["bench", "--device", "amdgpu:virtual", "--repeat", "-3"], "'-3' is not a positive"),
+])
+def test_bad_keyword_and_repeat_are_refused_before_running(capsys, argv, expected):
+    """One line, exit 2, nothing run: no pytest traceback, no table of failed rows."""
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's usage error
+        code = e.code
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and expected in err and "Traceback" not in err
+
+
+@pytest.mark.generic
 def test_hardware_classes_and_skip_reasons():
     virt = LabDevice(
         "m/amdgpu:virtual",

@@ -44,7 +44,13 @@ def test_record_passes_the_exit_status_and_summarizes(tmp_path, capsys, status):
 def test_record_without_a_trace_says_so(tmp_path, capsys):
     out = tmp_path / "none.aqltrace"
     code = main(["record", "-o", str(out), "--", sys.executable, "-c", "raise SystemExit(4)"])
-    assert code == 4 and "no trace written" in capsys.readouterr()[1]
+    err = capsys.readouterr()[1]
+    # The command failed on its own: the fact, not a guess that it is no amdgpu program.
+    assert code == 4 and err.strip() == (f"packet-trace: no trace written to {out}: the "
+                                         "command failed (exit status 4) before it created "
+                                         "a queue")
+    code = main(["record", "-o", str(out), "--", sys.executable, "-c", "pass"])
+    assert code == 0 and "not an amdgpu-direct program" in capsys.readouterr()[1]
 
 
 def test_record_of_a_missing_program_is_one_line(tmp_path, capsys):

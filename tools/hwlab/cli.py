@@ -9,6 +9,7 @@ hwlab bench [--device SPEC ...] [--json F]
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -94,10 +95,38 @@ def _check_outputs(args) -> None:
                              "choose another path")
 
 
+def _check_keyword(expr: str | None) -> None:
+    """A -k expression pytest cannot parse, refused before anything runs (pytest would print
+    its own usage error and exit 4)."""
+    if expr is None:
+        return
+    from _pytest.mark.expression import Expression
+
+    try:
+        Expression.compile(expr)
+    except SyntaxError as e:
+        why = getattr(e, "msg", None) or str(e)
+        column = f" at column {e.offset}" if getattr(e, "offset", None) else ""
+        raise ValueError(f"-k {expr!r} is not a pytest expression{column} ({why}); use names "
+                         "joined by and/or/not, e.g. -k 'saxpy and not vulkan'") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of "
+                                         "repetitions (e.g. --repeat 200)")
+    return value
+
+
 def cmd_run(args) -> int:
     from tools.hwlab.runner import run
 
     _check_outputs(args)
+    _check_keyword(args.k)
     devices = _inventory(args.device)
     suites = args.suite or ["conformance"]
     progress_console = Console(stderr=True)
@@ -186,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
     b = sub.add_parser("bench", help="dispatch latency, replay cost and throughput per device")
     b.add_argument("--device", action="append", metavar="SPEC")
-    b.add_argument("--repeat", type=int, default=200)
+    b.add_argument("--repeat", type=_positive, default=200)
     b.add_argument("--json", metavar="F")
     b.set_defaults(fn=cmd_bench)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from amdgpu.errors import AmdgpuError
 from tools.hwlab import fixtures
 from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice
 from tools.hwlab.results import CellResult, LabReport, this_machine
@@ -213,7 +214,7 @@ def run(
     else:
         code = pytest.main(args, plugins=[collector, fixtures])
     if code not in (0, 1, 5) and not collector.results:  # 2, 3, 4 with nothing to show
-        raise RuntimeError(f"the suite could not run (pytest exit {int(code)}): check {files}")
+        raise AmdgpuError(f"the suite could not run (pytest exit {int(code)}): check {files}")
     report = LabReport(
         machines=[this_machine()], devices=[{**d.to_json(), "key": d.key} for d in devices]
     )

@@ -51,8 +51,11 @@ def run(args, console: Console) -> int:
         name = signal.Signals(-proc.returncode).name
         print(f"packet-trace: the command was killed by {name}", file=sys.stderr)
     if not os.path.exists(path):
-        console.print(f"packet-trace: no trace written to {args.output} (the command created "
-                      "no queue/ring, or is not an amdgpu-direct program)", highlight=False)
+        # A failed command said why itself: no guess after its error line, only the fact.
+        why = (f"the command failed (exit status {code}) before it created a queue" if code
+               else "the command created no queue/ring, or is not an amdgpu-direct program")
+        console.print(f"packet-trace: no trace written to {args.output}: {why}",
+                      highlight=False)
         return code
     records, packets, error = summarize(path)
     console.print(f"packet-trace: {args.output}: {records} records, {packets} packets "
