@@ -28,7 +28,7 @@ from amdgpu.errors import (
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa import mem, salu, valu, vop3p
-from hsa.virtual.isa.state import LANES, PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
+from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
 from hsa.virtual.memory import MemoryMap
 
 NSGPR = 128
@@ -47,14 +47,19 @@ class Descriptor:
     rsrc2: int
     rsrc3: int
     properties: int
+    kernarg_preload: int = 0  # gfx940+: KERNARG_PRELOAD_SPEC_LENGTH | OFFSET << 7
 
     @classmethod
     def from_bytes(cls, b: bytes) -> Descriptor:
         g, p, k = struct.unpack_from("<III", b, 0)
         entry = struct.unpack_from("<q", b, 16)[0]
         r3, r1, r2 = struct.unpack_from("<III", b, 44)
-        props = struct.unpack_from("<H", b, 56)[0]
-        return cls(g, p, k, entry, r1, r2, r3, props)
+        props, preload = struct.unpack_from("<HH", b, 56)
+        return cls(g, p, k, entry, r1, r2, r3, props, preload)
+
+    @property
+    def wave_size(self) -> int:
+        return 32 if self.properties >> 10 & 1 else 64
 
     @property
     def vgprs(self) -> int:  # wave32: granules of 8
@@ -86,6 +91,12 @@ class Family:
 
     name: str  # "gfx11", for messages
     decode_one: Callable[[tuple[int, ...], int, int], d.Instruction]  # (words, index, pc)
+    wave_sizes: tuple[int, ...] = (32,)
+    # rows of v[] a wave needs (VGPRs, and AccVGPRs from row 256 where the family has them)
+    vgpr_rows: Callable[[Descriptor], int] = lambda desc: desc.vgprs
+    kernarg_preload: bool = False  # gfx940+ firmware preloads kernargs into user SGPRs
+    # the private segment buffer V# the hardware gives (non-architected scratch), or None
+    private_buffer: Callable[[int], tuple[int, int, int, int]] | None = None
 
 
 @dataclass
@@ -156,9 +167,9 @@ def control_fn(inst: d.Instruction) -> Callable | None:
         cond = name[len("s_cbranch_"):]
         tests = {
             "scc0": lambda g: ~g.scc, "scc1": lambda g: g.scc.copy(),
-            "vccz": lambda g: g.s[:, d.VCC_LO] == 0, "vccnz": lambda g: g.s[:, d.VCC_LO] != 0,
-            "execz": lambda g: g.s[:, d.EXEC_LO] == 0,
-            "execnz": lambda g: g.s[:, d.EXEC_LO] != 0,
+            "vccz": lambda g: g.mask_zero(d.VCC_LO), "vccnz": lambda g: ~g.mask_zero(d.VCC_LO),
+            "execz": lambda g: g.mask_zero(d.EXEC_LO),
+            "execnz": lambda g: ~g.mask_zero(d.EXEC_LO),
         }
         test = tests.get(cond)
         if test is None:
@@ -233,7 +244,7 @@ class BatchContext:
 
     def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
                   idx: np.ndarray | None) -> tuple[mem.ByteSpace, np.ndarray]:
-        wg = np.repeat(self.wave_wg[g.waves], LANES)
+        wg = np.repeat(self.wave_wg[g.waves], g.lanes)
         base = wg * self.lds_size
         if idx is not None:
             base = base[idx]
@@ -242,7 +253,7 @@ class BatchContext:
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:
-        lane = (g.waves[:, None] * LANES + np.arange(LANES)).reshape(-1)
+        lane = (g.waves[:, None] * g.lanes + np.arange(g.lanes)).reshape(-1)
         if idx is not None:
             lane = lane[idx]
         return mem.ByteSpace(self, inst, self.scratch, lane * self.private_size,
@@ -258,7 +269,7 @@ class BatchContext:
             apertures = kinds & {SHARED_APERTURE_HI, PRIVATE_APERTURE_HI}
             if not apertures:
                 return mem.GlobalSpace(self, inst)
-            lanes = (np.arange(g.count * LANES) if idx is None else idx)
+            lanes = (np.arange(g.count * g.lanes) if idx is None else idx)
             parts = []
             for ap in kinds:
                 mask = hi == ap
@@ -313,12 +324,19 @@ class Executor:
     def run(self, dispatch: Dispatch, memory: MemoryMap) -> None:
         desc_bytes = memory.read(dispatch.kernel_object, 64, dispatch.agent)
         desc = Descriptor.from_bytes(desc_bytes)
-        if not desc.properties >> 10 & 1:
+        lanes = desc.wave_size
+        if lanes not in self.isa.wave_sizes:
+            if lanes == 64:
+                raise IllegalInstruction(
+                    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                    f"kernel {dispatch.kernel_name} is compiled for wave64; the virtual "
+                    f"{self.family} executor runs wave32 code only; compile with "
+                    f"-mwavefrontsize32 (the {self.family} default)")
             raise IllegalInstruction(
                 HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-                f"kernel {dispatch.kernel_name} is compiled for wave64; the virtual "
-                f"{self.family} executor runs wave32 code only; compile with "
-                f"-mwavefrontsize32 (the {self.family} default)")
+                f"kernel {dispatch.kernel_name} is compiled for wave32; {self.family} "
+                "runs wave64 code only; compile it for this target without "
+                "-mwavefrontsize32")
         entry = dispatch.kernel_object + desc.entry_offset
         prog = self.program(entry, memory, dispatch.agent)
         if min(int(x) for x in dispatch.grid_size) <= 0:
@@ -327,10 +345,10 @@ class Executor:
         grid = tuple(int(x) for x in dispatch.grid_size)
         counts = tuple(-(-grid[i] // wg_size[i]) for i in range(3))
         n_wg = counts[0] * counts[1] * counts[2]
-        waves_per_wg = -(-(wg_size[0] * wg_size[1] * wg_size[2]) // LANES)
-        lane_bytes = 4 * desc.vgprs + max(dispatch.private_segment_size,
-                                          desc.private_segment_fixed_size)
-        per_wg = max(1, waves_per_wg * LANES * lane_bytes)
+        waves_per_wg = -(-(wg_size[0] * wg_size[1] * wg_size[2]) // lanes)
+        lane_bytes = 4 * self.isa.vgpr_rows(desc) + max(dispatch.private_segment_size,
+                                                        desc.private_segment_fixed_size)
+        per_wg = max(1, waves_per_wg * lanes * lane_bytes)
         batch = max(1, BATCH_BYTES // per_wg)
         self.last_lane_instructions = 0
         self.last_instructions = 0
@@ -341,6 +359,7 @@ class Executor:
 
     def _run_batch(self, dispatch: Dispatch, memory: MemoryMap, desc: Descriptor,
                    prog: Program, wgs: np.ndarray, counts, wg_size, grid) -> None:
+        LANES = desc.wave_size  # noqa: N806  (the wave size of this dispatch)
         # workgroup coordinates and actual (partial) sizes
         gx = wgs % counts[0]
         gy = (wgs // counts[0]) % counts[1]
@@ -366,7 +385,7 @@ class Executor:
         tx = flat % ax
         ty = (flat // ax) % ay
         tz = flat // (ax * ay)
-        v = np.zeros((desc.vgprs, W, LANES), dtype=np.uint32)
+        v = np.zeros((self.isa.vgpr_rows(desc), W, LANES), dtype=np.uint32)
         v[0] = np.where(valid, tx | (ty << 10) | (tz << 20), 0).astype(np.uint32)
 
         s = np.zeros((W, NSGPR), dtype=np.uint32)
@@ -380,6 +399,8 @@ class Executor:
 
         props = desc.properties
         if props & 1:  # private segment buffer V#: not used with architected flat scratch
+            if self.isa.private_buffer is not None:
+                s[:, k: k + 4] = self.isa.private_buffer(private)
             k += 4
         if props & 2:
             put64(dispatch.packet_address)
@@ -394,6 +415,15 @@ class Executor:
         if props & 64:
             s[:, k] = private
             k += 1
+        preload = desc.kernarg_preload & 0x7F if self.isa.kernarg_preload else 0
+        entry = prog.entry
+        if preload:  # what gfx940+ firmware does: kernarg dwords into the next user SGPRs,
+            # and start past the 256-byte preamble that loads them for older firmware
+            first = (desc.kernarg_preload >> 7) * 4
+            raw = memory.read(dispatch.kernarg_address + first, 4 * preload, dispatch.agent)
+            s[:, k: k + preload] = np.frombuffer(raw, "<u4")
+            k += preload
+            entry += 256
         k = max(k, desc.user_sgpr_count)
         for bit, coord in ((7, gx), (8, gy), (9, gz)):
             if desc.rsrc2 >> bit & 1:
@@ -404,9 +434,9 @@ class Executor:
         if desc.rsrc2 & 1:  # private segment wave byte offset: scratch is per lane here
             s[:, k] = 0
             k += 1
-        s[:, d.EXEC_LO] = WaveGroup.pack(valid)
         scc = np.zeros(W, dtype=bool)
-        group = WaveGroup(s, v, scc, np.arange(W), prog.entry)
+        group = WaveGroup(s, v, scc, np.arange(W), entry)
+        group.write_lane_mask(d.EXEC_LO, valid)
         self._schedule([group], prog, ctx)
         self.last_lane_instructions += ctx.lane_instructions
 
@@ -450,7 +480,7 @@ class Executor:
         try:
             return self._steps(g, prog, ctx, others, min_other, steps_done)
         finally:  # count what ran, also when an instruction faults
-            ctx.lane_instructions += steps_done[0] * g.count * LANES
+            ctx.lane_instructions += steps_done[0] * g.count * g.lanes
             self.last_instructions += steps_done[0]
 
     def _steps(self, g: WaveGroup, prog: Program, ctx: BatchContext, others: list[WaveGroup],

@@ -16,13 +16,13 @@ import numpy as np
 
 from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
 from hsa.virtual.isa import operands as d
-from hsa.virtual.isa.state import LANES, WaveGroup
+from hsa.virtual.isa.state import WaveGroup
 
 if TYPE_CHECKING:
     from hsa.virtual.isa.executor import BatchContext
 
 u32, u64 = np.uint32, np.uint64
-_LANE = np.arange(LANES)
+_LANE = np.arange(64)
 
 
 def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
@@ -107,7 +107,7 @@ def _sel(x: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
 
 
 def _lanes(g: WaveGroup, value) -> np.ndarray:
-    return np.broadcast_to(value, (g.count, LANES))
+    return np.broadcast_to(value, (g.count, g.lanes))
 
 
 def _put(g: WaveGroup, reg: int, idx: np.ndarray | None, values: np.ndarray) -> None:
@@ -117,7 +117,7 @@ def _put(g: WaveGroup, reg: int, idx: np.ndarray | None, values: np.ndarray) -> 
     elif target.flags.c_contiguous:
         target.reshape(-1)[idx] = values
     else:
-        rows, lanes = np.divmod(idx, LANES)
+        rows, lanes = np.divmod(idx, g.lanes)
         target[rows, lanes] = values
 
 
@@ -305,7 +305,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
                 a = a + np.asarray(g.s[:, f["saddr"]], np.int64)[:, None]
             if f["sve"]:
                 a = a + g.v[f["addr"]].astype(np.int64)
-            return _sel(np.broadcast_to(a + off, (g.count, LANES)).copy(), idx)
+            return _sel(np.broadcast_to(a + off, (g.count, g.lanes)).copy(), idx)
         if seg == "GLOBAL" and f["saddr"] != d.NULL:
             base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
             a = base[:, None] + g.v[f["addr"]].astype(u64)
@@ -476,9 +476,9 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         stride = (w1 >> u64(16)) & u64(0x3FFF)
         num_records = w2
         soff = np.asarray(g.sread(f["soffset"], None), u64) if f["soffset"] != d.NULL else u64(0)
-        offset = np.zeros((g.count, LANES), dtype=u64) + u64(f["offset"])
+        offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])
         vreg = f["vaddr"]
-        index = np.zeros((g.count, LANES), dtype=u64)
+        index = np.zeros((g.count, g.lanes), dtype=u64)
         if f["idxen"]:
             index = index + g.v[vreg].astype(u64)
             vreg += 1
@@ -497,7 +497,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         nwords = max(1, size // 4)
         if op == "atomic":  # out-of-range lanes do nothing and return 0
             ok = _sel(_in_range(offset, 0, size, num_records, structured, in_range_s), idx)
-            lanes = np.arange(g.count * LANES) if idx is None else idx
+            lanes = np.arange(g.count * g.lanes) if idx is None else idx
             run_atomic(g, GlobalSpace(ctx, inst), flat_addr[ok], lanes[ok], suffix,
                        f["vdata"], f["vdata"], bool(f["glc"]))
             if f["glc"] and not ok.all():
@@ -643,17 +643,18 @@ def _ds_lane_op(g: WaveGroup, inst: d.Instruction, name: str, offset: int) -> No
     if name == "ds_swizzle_b32":
         src = g.v[f["addr"]]
         if offset & 0x8000:  # quad permute mode
-            sel = np.array([(offset >> (2 * (lane & 3))) & 3 for lane in range(LANES)])
-            srcl = (_LANE & ~3) + sel
+            lane = _LANE[:g.lanes]
+            srcl = (lane & ~3) + ((offset >> (2 * (lane & 3))) & 3)
         else:  # bitmask mode within groups of 32
             and_m, or_m, xor_m = offset & 0x1F, (offset >> 5) & 0x1F, (offset >> 10) & 0x1F
-            srcl = (((_LANE & and_m) | or_m) ^ xor_m)
+            lane = _LANE[:g.lanes]
+            srcl = (lane & ~31) | (((lane & and_m) | or_m) ^ xor_m)
         value = src[:, srcl]
         value = np.where(ex[:, srcl], value, u32(0))
         g.vwrite(f["vdst"], value)
         return
     addr = (g.v[f["addr"]] + u32(offset)) >> u32(2)
-    lane = (addr & u32(31)).astype(np.int64)
+    lane = (addr & u32(g.lanes - 1)).astype(np.int64)
     data = g.v[f["data0"]]
     if name == "ds_bpermute_b32":  # dst[i] = data[addr[i]]
         value = np.take_along_axis(data, lane, axis=1)
@@ -661,6 +662,6 @@ def _ds_lane_op(g: WaveGroup, inst: d.Instruction, name: str, offset: int) -> No
         g.vwrite(f["vdst"], value)
     else:  # ds_permute_b32: dst[addr[i]] = data[i]
         out = np.zeros_like(data)
-        rows = np.repeat(np.arange(g.count), LANES).reshape(g.count, LANES)
+        rows = np.repeat(np.arange(g.count), g.lanes).reshape(g.count, g.lanes)
         out[rows[ex], lane[ex]] = data[ex]
         g.vwrite(f["vdst"], out)

@@ -1,9 +1,11 @@
-"""Wide wave state: many wave32 waves executed together as numpy arrays.
+"""Wide wave state: many waves (wave32 or wave64) executed together as numpy arrays.
 
 A `WaveGroup` holds every wave that is at the same program counter: scalar registers
-`s[wave, 128]` (SGPRs 0-105, VCC 106-107, TTMP 108-123, NULL 124, M0 125, EXEC 126-127),
-SCC per wave, and vector registers `v[reg, wave, lane]` as uint32. A VGPR read gives a
-(waves, 32) array, an SGPR read a (waves, 1) column, a constant a 0-d value: numpy
+`s[wave, 128]` in the canonical numbering of `operands` (SGPRs 0-105, VCC 106-107, TTMP
+108-123, NULL 124, M0 125, EXEC 126-127), SCC per wave, and vector registers
+`v[reg, wave, lane]` as uint32 (lanes = the wave size; AccVGPRs, where a family has them,
+are rows from 256 on). Lane masks (EXEC, VCC, compare results) are one SGPR in wave32 and
+an SGPR pair in wave64. A VGPR read gives a (waves, lanes) array, an SGPR read a (waves, 1) column, a constant a 0-d value: numpy
 broadcasting makes one code path serve all three. Waves split into separate groups when a
 scalar branch goes different ways, and merge again when their program counters meet.
 """
@@ -16,8 +18,10 @@ import numpy as np
 
 from hsa.virtual.isa import operands as d
 
-LANES = 32
-_LANE_BITS = (np.uint32(1) << np.arange(LANES, dtype=np.uint32)).astype(np.uint32)
+LANES = 32  # gfx11's wave size; wave state itself carries its own (`WaveGroup.lanes`)
+_LANE_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).astype(np.uint32)
+_LANE_BITS64 = np.uint64(1) << np.arange(64, dtype=np.uint64)
+AGPR_ROW = 256  # v[AGPR_ROW + i] is AccVGPR a[i]
 
 # Apertures the flat address space maps to LDS and scratch (high 32 bits of the address).
 SHARED_APERTURE_HI = 0x10000
@@ -68,7 +72,8 @@ def inline_constant(code: int, kind: str = "32") -> int | None:
 class WaveGroup:
     """Waves that execute in lockstep at one program counter."""
 
-    __slots__ = ("s", "v", "scc", "waves", "pc", "_exec", "_exec_all", "done", "waiting")
+    __slots__ = ("s", "v", "scc", "waves", "pc", "_exec", "_exec_all", "done", "waiting",
+                 "lanes")
 
     def __init__(self, s: np.ndarray, v: np.ndarray, scc: np.ndarray, waves: np.ndarray,
                  pc: int) -> None:
@@ -81,6 +86,7 @@ class WaveGroup:
         self._exec_all = False
         self.done = False
         self.waiting = False
+        self.lanes = v.shape[2]
 
     @property
     def count(self) -> int:
@@ -88,11 +94,10 @@ class WaveGroup:
 
     # --- EXEC ----------------------------------------------------------------------------
     def exec_mask(self) -> np.ndarray:
-        """(waves, 32) bool of active lanes."""
+        """(waves, lanes) bool of active lanes."""
         if self._exec is None:
-            lo = self.s[:, d.EXEC_LO]
-            self._exec = (lo[:, None] & _LANE_BITS) != 0
-            self._exec_all = bool(np.all(lo == 0xFFFFFFFF))
+            self._exec = self.lane_mask(d.EXEC_LO)
+            self._exec_all = bool(self._exec.all())
         return self._exec
 
     def exec_all(self) -> bool:
@@ -115,9 +120,9 @@ class WaveGroup:
         if code == d.SCC:
             return self.scc.astype(np.uint64 if wide else np.uint32)
         if code == d.VCCZ:
-            return (self.s[:, d.VCC_LO] == 0).astype(np.uint32)
+            return self.mask_zero(d.VCC_LO).astype(np.uint32)
         if code == d.EXECZ:
-            return (self.s[:, d.EXEC_LO] == 0).astype(np.uint32)
+            return self.mask_zero(d.EXEC_LO).astype(np.uint32)
         value = inline_constant(code, "64" if wide else "32")
         if value is None:
             raise KeyError(code)
@@ -181,17 +186,47 @@ class WaveGroup:
 
     # --- lane masks in SGPRs ---------------------------------------------------------------
     def lane_mask(self, code: int) -> np.ndarray:
-        """(waves, 32) bool of the 32-bit lane mask in SGPR `code` (VCC_LO, EXEC_LO, ...)."""
+        """(waves, lanes) bool of the lane mask in SGPR `code` (VCC_LO, EXEC_LO, ...): one
+        SGPR in wave32, the pair code, code+1 in wave64."""
+        n = self.lanes
         if code == d.NULL:
-            return np.zeros((self.count, LANES), dtype=bool)
+            return np.zeros((self.count, n), dtype=bool)
+        if n == 64:
+            if code >= 128:
+                value = np.uint64(inline_constant(code, "64") or 0)
+                return np.broadcast_to((value & _LANE_BITS64) != 0, (self.count, n))
+            lo = self.s[:, code].astype(np.uint64)
+            both = lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32))
+            return (both[:, None] & _LANE_BITS64) != 0
         if code >= 128:
             value = inline_constant(code) or 0
-            return np.broadcast_to((np.uint32(value) & _LANE_BITS) != 0, (self.count, LANES))
+            return np.broadcast_to((np.uint32(value) & _LANE_BITS) != 0, (self.count, n))
         return (self.s[:, code][:, None] & _LANE_BITS) != 0
+
+    def mask_zero(self, code: int) -> np.ndarray:
+        """(waves,) bool: the lane mask at `code` (one SGPR or a wave64 pair) is zero."""
+        if self.lanes == 64:
+            return (self.s[:, code] == 0) & (self.s[:, code + 1] == 0)
+        return self.s[:, code] == 0
+
+    def write_lane_mask(self, code: int, mask: np.ndarray) -> None:
+        """Store (waves, lanes) bool as the lane mask at SGPR `code` (a pair in wave64)."""
+        if code == d.NULL:
+            return
+        words = self.pack(np.ascontiguousarray(mask))
+        if self.lanes == 64:
+            words = words.reshape(-1, 2)
+            self.s[:, code] = words[:, 0]
+            self.s[:, code + 1] = words[:, 1]
+        else:
+            self.s[:, code] = words
+        if code in (d.EXEC_LO, d.EXEC_HI, d.EXEC_LO - 1):
+            self._exec = None
 
     @staticmethod
     def pack(mask: np.ndarray) -> np.ndarray:
-        """(waves, 32) bool -> (waves,) uint32 lane masks."""
+        """(waves, 32) bool -> (waves,) uint32 lane masks; (waves, 64) -> (waves * 2,)
+        uint32, low words first."""
         return np.packbits(mask, axis=1, bitorder="little").view("<u4").reshape(-1)
 
     # --- split / merge ---------------------------------------------------------------------

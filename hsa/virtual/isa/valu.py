@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.virtual.isa import operands as d
-from hsa.virtual.isa.state import LANES, WaveGroup
+from hsa.virtual.isa.state import WaveGroup
 
 u32, i32, f32, u64, i64, f64 = np.uint32, np.int32, np.float32, np.uint64, np.int64, np.float64
 M32 = np.uint64(0xFFFFFFFF)
@@ -436,12 +436,13 @@ def from_type(value, t: str):
 
 
 # --- DPP -----------------------------------------------------------------------------------
-_LANE = np.arange(LANES)
+_LANE = np.arange(64)
 
 
-def dpp_lanes(ctrl_word: int, dpp8: bool) -> np.ndarray:
-    """For each lane the source lane, or -1 where the source is out of the row."""
-    lane = _LANE
+def dpp_lanes(ctrl_word: int, dpp8: bool, lanes: int = 32) -> np.ndarray:
+    """For each lane the source lane, or -1 where the source is out of the row (or out of
+    the wave for gfx9's wave shifts and row broadcasts)."""
+    lane = _LANE[:lanes]
     if dpp8:
         sel = np.array([(ctrl_word >> (8 + 3 * k)) & 7 for k in range(8)])
         return (lane & ~7) + sel[lane & 7]
@@ -463,6 +464,16 @@ def dpp_lanes(ctrl_word: int, dpp8: bool) -> np.ndarray:
         return row + 15 - pos
     if ctrl == 0x141:
         return (lane & ~7) + 7 - (lane & 7)
+    if ctrl in (0x130, 0x134, 0x138, 0x13C):  # gfx9 wave_shl1/rol1/shr1/ror1
+        step = -1 if ctrl in (0x130, 0x134) else 1  # shl: lane i reads lane i+1
+        srcl = lane - step
+        if ctrl in (0x134, 0x13C):
+            return srcl % lanes
+        return np.where((srcl >= 0) & (srcl < lanes), srcl, -1)
+    if ctrl == 0x142:  # gfx9 row_bcast:15: lane 15 of each row feeds the next row
+        return np.where(row > 0, row - 1, -1)
+    if ctrl == 0x143:  # gfx9 row_bcast:31: lane 31 feeds rows 2 and 3
+        return np.where(lane >= 32, 31, -1)
     if 0x150 <= ctrl <= 0x15F:
         return row + (ctrl & 0xF)
     if 0x160 <= ctrl <= 0x16F:
@@ -476,7 +487,7 @@ class DppSource:
     def __init__(self, g: WaveGroup, inst: d.Instruction) -> None:
         word = inst.f["dpp"]
         dpp8 = inst.f["src0"] in (d.DPP8, d.DPP8FI)
-        src = dpp_lanes(word, dpp8)
+        src = dpp_lanes(word, dpp8, g.lanes)
         reg = g.v[word & 0xFF]
         valid = src >= 0
         safe = np.where(valid, src, 0)
@@ -491,8 +502,9 @@ class DppSource:
             bound_ctrl = (word >> 19) & 1
             row_mask = (word >> 28) & 0xF
             bank_mask = (word >> 24) & 0xF
-            lane_ok = ((row_mask >> (_LANE // 16)) & 1).astype(bool) & (
-                (bank_mask >> ((_LANE // 4) & 3)) & 1).astype(bool)
+            lane = _LANE[:g.lanes]
+            lane_ok = ((row_mask >> (lane // 16)) & 1).astype(bool) & (
+                (bank_mask >> ((lane // 4) & 3)) & 1).astype(bool)
             write &= lane_ok
             if bound_ctrl:
                 value = np.where(ok, value, u32(0))
@@ -652,19 +664,16 @@ def run_compare(g: WaveGroup, form: AluForm) -> None:
         a = read_src(g, form, 0, t, dpp)
         b = read_src(g, form, 1, t, dpp)
         result = _CMP[cond](a, b)
-    result = np.broadcast_to(result, (g.count, LANES)) & g.exec_mask()
+    result = np.broadcast_to(result, (g.count, g.lanes)) & g.exec_mask()
     if dpp is not None:
         result = result & dpp.write
-    packed = WaveGroup.pack(np.ascontiguousarray(result))
     if cmpx:
-        g.s[:, d.EXEC_LO] = packed
-        g.exec_changed()
+        g.write_lane_mask(d.EXEC_LO, result)
+        if form.inst.f.get("cmpx_sdst"):  # gfx9: v_cmpx also writes VCC (VOP3: sdst)
+            g.write_lane_mask(d.VCC_LO if form.enc == "VOPC" else form.vdst, result)
     else:
         dst = d.VCC_LO if form.enc == "VOPC" else form.vdst
-        if dst != d.NULL:
-            g.s[:, dst] = packed
-            if dst == d.EXEC_LO:
-                g.exec_changed()
+        g.write_lane_mask(dst, result)
 
 
 # --- special operations ----------------------------------------------------------------
@@ -677,10 +686,8 @@ def _write_sdst_mask(g: WaveGroup, form: AluForm, mask: np.ndarray) -> None:
     code = d.VCC_LO if form.enc != "VOP3" else form.sdst
     if code == d.NULL:
         return
-    mask = np.broadcast_to(mask, (g.count, LANES)) & g.exec_mask()
-    g.s[:, code] = WaveGroup.pack(np.ascontiguousarray(mask))
-    if code == d.EXEC_LO:
-        g.exec_changed()
+    mask = np.broadcast_to(mask, (g.count, g.lanes)) & g.exec_mask()
+    g.write_lane_mask(code, mask)
 
 
 def op_cndmask(g: WaveGroup, form: AluForm) -> None:
@@ -782,33 +789,33 @@ def op_div_fixup(g: WaveGroup, form: AluForm, t: str = "f32") -> None:
 
 
 def op_readfirstlane(g: WaveGroup, form: AluForm) -> None:
-    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
     ex = g.exec_mask()
     first = np.where(ex.any(axis=1), ex.argmax(axis=1), 0)
     g.swrite(form.vdst, src[np.arange(g.count), first])
 
 
 def op_readlane(g: WaveGroup, form: AluForm) -> None:
-    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
     lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
-    g.swrite(form.vdst, src[np.arange(g.count), lane[:, 0] & 31])
+    g.swrite(form.vdst, src[np.arange(g.count), lane[:, 0] & (g.lanes - 1)])
 
 
 def op_writelane(g: WaveGroup, form: AluForm) -> None:
     value = np.broadcast_to(np.asarray(g.vread(form.srcs[0], form.literal)), (g.count, 1))
     lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
-    mask = (_LANE[None, :] == (lane & 31))
+    mask = (_LANE[None, :g.lanes] == (lane & (g.lanes - 1)))
     np.copyto(g.v[form.vdst], value, where=mask)
 
 
 def _permlane(g: WaveGroup, form: AluForm, cross: bool) -> None:
-    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
     lo = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal), u64), (g.count, 1))
     hi = np.broadcast_to(np.asarray(g.vread(form.srcs[2], form.literal), u64), (g.count, 1))
     sel64 = lo | (hi << u64(32))
-    pos = _LANE & 15
+    pos = _LANE[:g.lanes] & 15
     nib = ((sel64 >> (pos.astype(u64) * u64(4))) & u64(15)).astype(np.int64)  # (W, 32)
-    row = _LANE & ~15
+    row = _LANE[:g.lanes] & ~15
     if cross:
         row = row ^ 16
     srcl = row[None, :] + nib
@@ -840,7 +847,12 @@ def op_dot2acc(g: WaveGroup, form: AluForm) -> None:
     write_result(g, form, r.astype(f32), "f32")
 
 
-_BELOW = ((np.uint64(1) << np.arange(LANES, dtype=np.uint64)) - np.uint64(1)).astype(u32)
+# for lane l, the bits of the lanes below it within a 32-bit mask half (lo: lanes 0-31
+# count bits of mask bits < l; hi: lanes 32-63 count bits < l - 32; lanes past a half all)
+_BELOW_LO = ((np.uint64(1) << np.minimum(np.arange(64), 32).astype(np.uint64))
+             - np.uint64(1)).astype(u32)
+_BELOW_HI = ((np.uint64(1) << np.clip(np.arange(64) - 32, 0, 32).astype(np.uint64))
+             - np.uint64(1)).astype(u32)
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -853,15 +865,13 @@ def op_mbcnt(g: WaveGroup, form: AluForm, hi: bool) -> None:
     """v_mbcnt_lo/hi: count the mask bits of the lanes below this one (wave32: hi adds 0)."""
     mask = np.asarray(read_src(g, form, 0, "u32"), u32)
     base = read_src(g, form, 1, "u32")
-    if hi:
-        g.vwrite(form.vdst, np.broadcast_to(base, (g.count, LANES)).astype(u32))
-        return
-    below = np.broadcast_to(mask, (g.count, LANES)) & _BELOW
+    below = np.broadcast_to(mask, (g.count, g.lanes)) & (_BELOW_HI if hi else _BELOW_LO)[
+        :g.lanes]
     g.vwrite(form.vdst, (_popcount(below) + base).astype(u32))
 
 
 def op_bcnt(g: WaveGroup, form: AluForm) -> None:
-    a = np.broadcast_to(np.asarray(read_src(g, form, 0, "u32"), u32), (g.count, LANES))
+    a = np.broadcast_to(np.asarray(read_src(g, form, 0, "u32"), u32), (g.count, g.lanes))
     g.vwrite(form.vdst, (_popcount(a) + read_src(g, form, 1, "u32")).astype(u32))
 
 
@@ -880,12 +890,12 @@ def op_movrel(g: WaveGroup, form: AluForm, src_rel: bool, dst_rel: bool,
         s_reg = src - d.VGPR0 + (s_off if src_rel else 0)
         dst = form.vdst + (d_off if dst_rel else 0)
         if src >= d.VGPR0:
-            value = g.v[s_reg] if 0 <= s_reg < nreg else np.zeros((g.count, LANES), u32)
+            value = g.v[s_reg] if 0 <= s_reg < nreg else np.zeros((g.count, g.lanes), u32)
         else:
-            value = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, LANES))
+            value = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
         if 0 <= dst < nreg:
             mask = g.exec_mask() & waves[:, None]
-            np.copyto(g.v[dst], np.broadcast_to(value, (g.count, LANES)), where=mask,
+            np.copyto(g.v[dst], np.broadcast_to(value, (g.count, g.lanes)), where=mask,
                       casting="unsafe")
 
 

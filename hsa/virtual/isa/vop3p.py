@@ -258,8 +258,8 @@ def compile_vopd(inst: d.Instruction) -> Callable | None:
         ay, by = g.vread(f["src0y"], inst.literal), g.v[f["vsrc1y"] - d.VGPR0]
         rx = fx(ax, bx, g.v[f["vdstx"]], inst.literal, m)
         ry = fy(ay, by, g.v[f["vdsty"]], inst.literal, m)
-        rx = np.array(np.broadcast_to(rx, (g.count, LANES)), dtype=u32)
-        ry = np.array(np.broadcast_to(ry, (g.count, LANES)), dtype=u32)
+        rx = np.array(np.broadcast_to(rx, (g.count, g.lanes)), dtype=u32)
+        ry = np.array(np.broadcast_to(ry, (g.count, g.lanes)), dtype=u32)
         g.vwrite(f["vdstx"], rx)
         g.vwrite(f["vdsty"], ry)
 
