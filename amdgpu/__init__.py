@@ -11,8 +11,8 @@ import importlib
 
 _LAZY = {
     # name -> module that defines it
-    "open": "amdgpu.device",
-    "devices": "amdgpu.device",
+    "open": "amdgpu.selection",
+    "devices": "amdgpu.selection",
     "Device": "amdgpu.device",
     "Buffer": "amdgpu.buffer",
     "CommandBuffer": "amdgpu.command_buffer",

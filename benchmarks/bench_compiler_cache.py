@@ -21,7 +21,7 @@ from pathlib import Path
 
 from compiler.bundle import KernelBundle, Variant
 from compiler.cache import KernelCache
-from compiler.codeobject import read_code_object
+from hsa.abi.codeobject import read_code_object
 
 SOURCE = r"""
 __kernel void saxpy(__global float* y, __global const float* x, float a, unsigned int n) {

@@ -1,4 +1,4 @@
-"""compiler: AMD GPU targets, code objects, kernel bundles, and the two front ends.
+"""compiler: kernel bundles and the two front ends (clang, IREE).
 
     bundle = compiler.compile("saxpy", targets=["gfx1100", "vulkan"])   # library name
     bundle = compiler.compile("kernels/fill.cl", targets=["gfx942", "gfx1100"])
@@ -6,8 +6,9 @@
 `.mlir` sources go through IREE (one HSACO per AMD target id, SPIR-V per Vulkan ABI, and the
 host `program`); `.cl` sources go through clang (HSACO only). Results are cached on disk
 (compiler.cache.KernelCache) under a key of the source, the header, the compiler versions,
-the options and the targets. Submodules load lazily so that importing `compiler` (as the
-HSA layer does for the code-object reader) does not start IREE.
+the options and the targets. Submodules load lazily so that importing `compiler` does not
+start IREE. The code-object reader and the target table are ABI and live below the HSA
+layer, in `hsa.abi`; `compiler.read_code_object` and `compiler.lookup` re-export them.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ _LAZY = {
     "KernelBundle": ("bundle", "KernelBundle"),
     "Variant": ("bundle", "Variant"),
     "KernelCache": ("cache", "KernelCache"),
-    "read_code_object": ("codeobject", "read_code_object"),
-    "lookup": ("targets", "lookup"),
-    "TargetId": ("targets", "TargetId"),
+    "read_code_object": ("hsa.abi.codeobject", "read_code_object"),
+    "lookup": ("hsa.abi.targets", "lookup"),
+    "TargetId": ("hsa.abi.targets", "TargetId"),
 }
 
 
@@ -56,14 +57,16 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         module, attr = _LAZY[name]
-        return getattr(importlib.import_module(f".{module}", __name__), attr)
+        if "." not in module:
+            module = f"{__name__}.{module}"
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'compiler' has no attribute {name!r}")
 
 
 def resolve_targets(targets: Iterable[str] | str | None) -> tuple[list[str], bool]:
     """Canonical AMD target ids (aliases resolved, order kept, duplicates dropped) and
     whether "vulkan" was asked for. Accepts a comma-separated string too."""
-    from .targets import TargetId
+    from hsa.abi.targets import TargetId
 
     if targets is None:
         targets = DEFAULT_TARGETS
@@ -228,8 +231,9 @@ def compile(  # noqa: A001 - the contract's name
 
 
 def _build_opencl(bundle, path: Path, targets: list[str], cov: int, defines, variant_cls) -> None:
+    from hsa.abi.codeobject import read_code_object
+
     from . import clang
-    from .codeobject import read_code_object
 
     for target in targets:
         warnings: list[str] = []

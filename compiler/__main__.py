@@ -136,8 +136,9 @@ def _jsonable(value: Any) -> Any:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from hsa.abi.codeobject import is_offload_bundle, read_code_object
+
     from .bundle import KernelBundle, is_bundle
-    from .codeobject import is_offload_bundle, read_code_object
 
     path = Path(args.file)
     try:

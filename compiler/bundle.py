@@ -19,8 +19,7 @@ from typing import Any
 import msgpack
 
 from amdgpu.errors import BundleError, CodeObjectError
-
-from . import targets as _targets
+from hsa.abi import targets as _targets
 
 __all__ = ["Variant", "KernelBundle", "BUNDLE_MAGIC", "BUNDLE_VERSION", "is_bundle"]
 
@@ -67,15 +66,15 @@ class Variant:
     @classmethod
     def from_code_object(cls, data: bytes, info: dict[str, Any] | None = None) -> Variant:
         """An hsaco variant whose target id is read from the code object itself."""
-        from .codeobject import read_code_object
+        from hsa.abi.codeobject import read_code_object
 
         return cls("hsaco", read_code_object(data).target_id, None, bytes(data), dict(info or {}))
 
-    def code_object(self):  # -> compiler.codeobject.CodeObject
+    def code_object(self):  # -> hsa.abi.codeobject.CodeObject
         """The parsed code object (hsaco variants only)."""
         if self.kind != "hsaco":
             raise BundleError(f"a {self.kind} variant has no code object")
-        from .codeobject import read_code_object
+        from hsa.abi.codeobject import read_code_object
 
         return read_code_object(self.data)
 
@@ -104,7 +103,7 @@ class KernelBundle:
         offload bundle (`hipcc --genco`, several targets) with one variant per GPU entry."""
         import hashlib
 
-        from .codeobject import is_offload_bundle, read_offload_bundle
+        from hsa.abi.codeobject import is_offload_bundle, read_offload_bundle
 
         bundle = cls(name, hashlib.sha256(data).hexdigest())
         if is_offload_bundle(data):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 from amdgpu.errors import CodeObjectError
-from compiler.codeobject import read_code_object
+from hsa.abi.codeobject import read_code_object
 
 pytestmark = pytest.mark.generic
 

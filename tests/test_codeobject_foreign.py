@@ -18,8 +18,8 @@ import pytest
 from test_codeobject_reader import llvm_readelf_metadata
 
 from amdgpu.errors import BundleError, CodeObjectError
-from compiler.codeobject import CodeObject, read_code_object, read_offload_bundle
-from compiler.targets import lookup
+from hsa.abi.codeobject import CodeObject, read_code_object, read_offload_bundle
+from hsa.abi.targets import lookup
 
 DATA = Path(__file__).parent / "data" / "codeobjects"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())

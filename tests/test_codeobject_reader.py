@@ -12,8 +12,8 @@ import pytest
 from test_codeobject_build import BUILDS, Built, code_objects  # noqa: F401 (fixture)
 
 from amdgpu.errors import CodeObjectError
-from compiler.codeobject import KernelDescriptor, read_code_object, read_offload_bundle
-from compiler.targets import lookup
+from hsa.abi.codeobject import KernelDescriptor, read_code_object, read_offload_bundle
+from hsa.abi.targets import lookup
 
 pytestmark = pytest.mark.generic
 

@@ -12,7 +12,7 @@ import compiler
 from amdgpu.errors import CompileError
 from compiler import clang, library
 from compiler.cache import KernelCache
-from compiler.codeobject import read_code_object
+from hsa.abi.codeobject import read_code_object
 
 pytestmark = pytest.mark.generic
 

@@ -14,7 +14,7 @@ from compiler import iree, library, spirv
 from compiler.__main__ import main as cli_main
 from compiler.bundle import KernelBundle
 from compiler.cache import KernelCache
-from compiler.codeobject import read_code_object
+from hsa.abi.codeobject import read_code_object
 
 pytestmark = pytest.mark.generic
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from amdgpu.errors import CodeObjectError
-from compiler.codeobject import target_id_from_flags
-from compiler.targets import (
+from hsa.abi.codeobject import target_id_from_flags
+from hsa.abi.targets import (
     TARGETS,
     TargetId,
     by_mach,

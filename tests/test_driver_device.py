@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import amdgpu
-from amdgpu.device import DeviceSpec, parse_spec, resolve
+from amdgpu.device import DeviceSpec
 from amdgpu.errors import BufferRangeError, DeviceError, HsaUnavailable
+from amdgpu.selection import parse_spec, resolve
 
 
 @pytest.mark.generic

@@ -7,13 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, IllegalInstruction, MemoryFault
+from hsa.status import (
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-    HsaError,
-    IllegalInstruction,
-    MemoryFault,
 )
 from hsa.virtual.executor import executor_for
 from hsa.virtual.gfx11.testing import (

@@ -9,9 +9,10 @@ import time
 import numpy as np
 import pytest
 
-from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
-from compiler.codeobject import read_code_object
+from amdgpu.errors import MemoryFault
+from hsa.abi.codeobject import read_code_object
 from hsa.provider import Segment, SignalCondition
+from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual import VirtualProvider
 from hsa.virtual.gfx11.testing import TEST_KERNELS_CL, build_code_object, build_kernargs
 from packets.build import kernel_dispatch

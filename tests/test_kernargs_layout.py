@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from amdgpu.buffer import Buffer
 from amdgpu.errors import KernelArgumentError
 from amdgpu.hsa_backend.kernargs import KernargLayout, KernargRing
-from compiler.codeobject import KernelArg, read_code_object
+from hsa.abi.codeobject import KernelArg, read_code_object
 
 pytestmark = pytest.mark.generic
 

@@ -16,7 +16,9 @@ import time
 import numpy as np
 import pytest
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, HsaUnavailable, SignalTimeout
+from hsa.provider import DeviceType, GlobalFlag, Segment, SignalCondition
+from hsa.status import (
     HSA_STATUS_ERROR_FROZEN_EXECUTABLE,
     HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS,
     HSA_STATUS_ERROR_INVALID_ALLOCATION,
@@ -28,11 +30,7 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_INVALID_SIGNAL,
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
     HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-    HsaError,
-    HsaUnavailable,
-    SignalTimeout,
 )
-from hsa.provider import DeviceType, GlobalFlag, Segment, SignalCondition
 
 try:  # the contract's names; fall back to the module while packets/__init__ fills in
     from packets import agent_dispatch, barrier_and, barrier_or, barrier_value
@@ -558,7 +556,7 @@ def _gfx1100(provider) -> int:
 
 
 def test_load_executable_and_kernel_symbols(provider, code_objects):
-    from compiler.codeobject import read_code_object
+    from hsa.abi.codeobject import read_code_object
 
     gpu = _gfx1100(provider)
     co = read_code_object(code_objects["gfx1100"])
@@ -621,7 +619,7 @@ def test_garbage_code_object_is_refused(provider, gpu):
 def _needs_executor(provider, gpu) -> None:
     if provider.name != "virtual":
         return
-    from compiler.targets import lookup
+    from hsa.abi.targets import lookup
 
     agent = next(a for a in provider.gpu_agents() if a.handle == gpu)
     cap = provider.capabilities()[f"executor:{lookup(agent.name).family}"]
@@ -648,7 +646,7 @@ def run_kernel(provider, gpu, code_objects, name: str, explicit: bytes, *, grid:
     """Load KERNELS_CL for the agent, run `name` with an output buffer as its first argument
     followed by `explicit` (the other explicit args, packed), and return the output bytes.
     Hidden arguments come from the code object's metadata."""
-    from compiler.codeobject import read_code_object
+    from hsa.abi.codeobject import read_code_object
     from packets import kernel_dispatch
 
     _needs_executor(provider, gpu)

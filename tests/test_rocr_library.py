@@ -12,17 +12,7 @@ import pytest
 
 import hsa
 import hsa.rocr.library as rocr_library
-from amdgpu.errors import (
-    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-    HSA_STATUS_ERROR_INVALID_ARGUMENT,
-    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-    HSA_STATUS_ERROR_MEMORY_FAULT,
-    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-    HsaError,
-    HsaUnavailable,
-    IllegalInstruction,
-    MemoryFault,
-)
+from amdgpu.errors import HsaError, HsaUnavailable, IllegalInstruction, MemoryFault
 from hsa.rocr import (
     RocrProvider,
     candidate_paths,
@@ -34,6 +24,13 @@ from hsa.rocr import (
     load_library,
 )
 from hsa.rocr.api import OPTIONAL, REQUIRED, HsaApi, error_for_status
+from hsa.status import (
+    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+    HSA_STATUS_ERROR_MEMORY_FAULT,
+    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+)
 
 
 def _system_library():

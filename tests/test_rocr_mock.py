@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
+from hsa.provider import DeviceType, GlobalFlag, QueueType, Segment, SignalCondition
+from hsa.rocr import RocrProvider, init_count
+from hsa.status import (
     HSA_STATUS_ERROR_INVALID_AGENT,
     HSA_STATUS_ERROR_INVALID_ARGUMENT,
     HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
@@ -33,14 +36,7 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-    HsaError,
-    HsaUnavailable,
-    MemoryFault,
-    QueueError,
-    SignalTimeout,
 )
-from hsa.provider import DeviceType, GlobalFlag, QueueType, Segment, SignalCondition
-from hsa.rocr import RocrProvider, init_count
 from packets import Ring, agent_dispatch, barrier_and, barrier_or, barrier_value, kernel_dispatch
 
 pytestmark = pytest.mark.generic

@@ -11,8 +11,9 @@ import threading
 import pytest
 from test_provider_conformance import publish
 
-from amdgpu.errors import HSA_STATUS_ERROR_INVALID_SIGNAL, HsaError, SignalTimeout
+from amdgpu.errors import HsaError, SignalTimeout
 from hsa.provider import SignalCondition
+from hsa.status import HSA_STATUS_ERROR_INVALID_SIGNAL
 from hsa.virtual import VirtualProvider
 from hsa.virtual.signals import W_VALUE
 from packets import barrier_and

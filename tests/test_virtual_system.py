@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_provider_conformance import _CodeObjects, publish, raw_packet
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, IllegalInstruction, MemoryFault, SignalTimeout
+from hsa.provider import Segment, SignalCondition
+from hsa.status import (
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS,
@@ -28,12 +30,7 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_NOT_INITIALIZED,
     HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-    HsaError,
-    IllegalInstruction,
-    MemoryFault,
-    SignalTimeout,
 )
-from hsa.provider import Segment, SignalCondition
 from hsa.virtual import VirtualProvider
 from hsa.virtual import executor as executor_registry
 from hsa.virtual.executor import Dispatch
@@ -343,7 +340,7 @@ def test_pool_accounting_and_bad_frees(vp):
 
 
 def test_loader_maps_segments_and_applies_relocations(vp, objects):
-    from compiler.codeobject import read_code_object
+    from hsa.abi.codeobject import read_code_object
 
     gpu = vp.gpu_agents()[0].handle
     co = read_code_object(objects["gfx1100"])
@@ -585,11 +582,11 @@ def test_dispatches_without_barrier_bit_may_overlap(objects, stub, overlap, orde
 
 
 def test_invalid_handles_raise_specific_errors(vp):
-    from amdgpu.errors import (
+    from hsa.provider import Executable
+    from hsa.status import (
         HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
         HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
     )
-    from hsa.provider import Executable
 
     gpu = vp.gpu_agents()[0].handle
     ghost = Executable(handle=0xBAD)

@@ -49,6 +49,7 @@ import packets
 from amdgpu.command_buffer import BindingSlot, CommandBuffer
 from amdgpu.device import TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.fill import fill_pattern
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
 
@@ -481,12 +482,10 @@ def _offset(x: Any) -> int:
 def _fill_word(value: Any, nbytes: int | None, target: Any) -> np.float32 | None:
     """The fill pattern widened to one 32-bit word (as the float32 the library `fill` kernel
     takes), or None when the kernel cannot do this fill exactly."""
-    from amdgpu.hsa_backend.device import _pattern_bytes
-
     if nbytes is None or nbytes <= 0 or nbytes % 4 or _offset(target) % 4:
         return None
     try:
-        pattern = _pattern_bytes(value)
+        pattern = fill_pattern(value)
     except DeviceError:
         return None
     if pattern.size not in (1, 2, 4):

@@ -18,7 +18,9 @@ import packets
 from amdgpu.buffer import Buffer, as_host_array
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
+from amdgpu.fill import fill_pattern
 from amdgpu.hsa_backend import system as systems
+from amdgpu.hsa_backend.command_buffer import _fill_word
 from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
 from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.tracing import announce
@@ -143,7 +145,7 @@ class HsaDevice(Device):
 
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
         """Host-side fill (the lanes are idle): a pattern in staging, then memory_copy."""
-        pattern = _pattern_bytes(value)
+        pattern = fill_pattern(value)
         if nbytes % pattern.size:
             raise DeviceError(
                 f"fill of {nbytes} bytes is not a multiple of the {pattern.size}-byte value"
@@ -204,8 +206,6 @@ class HsaDevice(Device):
     ) -> TimelinePoint:
         """Fill with a 1-, 2- or 4-byte pattern (the library `fill` kernel where it can do
         it exactly, else on the host after waiting for the lanes)."""
-        from amdgpu.hsa_backend.command_buffer import _fill_word
-
         nbytes = dst.nbytes if nbytes is None else int(nbytes)
         dst._check_range(0, nbytes)
         word = _fill_word(value, nbytes, dst) if dst.device is self else None
@@ -224,7 +224,7 @@ class HsaDevice(Device):
     def runs_kernels(self) -> bool:
         """False only on a virtual agent whose ISA family has no executor yet."""
         try:
-            from compiler.targets import lookup
+            from hsa.abi.targets import lookup
 
             family = lookup(self.target).family
         except Exception:  # noqa: BLE001 - an unknown target: assume a real agent
@@ -503,22 +503,6 @@ def _pick_pools(p: Any, agent: Any) -> tuple[int, int, int]:
             f"is incomplete here; use amdgpu:virtual or Vulkan"
         )
     return device.handle, kernarg.handle, host.handle
-
-
-def _pattern_bytes(value: Any) -> np.ndarray:
-    if isinstance(value, (bytes, bytearray)):
-        return np.frombuffer(bytes(value), np.uint8)
-    if isinstance(value, (np.generic, np.ndarray)):
-        return np.asarray(value).reshape(-1)[:1].view(np.uint8).copy()
-    if isinstance(value, float):
-        return np.array([value], np.float32).view(np.uint8)
-    if isinstance(value, int):
-        if 0 <= value < 256:
-            return np.array([value], np.uint8)
-        return np.array([value & 0xFFFFFFFF], np.uint32).view(np.uint8)
-    raise DeviceError(
-        f"cannot fill with a {type(value).__name__}: pass an int, float, numpy scalar or bytes"
-    )
 
 
 def _agent_report(p: Any, spec: DeviceSpec, agent: Any) -> DeviceReport:

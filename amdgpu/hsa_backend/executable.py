@@ -2,7 +2,7 @@
 
 `load_bundle` picks the bundle's variant for the agent's ISA (`bundle.variant_for`), loads
 it through the provider (code_object_reader -> executable -> load -> freeze -> symbol
-"name.kd") and keeps `compiler.codeobject` metadata per kernel, from which each Kernel gets
+"name.kd") and keeps `hsa.abi.codeobject` metadata per kernel, from which each Kernel gets
 its `KernargLayout`.
 """
 
@@ -25,7 +25,7 @@ class HsaKernel:
     def __init__(self, executable: HsaExecutable, info: Any, symbol: Any):
         self.executable = executable
         self.device = executable.device
-        self.info = info  # compiler.codeobject.KernelInfo
+        self.info = info  # hsa.abi.codeobject.KernelInfo
         self.symbol = symbol  # hsa.provider.KernelSymbol
         self.name = info.name
         self.kernel_object = symbol.kernel_object
@@ -184,7 +184,7 @@ class HsaExecutable:
 
 def load_bundle(device: Any, bundle: Any) -> HsaExecutable:
     """Load `bundle` (a KernelBundle, a Variant, or code-object bytes) onto the device."""
-    from compiler.codeobject import read_code_object
+    from hsa.abi.codeobject import read_code_object
 
     variant = None
     if isinstance(bundle, (bytes, bytearray, memoryview)):

@@ -1,7 +1,7 @@
 """Kernel arguments: a layout per kernel from its code-object metadata, and the ring of
 kernarg memory that dispatches take their blocks from.
 
-`KernargLayout.from_kernel(info)` reads `compiler.codeobject.KernelInfo`: the explicit args
+`KernargLayout.from_kernel(info)` reads `hsa.abi.codeobject.KernelInfo`: the explicit args
 (global_buffer -> a device address, by_value -> packed by the size and offset that the
 metadata gives, dynamic_shared_pointer -> the LDS offset of the dynamic area), then the
 hidden args that the kernel lists (each at the offset the metadata gives, so code objects
@@ -191,7 +191,7 @@ class KernargLayout:
 
     @classmethod
     def from_kernel(cls, info: Any) -> KernargLayout:
-        """From a `compiler.codeobject.KernelInfo`."""
+        """From a `hsa.abi.codeobject.KernelInfo`."""
         return cls(
             info.name,
             info.args,

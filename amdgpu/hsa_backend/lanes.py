@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import packets
-from amdgpu.errors import HSA_STATUS_ERROR, HsaError, QueueError, SignalTimeout
+from amdgpu.errors import HsaError, QueueError, SignalTimeout
 from amdgpu.hsa_backend.kernargs import KernargRing
 from hsa.provider import QueueType, SignalCondition
+from hsa.status import HSA_STATUS_ERROR
 
 if TYPE_CHECKING:
     from amdgpu.hsa_backend.device import HsaDevice

@@ -26,15 +26,12 @@ from ctypes import (
 )
 from typing import Any
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, HsaUnavailable, IllegalInstruction, MemoryFault
+from hsa.status import (
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_MEMORY_FAULT,
     HSA_STATUS_ERROR_NOT_INITIALIZED,
-    HsaError,
-    HsaUnavailable,
-    IllegalInstruction,
-    MemoryFault,
 )
 
 from .structs import (

@@ -19,19 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import (
-    HSA_STATUS_ERROR,
-    HSA_STATUS_ERROR_INVALID_AGENT,
-    HSA_STATUS_ERROR_INVALID_ARGUMENT,
-    HSA_STATUS_ERROR_INVALID_QUEUE,
-    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-    HSA_STATUS_ERROR_MEMORY_FAULT,
-    HsaError,
-    HsaUnavailable,
-    MemoryFault,
-    QueueError,
-    SignalTimeout,
-)
+from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
 from hsa.provider import (
     AgentInfo,
     Capability,
@@ -46,6 +34,14 @@ from hsa.provider import (
     QueueType,
     Segment,
     SignalCondition,
+)
+from hsa.status import (
+    HSA_STATUS_ERROR,
+    HSA_STATUS_ERROR_INVALID_AGENT,
+    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    HSA_STATUS_ERROR_INVALID_QUEUE,
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+    HSA_STATUS_ERROR_MEMORY_FAULT,
 )
 
 from . import structs as S

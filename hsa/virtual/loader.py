@@ -1,7 +1,7 @@
 """The code-object loader of the virtual AMD system (hsa_executable_* and the reader).
 
 It does what ROCr's loader does for one agent: read the code object
-(`compiler.codeobject.read_code_object`), check its target id against the agent's
+(`hsa.abi.codeobject.read_code_object`), check its target id against the agent's
 (xnack/sramecc any/on/off rules), map the PT_LOAD segments into one allocation that the
 agent can access, apply the dynamic relocations (R_AMDGPU_RELATIVE64, R_AMDGPU_ABS64), and
 publish each kernel as a symbol "name.kd" whose kernel_object is the loaded address of its
@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from amdgpu.errors import (
+from amdgpu.errors import CodeObjectError, HsaError
+from hsa.provider import DeviceType, Executable, KernelSymbol
+from hsa.status import (
     HSA_STATUS_ERROR_FROZEN_EXECUTABLE,
     HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS,
     HSA_STATUS_ERROR_INVALID_AGENT,
@@ -24,10 +26,7 @@ from amdgpu.errors import (
     HSA_STATUS_ERROR_INVALID_CODE_OBJECT_READER,
     HSA_STATUS_ERROR_INVALID_EXECUTABLE,
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
-    CodeObjectError,
-    HsaError,
 )
-from hsa.provider import DeviceType, Executable, KernelSymbol
 
 if TYPE_CHECKING:
     from hsa.virtual.provider import VirtualProvider
@@ -132,11 +131,11 @@ class CodeObjectLoader:
                 call,
             )
         try:
-            from compiler.codeobject import read_code_object
+            from hsa.abi.codeobject import read_code_object
         except ImportError as exc:  # pragma: no cover - depends on the compiler layer
             raise HsaError(
                 HSA_STATUS_ERROR_INVALID_CODE_OBJECT,
-                f"compiler.codeobject is not available ({exc}); install the project fully",
+                f"hsa.abi.codeobject is not available ({exc}); install the project fully",
                 call,
             ) from exc
         try:
@@ -278,7 +277,7 @@ class CodeObjectLoader:
 
 
 def _check_target(code_id: str, agent_id: str, call: str) -> None:
-    from compiler.targets import is_compatible
+    from hsa.abi.targets import is_compatible
 
     try:
         ok = is_compatible(code_id, agent_id)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
+from amdgpu.errors import MemoryFault
+from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 
 HOST = None  # the "agent" of accesses made by the host itself: never checked
 

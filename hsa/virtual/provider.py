@@ -1,6 +1,6 @@
 """`VirtualProvider`: a virtual AMD system behind the `HsaProvider` interface.
 
-One CPU agent and one or more GPU agents (targets from `compiler.targets`), the pools
+One CPU agent and one or more GPU agents (targets from `hsa.abi.targets`), the pools
 ROCr reports for them, signals as amd_signal_t objects in memory, AQL queues with a packet
 processor per queue, a code-object loader, a copy engine and dispatch timestamps. It aims to
 be faithful enough that a driver bug shows up as it would on hardware, but as a one-line
@@ -27,20 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import (
-    HSA_STATUS_ERROR_INVALID_AGENT,
-    HSA_STATUS_ERROR_INVALID_ALLOCATION,
-    HSA_STATUS_ERROR_INVALID_ARGUMENT,
-    HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
-    HSA_STATUS_ERROR_INVALID_QUEUE,
-    HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
-    HSA_STATUS_ERROR_INVALID_SIGNAL,
-    HSA_STATUS_ERROR_NOT_INITIALIZED,
-    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-    HsaError,
-    MemoryFault,
-    SignalTimeout,
-)
+from amdgpu.errors import HsaError, MemoryFault, SignalTimeout
 from hsa.provider import (
     AgentInfo,
     Capability,
@@ -55,6 +42,17 @@ from hsa.provider import (
     QueueType,
     Segment,
     SignalCondition,
+)
+from hsa.status import (
+    HSA_STATUS_ERROR_INVALID_AGENT,
+    HSA_STATUS_ERROR_INVALID_ALLOCATION,
+    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
+    HSA_STATUS_ERROR_INVALID_QUEUE,
+    HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
+    HSA_STATUS_ERROR_INVALID_SIGNAL,
+    HSA_STATUS_ERROR_NOT_INITIALIZED,
+    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
 )
 from hsa.virtual import executor as executor_registry
 from hsa.virtual.copies import CopyEngine
@@ -93,7 +91,7 @@ class _Agent:
 
 def _target_facts(name: str) -> tuple[str, str, int, int]:
     """(canonical target id, family, wave size, LDS bytes) for a target name or id."""
-    from compiler.targets import TargetId
+    from hsa.abi.targets import TargetId
 
     tid = TargetId.parse(name)
     target = tid.target
@@ -161,7 +159,7 @@ class VirtualProvider(HsaProvider):
         for i, name in enumerate(gpus):
             try:
                 isa, family, wave, lds = _target_facts(name)
-            except ValueError as exc:  # CodeObjectError from compiler.targets
+            except ValueError as exc:  # CodeObjectError from hsa.abi.targets
                 raise HsaError(
                     HSA_STATUS_ERROR_INVALID_ARGUMENT, f"virtual GPU {name!r}: {exc}"
                 ) from None

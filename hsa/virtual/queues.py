@@ -27,16 +27,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import packets
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, QueueError
+from hsa.provider import Queue
+from hsa.status import (
     HSA_STATUS_ERROR,
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_INVALID_ISA,
     HSA_STATUS_ERROR_INVALID_PACKET_FORMAT,
     HSA_STATUS_ERROR_INVALID_SIGNAL,
-    HsaError,
-    QueueError,
 )
-from hsa.provider import Queue
 from hsa.virtual import executor as executor_registry
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.memory import Allocation

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import amdgpu
-from compiler.targets import lookup
+from hsa.abi.targets import lookup
 
 # The hardware classes hwlab knows (pytest markers of the suites). `hsa` (any HSA agent) and
 # `runs_kernels` (the device executes kernels: every Vulkan device and ROCr agent; a virtual
@@ -128,7 +128,7 @@ def find_device(machine: str, spec: str, known: list[LabDevice]) -> LabDevice:
     """The inventory row for `spec`, normalized as amdgpu.open parses it ("vulkan" is
     "vulkan:0"); a virtual system other than the default one (amdgpu:virtual:gfx1100,gfx1100:1)
     is probed on demand. Raises DeviceError for a spec no backend has."""
-    from amdgpu.device import parse_spec
+    from amdgpu.selection import parse_spec
 
     parsed = parse_spec(spec)
     canonical = str(parsed)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codeobject import CodeObject, KernelInfo, read_code_object
+from hsa.abi.codeobject import CodeObject, KernelInfo, read_code_object
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.gfx11 import shared_executor
 from hsa.virtual.memory import MemoryMap

@@ -17,13 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, IllegalInstruction, MemoryFault
+from hsa.status import (
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-    HsaError,
-    IllegalInstruction,
-    MemoryFault,
 )
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.isa import operands as d

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from amdgpu.errors import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, MemoryFault
+from amdgpu.errors import MemoryFault
+from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 

@@ -472,7 +472,7 @@ def test_vulkan_bda_addresses_are_real(device):
 def test_gfx11_code_object_is_wave32_and_runs(device):
     bundle = library_bundle(device, "lds_reduce")
     variant = bundle.variant_for(device.isa)
-    from compiler.codeobject import read_code_object
+    from hsa.abi.codeobject import read_code_object
 
     info = read_code_object(variant.data).kernels["lds_reduce"]
     assert info.wavefront_size == 32 and info.descriptor.wavefront_size32
@@ -483,7 +483,7 @@ def test_gfx11_code_object_is_wave32_and_runs(device):
 
 @pytest.mark.hsa_rocr
 def test_rocr_agent_facts(device):
-    from compiler.targets import lookup
+    from hsa.abi.targets import lookup
 
     assert device.provider.name == "rocr"
     assert lookup(device.target).name == device.target

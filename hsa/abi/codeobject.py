@@ -21,8 +21,7 @@ from typing import Any
 import msgpack
 
 from amdgpu.errors import CodeObjectError
-
-from . import targets as _targets
+from hsa.abi import targets as _targets
 
 __all__ = [
     "CodeObject",
@@ -520,7 +519,7 @@ def _unwrap_offload_bundle(data: bytes) -> bytes:
         )
     raise CodeObjectError(
         f"clang offload bundle holds {len(gpu)} AMDGPU code objects "
-        f"({', '.join(gpu)}); pick one with compiler.codeobject.read_offload_bundle"
+        f"({', '.join(gpu)}); pick one with hsa.abi.codeobject.read_offload_bundle"
     )
 
 

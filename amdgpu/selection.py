@@ -1,0 +1,169 @@
+"""Device selection: spec parsing, the opt-in flag for the HSA path, `open` and `devices`.
+
+The HSA path (`amdgpu/hsa_backend`) is opt-in. It is taken only when the caller asks for
+it: `driver="amdgpu"` (the CLI's `--driver amdgpu`), a spec that starts with "amdgpu", or
+the environment variable AMDGPU_DRIVER=amdgpu. Everything else ("auto", the default) opens
+the Vulkan backend (`amdgpu/vulkan`). An explicit spec always wins over the environment;
+an explicit `driver=` that contradicts an explicit spec is an error.
+
+Spec forms:
+    amdgpu, amdgpu:N                      ROCr GPU agent N (hsa.rocr)
+    amdgpu:virtual, amdgpu:virtual:N      the default virtual system (one gfx1100), agent N
+    amdgpu:virtual:GPUS[:N]               a virtual system of GPUS (comma-separated target
+                                          names, e.g. gfx1100,gfx1100), agent N
+    vulkan, vulkan:N                      Vulkan physical device N
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from amdgpu.device import DEFAULT_VIRTUAL_GPUS, Device, DeviceSpec
+from amdgpu.errors import AmdgpuError, DeviceError
+from amdgpu.report import DeviceReport
+
+DRIVERS = ("auto", "amdgpu", "vulkan")
+DRIVER_ENV = "AMDGPU_DRIVER"
+VALID_FORMS = (
+    "amdgpu, amdgpu:N, amdgpu:virtual, amdgpu:virtual:N, "
+    "amdgpu:virtual:gfx1100[,gfx1100...][:N], vulkan, vulkan:N"
+)
+
+_TARGET_RE = re.compile(r"^gfx[0-9a-f]+$")
+
+
+def _unknown(spec: str) -> DeviceError:
+    return DeviceError(f"unknown device spec {spec!r}: use one of {VALID_FORMS}")
+
+
+def _index(text: str, spec: str) -> int:
+    if not text.isdigit():
+        raise _unknown(spec)
+    return int(text)
+
+
+def parse_spec(spec: str) -> DeviceSpec:
+    """Parse an explicit spec (see the module doc). Raises DeviceError listing valid forms."""
+    if not isinstance(spec, str):
+        raise DeviceError(
+            f"device spec must be a string, not {type(spec).__name__}: use one of {VALID_FORMS}"
+        )
+    parts = spec.strip().lower().split(":")
+    head, rest = parts[0], parts[1:]
+    if head == "vulkan":
+        if len(rest) > 1:
+            raise _unknown(spec)
+        return DeviceSpec("vulkan", index=_index(rest[0], spec) if rest else 0)
+    if head != "amdgpu":
+        raise _unknown(spec)
+    if not rest:
+        return DeviceSpec("hsa", "rocr", index=0)
+    if rest[0] != "virtual":
+        if len(rest) > 1:
+            raise _unknown(spec)
+        return DeviceSpec("hsa", "rocr", index=_index(rest[0], spec))
+    rest = rest[1:]
+    gpus: tuple[str, ...] = DEFAULT_VIRTUAL_GPUS
+    index = 0
+    if rest and not rest[0].isdigit():
+        gpus = tuple(g.strip() for g in rest[0].split(","))
+        if not gpus or not all(_TARGET_RE.match(g) for g in gpus):
+            raise _unknown(spec)
+        rest = rest[1:]
+    if len(rest) > 1:
+        raise _unknown(spec)
+    if rest:
+        index = _index(rest[0], spec)
+    if index >= len(gpus):
+        raise DeviceError(
+            f"device spec {spec!r} asks for agent {index} of a virtual system with "
+            f"{len(gpus)} GPU(s): use an index below {len(gpus)}"
+        )
+    return DeviceSpec("hsa", "virtual", gpus, index)
+
+
+def resolve(spec: str | None = None, driver: str | None = None) -> DeviceSpec:
+    """Apply the opt-in rules: which backend and device `open(spec, driver=driver)` means."""
+    if driver is not None and driver not in DRIVERS:
+        raise DeviceError(f"unknown driver {driver!r}: use one of {', '.join(DRIVERS)}")
+    if spec is not None:
+        parsed = parse_spec(spec)
+        if driver not in (None, "auto") and driver != parsed.driver:
+            raise DeviceError(
+                f"device spec {spec!r} is a {parsed.driver} device but driver={driver!r} was "
+                f"asked for: drop one of them"
+            )
+        return parsed
+    if driver in (None, "auto"):
+        env = os.environ.get(DRIVER_ENV, "").strip().lower()
+        if env and env not in DRIVERS:
+            raise DeviceError(
+                f"{DRIVER_ENV}={env!r} is not a driver: use one of {', '.join(DRIVERS)}"
+            )
+        driver = env or "auto"
+    if driver == "amdgpu":
+        return DeviceSpec("hsa", "rocr", index=0)
+    return DeviceSpec("vulkan", index=0)  # auto -> Vulkan: the HSA path is opt-in
+
+
+def open(spec: str | None = None, *, driver: str | None = None, **options: Any) -> Device:  # noqa: A001
+    """Open one device. HSA only when opted in (see the module doc); default Vulkan.
+
+    Raises DeviceError for an unknown spec or index, HsaUnavailable (with ROCr's cause)
+    when the HSA path was asked for and cannot run here, VulkanError for Vulkan failures.
+    """
+    parsed = resolve(spec, driver)
+    if parsed.backend == "hsa":
+        from amdgpu.hsa_backend.device import HsaDevice
+
+        return HsaDevice(parsed, **options)
+    from amdgpu.vulkan import VulkanDevice
+
+    return VulkanDevice(parsed.index, options.pop("path", None), **options)
+
+
+def devices() -> list[DeviceReport]:
+    """Every device this machine offers: ROCr GPU agents (or why there are none), the
+    default virtual system's agents, and the Vulkan devices."""
+    from amdgpu.hsa_backend.device import hsa_reports
+
+    reports = hsa_reports("rocr") + hsa_reports("virtual:" + ",".join(DEFAULT_VIRTUAL_GPUS))
+    return reports + _vulkan_reports()
+
+
+def _vulkan_reports() -> list[DeviceReport]:
+    try:
+        from amdgpu import vulkan
+
+        found = vulkan.list_devices()
+    except (ImportError, AttributeError) as e:
+        return [
+            DeviceReport("vulkan", "vulkan", "", "vulkan", False, f"Vulkan backend not built: {e}")
+        ]
+    except AmdgpuError as e:
+        return [DeviceReport("vulkan", "vulkan", "", "vulkan", False, str(e))]
+    out = []
+    for i, item in enumerate(found):
+        if isinstance(item, DeviceReport):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(
+                DeviceReport(
+                    spec=item.get("spec", f"vulkan:{i}"),
+                    backend="vulkan",
+                    name=item.get("name", ""),
+                    target=item.get("target", "vulkan"),
+                    available=item.get("available", True),
+                    reason=item.get("reason", ""),
+                    paths=item.get("paths", {}),
+                    versions=item.get("versions", {}),
+                )
+            )
+    if not out:
+        out.append(DeviceReport("vulkan", "vulkan", "", "vulkan", False, "no Vulkan device found"))
+    return out
+
+
+__all__ = ["DRIVERS", "DRIVER_ENV", "VALID_FORMS", "devices", "open", "parse_spec", "resolve"]

@@ -1,0 +1,165 @@
+"""The layers of docs/ARCHITECTURE.md hold by construction: this test reads every module's
+imports (module level and inside functions, not `if TYPE_CHECKING:` blocks) and fails on an
+import from a lower layer into a higher one, or on any import cycle between modules.
+
+Layers, lowest first (a module may import its own layer and the ones below):
+    amdgpu.errors   the error classes; imports nothing of the project
+    hsa.status      hsa_status_t numbers; imports nothing of the project
+    packets         AQL layouts, builders, rings, traces
+    hsa.abi         the code-object reader and target table (ABI, as in IREE's runtime)
+    hsa             the provider interface, ROCr and the virtual system
+    compiler        kernel bundles, clang and IREE front ends
+    amdgpu          the driver (core, selection, both backends)
+    tools           packet-trace, hwlab
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("amdgpu", "hsa", "packets", "compiler", "tools")
+LAYERS = (
+    "amdgpu.errors",
+    "hsa.status",
+    "packets",
+    "hsa.abi",
+    "hsa",
+    "compiler",
+    "amdgpu",
+    "tools",
+)
+#: Leaves: modules that import nothing of the project at all.
+LEAVES = ("amdgpu.errors", "hsa.status")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The project module `name` refers to (a submodule, else its closest package)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, path: Path) -> set[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found: set[tuple[str, int]] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue  # annotations only: not an import at run time
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if target := _resolve(alias.name):
+                        found.add((target, child.lineno))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[: len(package) - (child.level - 1)]
+                    source = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    source = child.module or ""
+                for alias in child.names:
+                    if target := _resolve(f"{source}.{alias.name}"):
+                        found.add((target, child.lineno))
+            visit(child)
+
+    visit(tree)
+    return {(t, line) for t, line in found if t != module}
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def _layer(module: str) -> int:
+    best = -1
+    for i, prefix in enumerate(LAYERS):
+        if module == prefix or module.startswith(prefix + "."):
+            if best < 0 or len(prefix) > len(LAYERS[best]):
+                best = i
+    assert best >= 0, f"{module} is in no layer: add its package to LAYERS"
+    return best
+
+
+def test_the_graph_was_read():
+    # guards against a walker that silently finds nothing
+    assert len(MODULES) > 100
+    assert ("amdgpu.errors", 0) not in GRAPH["packets.build"]
+    assert any(t == "amdgpu.errors" for t, _ in GRAPH["packets.build"])
+    assert any(t == "hsa.abi.codeobject" for t, _ in GRAPH["hsa.virtual.loader"])
+
+
+def test_no_upward_import():
+    upward = [
+        f"{MODULES[m].relative_to(ROOT)}:{line}: {m} ({LAYERS[_layer(m)]}) imports {t} "
+        f"({LAYERS[_layer(t)]})"
+        for m, edges in GRAPH.items()
+        for t, line in edges
+        if _layer(t) > _layer(m)
+    ]
+    assert not upward, "imports from a higher layer:\n" + "\n".join(sorted(upward))
+
+
+def test_leaves_import_nothing_of_the_project():
+    for leaf in LEAVES:
+        assert not GRAPH[leaf], f"{leaf} must stay a leaf, imports {sorted(GRAPH[leaf])}"
+
+
+def test_no_import_cycle():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def strongconnect(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w, _ in GRAPH[v]:
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            strongconnect(v)
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_backends_do_not_import_device_selection():
+    # selection imports the backends; the reverse edge would bring the old cycle back
+    for m, edges in GRAPH.items():
+        if m.startswith(("amdgpu.hsa_backend", "amdgpu.vulkan")):
+            assert "amdgpu.selection" not in {t for t, _ in edges}, m
