@@ -29,7 +29,7 @@ _LANE = np.arange(64)
 def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
     return MemoryFault(
         HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-        f"memory fault in kernel {ctx.kernel_name} at pc 0x{inst.pc:x}: address 0x{address:x}"
+        f"memory fault in {ctx.where(inst)}: address 0x{address:x}"
         f" ({why}); check the kernel's buffer sizes and arguments",
         address=address,
     )
@@ -485,6 +485,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
             vreg += 1
         if f["offen"]:
             offset = offset + g.v[vreg].astype(u64)
+        offset &= u64(0xFFFFFFFF)  # the buffer offset is 32-bit: -16 + 16 is 0, not 2**32
         soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
                                (g.count, 1))
         structured = (stride != 0)[:, None]
