@@ -197,3 +197,75 @@ def test_decoder_reads_the_opcode_where_the_table_generator_put_it():
             if (inst.encoding, inst.op, inst.name) != (enc, op, info["name"]):
                 wrong.append(f"{enc} {op} {info['name']}: {inst.encoding} {inst.op} {inst.name}")
     assert not wrong, wrong[:10]
+
+
+def _assemble(source: str) -> bytes:
+    """The .text bytes of `source` assembled for gfx1100 by clang 22 (the ziglang wheel)."""
+    import struct
+    import sys
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
+        src.write_text(source)
+        run = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-target",
+                              "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-c", "-x", "assembler",
+                              str(src), "-o", str(obj)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        elf = obj.read_bytes()
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", elf, shoff + k * shentsize) for k in range(shnum)]
+    names = sections[shstrndx]
+    for name, _type, _flags, _addr, offset, size in sections:
+        end = elf.index(b"\0", names[4] + name)
+        if elf[names[4] + name:end] == b".text":
+            return elf[offset:offset + size]
+    raise AssertionError("no .text")
+
+
+# (clang 22 assembly, decoded name, size in bytes, encoding): formats LLVM 19's tables lack
+# or that were misdecoded (issue #12)
+CLANG22_CASES = [
+    ("v_interp_p10_f32 v0, v1, v2, v3", "v_interp_p10_f32", 8, "VINTERP"),
+    ("v_interp_p2_f16_f32 v0, v1, v2, v3", "v_interp_p2_f16_f32", 8, "VINTERP"),
+    ("lds_param_load v1, attr0.x", "lds_param_load", 4, "LDSDIR"),
+    ("lds_direct_load v1", "lds_direct_load", 4, "LDSDIR"),
+    ("image_load v[0:3], v[4:5], s[8:15] dmask:0xf dim:SQ_RSRC_IMG_2D", "<unknown>", 8, "MIMG"),
+    ("image_sample v[0:3], [v4, v6, v7], s[8:15], s[16:19] dmask:0xf dim:SQ_RSRC_IMG_3D",
+     "<unknown>", 12, "MIMG"),
+    ("exp mrt0 v0, v1, v2, v3 done", "<unknown>", 8, "EXP"),
+    ("v_dot2_f32_f16_e64_dpp v0, v1, v2, v3 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf",
+     "v_dot2_f32_f16", 12, "VOP3P"),
+    ("v_fma_mix_f32_e64_dpp v0, v1, v2, v3 dpp8:[7,6,5,4,3,2,1,0]", "v_fma_mix_f32", 12,
+     "VOP3P"),
+    ("s_sendmsg_rtn_b32 s4, 255", "s_sendmsg_rtn_b32", 4, "SOP1"),
+    ("s_sendmsg_rtn_b64 s[4:5], sendmsg(MSG_RTN_GET_REALTIME)", "s_sendmsg_rtn_b64", 4, "SOP1"),
+    ("global_load_b32 v1, v[2:3], off offset:-4096", "global_load_b32", 8, "GLOBAL"),
+    ("flat_load_b32 v1, v[2:3] offset:4095", "flat_load_b32", 8, "FLAT"),
+]
+
+
+def test_clang22_encodings_decode_to_their_format():
+    """Each case assembled by clang 22, followed by s_nop 7: the decoder names the
+    instruction (or its graphics format), sizes it right, and so finds the s_nop after it."""
+    code = _assemble("\n".join(f"{src}\ns_nop 7" for src, *_ in CLANG22_CASES) + "\n")
+    insts = d.decode_all(code, 0)
+    got = [(i.name, i.size, i.encoding) for i in insts if i.name != "s_nop"]
+    want = [(name, size, enc) for _, name, size, enc in CLANG22_CASES]
+    assert [(n.replace("_e64_dpp", "").replace("_e64", ""), s, e) for n, s, e in got] == want
+    assert [i.name for i in insts].count("s_nop") == len(CLANG22_CASES)
+    by_name = {i.name: i for i in insts}
+    assert by_name["global_load_b32"].f["offset"] == -4096
+    assert by_name["flat_load_b32"].f["offset"] == 4095
+    assert by_name["s_sendmsg_rtn_b32"].f["ssrc0"] == 255
+
+
+def test_graphics_encodings_are_rejected_by_name():
+    from hsa.virtual.isa.executor import compile_instruction
+
+    code = _assemble("v_interp_p10_f32 v0, v1, v2, v3\nlds_direct_load v1\n"
+                     "image_load v[0:3], v[4:5], s[8:15] dmask:0xf dim:SQ_RSRC_IMG_2D\n"
+                     "exp mrt0 v0, v1, v2, v3 done\n")
+    for inst in d.decode_all(code, 0):
+        c = compile_instruction(inst)
+        assert c.fn is None and f"{inst.encoding} is a graphics-only encoding" in c.error

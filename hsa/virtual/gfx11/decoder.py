@@ -39,6 +39,15 @@ from hsa.virtual.isa.operands import (  # noqa: F401  (re-exported for gfx11 mod
 VOP3_SDST = {0x2FC, 0x2FD, 0x2FE, 0x2FF, 0x300, 0x301, 0x302, 0x120, 0x121, 0x122}
 # VOP2 opcodes that always carry a 32-bit literal (v_fmamk/fmaak f32 and f16).
 VOP2_LITERAL = {0x2C, 0x2D, 0x37, 0x38}
+# SOP1 opcodes whose ssrc0 field is a message id, not an operand (s_sendmsg_rtn_b32/b64):
+# message 255 is not a literal.
+SOP1_MSG = {0x4C, 0x4D}
+# Graphics-only encodings: decoded to their format so that the executor names it, never
+# read as another instruction. VINTERP and LDSDIR mnemonics by opcode (RDNA3 ISA).
+VINTERP_OPS = {0: "v_interp_p10_f32", 1: "v_interp_p2_f32", 2: "v_interp_p10_f16_f32",
+               3: "v_interp_p2_f16_f32", 4: "v_interp_p10_rtz_f16_f32",
+               5: "v_interp_p2_rtz_f16_f32"}
+LDSDIR_OPS = {0: "lds_param_load", 1: "lds_direct_load"}
 
 
 @lru_cache(maxsize=1)
@@ -66,6 +75,9 @@ def encoding_of(w0: int) -> str:
     if w0 >> 31 == 0:
         top7 = w0 >> 25
         return {0x3F: "VOP1", 0x3E: "VOPC"}.get(top7, "VOP2")
+    top8 = w0 >> 24
+    if top8 in (0xCD, 0xCE, 0xCF):  # beside VOP3P (0xCC) in the same 6-bit space
+        return {0xCD: "VINTERP", 0xCE: "LDSDIR"}.get(top8, "UNKNOWN")
     top6 = w0 >> 26
     return {
         0x3D: "SMEM", 0x35: "VOP3", 0x33: "VOP3P", 0x32: "VOPD", 0x36: "DS", 0x37: "FLAT",
@@ -95,7 +107,7 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int) -> Instr
     elif enc == "SOP1":
         op = (w0 >> 8) & 0xFF
         f.update(sdst=(w0 >> 16) & 0x7F, ssrc0=w0 & 0xFF)
-        srcs = [f["ssrc0"]]
+        srcs = [] if op in SOP1_MSG else [f["ssrc0"]]
     elif enc == "SOPC":
         op = (w0 >> 16) & 0x7F
         f.update(ssrc1=(w0 >> 8) & 0xFF, ssrc0=w0 & 0xFF)
@@ -165,7 +177,8 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int) -> Instr
         seg = (w0 >> 16) & 3
         enc = ("FLAT", "SCRATCH", "GLOBAL", "FLAT")[seg]
         offset = w0 & 0x1FFF
-        f.update(seg=seg, offset=_sext(offset, 13) if seg else offset & 0xFFF,
+        # 13-bit signed in every segment, as LLVM decodes it (assemblers keep FLAT's >= 0)
+        f.update(seg=seg, offset=_sext(offset, 13),
                  glc=(w0 >> 14) & 1, slc=(w0 >> 15) & 1, dlc=(w0 >> 13) & 1,
                  addr=w1 & 0xFF, data=(w1 >> 8) & 0xFF, saddr=(w1 >> 16) & 0x7F,
                  sve=(w1 >> 23) & 1, vdst=(w1 >> 24) & 0xFF)
@@ -181,10 +194,32 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int) -> Instr
                  slc=(w0 >> 12) & 1, vaddr=w1 & 0xFF, vdata=(w1 >> 8) & 0xFF,
                  srsrc=((w1 >> 16) & 0x1F) * 4, tfe=(w1 >> 21) & 1, offen=(w1 >> 22) & 1,
                  idxen=(w1 >> 23) & 1, soffset=(w1 >> 24) & 0xFF)
+    elif enc == "VINTERP":
+        w1 = word(1)
+        size = 8
+        op = (w0 >> 16) & 0x7F
+        f.update(vdst=w0 & 0xFF, waitexp=(w0 >> 8) & 7, opsel=(w0 >> 11) & 0xF,
+                 clamp=(w0 >> 15) & 1, src0=w1 & 0x1FF, src1=(w1 >> 9) & 0x1FF,
+                 src2=(w1 >> 18) & 0x1FF, neg=(w1 >> 29) & 7)
+        return Instruction(pc, size, enc, op, VINTERP_OPS.get(op, "<unknown>"), f, None,
+                           (w0, w1))
+    elif enc == "LDSDIR":
+        op = (w0 >> 20) & 3
+        f.update(vdst=w0 & 0xFF, attr_chan=(w0 >> 8) & 3, attr=(w0 >> 10) & 0x3F,
+                 waitvdst=(w0 >> 16) & 0xF)
+        return Instruction(pc, 4, enc, op, LDSDIR_OPS.get(op, "<unknown>"), f, None, (w0,))
+    elif enc == "MIMG":
+        # 8 bytes; the NSA form (w0 bit 0) adds one dword of up to 4 more address VGPRs
+        # (gfx11 images take at most 5 NSA addresses)
+        op = (w0 >> 18) & 0xFF
+        size = 12 if w0 & 1 else 8
+        return Instruction(pc, size, enc, op, "<unknown>", f, None,
+                           tuple(word(k) for k in range(size // 4)))
     else:
         op = 0
-        size = 8 if enc in ("MIMG", "EXP") else 4
-        return Instruction(pc, size, enc, op, "<unknown>", f, None, (w0,))
+        size = 8 if enc == "EXP" else 4
+        return Instruction(pc, size, enc, op, "<unknown>", f, None,
+                           tuple(word(k) for k in range(size // 4)))
     literal = None
     if LITERAL in srcs:
         literal = word(size // 4)
@@ -193,7 +228,7 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int) -> Instr
         ext = word(1)
         size += 4
         f["dpp"] = ext
-    elif enc == "VOP3" and f.get("src0") in (DPP16, DPP8, DPP8FI):
+    elif enc in ("VOP3", "VOP3P") and f.get("src0") in (DPP16, DPP8, DPP8FI):
         ext = word(2)
         size += 4
         f["dpp"] = ext

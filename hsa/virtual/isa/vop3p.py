@@ -269,6 +269,8 @@ def compile_vopd(inst: d.Instruction) -> Callable | None:
 def compile(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
     if inst.encoding == "VOPD":
         return compile_vopd(inst)
+    if "dpp" in inst.f:  # VOP3P with DPP16/DPP8: not modelled, so refused rather than guessed
+        return None
     name = base_name(inst.name)
     if name in _PK:
         t, fn = _PK[name]
