@@ -352,7 +352,7 @@ def _cls64(x):
 
 
 def _wide(a, b):
-    return [int(lo) | int(hi) << 32 for lo, hi in zip(a, b)]
+    return [int(lo) | int(hi) << 32 for lo, hi in zip(a, b, strict=True)]
 
 
 # Issue #12: opcodes compilers emit that had no semantics.
@@ -388,6 +388,19 @@ CASES.update({
                              None),
     "fma_mix_inline_f16": ("v_fma_mix_f32 v4, v1, 1.0, v3 op_sel_hi:[1,1,0]", "f16x2_f32",
                            lambda a, b, c: B(f16lo(a).astype(np.float64) + F(c)), 1e-6),
+    "buffer_offset_wraps": ("s_mov_b32 s16, s6\ns_and_b32 s17, s7, 0xffff\n"
+                            "s_mov_b32 s18, 4096\ns_mov_b32 s19, 0x31016fac\n"
+                            "v_subrev_nc_u32 v5, 16, v10\n"
+                            "buffer_load_b32 v4, v5, s[16:19], 0 offen offset:16\n"
+                            "s_waitcnt vmcnt(0)", "u32", lambda a, b, c: a, None),
+    "sendmsg_rtn_clock": ("s_sendmsg_rtn_b64 s[12:13], sendmsg(MSG_RTN_GET_REALTIME)\n"
+                          "s_waitcnt lgkmcnt(0)\ns_nop 7\n"
+                          "s_sendmsg_rtn_b64 s[14:15], sendmsg(MSG_RTN_GET_REALTIME)\n"
+                          "s_waitcnt lgkmcnt(0)\ns_sub_u32 s16, s14, s12\n"
+                          "s_subb_u32 s17, s15, s13\ns_cselect_b32 s18, 0, 2\n"
+                          "s_cmp_lg_u64 s[12:13], 0\ns_cselect_b32 s19, 1, 0\n"
+                          "s_add_u32 s18, s18, s19\nv_mov_b32 v4, s18", "u32",
+                          lambda a, b, c: np.full(N, 3, u32), None),  # nonzero, monotonic
     "bfrev_inline": ("v_bfrev_b32 v5, 1.0\nv_bfrev_b32_e64 v6, -4\nv_xor_b32 v4, v5, v6\n"
                      "v_xor_b32 v4, v4, v1", "u32",
                      lambda a, b, c: a ^ u32(0x1FC) ^ brev32([0xFFFFFFFC])[0], None),

@@ -38,7 +38,7 @@ def launch(dev, stem: str, programs: tuple[int, ...], args: tuple) -> None:
 
     facts = KERNELS[f"{stem}_gfx1100.hsaco"]
     assert len(args) == len(facts["args"])
-    for value, (name, _, hints) in zip(args, facts["args"]):
+    for value, (name, _, hints) in zip(args, facts["args"], strict=True):
         if "tt.divisibility" in hints and isinstance(value, np.integer):
             assert int(value) % 16 == 0, f"{name}={value} breaks the compiled-in hint"
     bundle = KernelBundle(stem, "00" * 32)

@@ -105,6 +105,7 @@ class Program:
     snapshot: np.ndarray  # the code words of that allocation
     code: tuple[int, ...]
     cache: dict[int, Compiled] = field(default_factory=dict)
+    code_base: int = 0  # the loaded code object's vaddr 0: PCs in messages are offsets from it
 
     def at(self, pc: int) -> Compiled:
         c = self.cache.get(pc)
@@ -119,12 +120,23 @@ class Program:
         return c
 
 
+# Encodings only graphics shaders use: the executor names them instead of guessing.
+GRAPHICS = {
+    "VINTERP": "parameter interpolation", "LDSDIR": "LDS parameter/direct load",
+    "MIMG": "image sample/load/store", "EXP": "export to colour/position targets",
+}
+
+
 def compile_instruction(inst: d.Instruction) -> Compiled:
     enc = inst.encoding
     fn = None
     kind = SIMPLE
+    if enc in GRAPHICS:
+        return Compiled(inst, SIMPLE, None, f"{enc} is a graphics-only encoding: "
+                        f"{GRAPHICS[enc]}; a compute kernel cannot use it")
     if inst.name in ("<unknown>", "<outside code>"):
-        return Compiled(inst, SIMPLE, None, "unknown opcode")
+        words = " ".join(f"{w:08x}" for w in inst.words)
+        return Compiled(inst, SIMPLE, None, f"unknown opcode, words {words}")
     if enc == "SOPP" or (enc == "SOP1" and inst.name in (
             "s_getpc_b64", "s_setpc_b64", "s_swappc_b64")):
         return Compiled(inst, CONTROL, control_fn(inst))
@@ -232,6 +244,7 @@ class BatchContext:
         self.memory = memory
         self.agent = dispatch.agent
         self.kernel_name = dispatch.kernel_name
+        self.code_base = 0  # set per program: see `where`
         self.lds_size = lds_size
         # sizes rounded to 16 bytes so that aligned accesses can index typed views
         self.lds = np.zeros(_round16(lds_size * n_wg + 16), dtype=np.uint8)
@@ -239,6 +252,12 @@ class BatchContext:
         self.scratch = np.zeros(_round16(private_size * n_lanes + 16), dtype=np.uint8)
         self.wave_wg = np.zeros(0, np.int64)  # batch wave index -> workgroup index in batch
         self.lane_instructions = 0
+
+    def where(self, inst: d.Instruction) -> str:
+        """Where an instruction is, as llvm-objdump shows it: its offset in the code object,
+        with the kernel's name and the mnemonic."""
+        return (f"kernel {self.kernel_name} at code-object offset "
+                f"0x{inst.pc - self.code_base:x} ({inst.name})")
 
     def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
                   idx: np.ndarray | None) -> tuple[mem.ByteSpace, np.ndarray]:
@@ -315,7 +334,7 @@ class Executor:
                                                                              snapshot):
             return prog
         snap = snapshot.copy()
-        prog = Program(self.isa, entry, start, snap, tuple(snap.tolist()))
+        prog = Program(self.isa, entry, start, snap, tuple(snap.tolist()), code_base=alloc.base)
         self._programs[entry] = prog
         return prog
 
@@ -374,6 +393,7 @@ class Executor:
         private = max(dispatch.private_segment_size, desc.private_segment_fixed_size)
         lds_size = max(dispatch.group_segment_size, desc.group_segment_fixed_size)
         ctx = BatchContext(dispatch, memory, lds_size, wgs.size, private, W * LANES)
+        ctx.code_base = prog.code_base
         ctx.wave_wg = wave_wg
 
         # lanes: flat id within the workgroup -> x, y, z
@@ -506,9 +526,9 @@ class Executor:
                 except TrapRaised as e:  # what ROCr reports for a wave that traps
                     raise HsaError(
                         HSA_STATUS_ERROR_EXCEPTION,
-                        f"kernel {ctx.kernel_name} executed s_trap {e.code} at pc "
-                        f"0x{c.inst.pc:x} (__builtin_trap or a failed device assert); the "
-                        "queue is in its error state") from None
+                        f"kernel {ctx.kernel_name} executed s_trap {e.code} at code-object "
+                        f"offset 0x{c.inst.pc - ctx.code_base:x} (__builtin_trap or a failed "
+                        "device assert); the queue is in its error state") from None
                 except Exception as e:  # a gap in the semantics: a clean queue error
                     raise self._failed(c, ctx, e) from e
                 if isinstance(result, list):  # divergent scalar branch
@@ -530,7 +550,8 @@ class Executor:
                     raise IllegalInstruction(
                         HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
                         f"kernel {ctx.kernel_name} ran more than {MAX_STEPS} instructions "
-                        f"(pc 0x{g.pc:x}); it does not terminate in the virtual "
+                        f"(pc at code-object offset 0x{g.pc - ctx.code_base:x}); it does not "
+                        "terminate in the virtual "
                         f"{self.family} executor")
         finally:
             steps_done[0] = steps
@@ -539,14 +560,14 @@ class Executor:
         inst, fam = c.inst, self.family
         return IllegalInstruction(
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-            f"unsupported use of {fam} instruction {inst.name} ({inst.encoding}) in kernel "
-            f"{ctx.kernel_name} at pc 0x{inst.pc:x}: {type(e).__name__}: {e}; the virtual "
-            f"{fam} executor cannot run it")
+            f"unsupported use of {fam} instruction {inst.name} ({inst.encoding}) in "
+            f"{ctx.where(inst)}: {type(e).__name__}: {e}; the virtual {fam} executor cannot "
+            "run it")
 
     def _illegal(self, c: Compiled, ctx: BatchContext) -> IllegalInstruction:
         inst, fam = c.inst, self.family
         return IllegalInstruction(
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
-            f"unsupported {fam} instruction {inst.name} ({inst.encoding}) in kernel "
-            f"{ctx.kernel_name} at pc 0x{inst.pc:x}; the virtual {fam} executor "
-            f"does not implement it ({c.error})")
+            f"unsupported {fam} instruction {inst.name} ({inst.encoding}) in "
+            f"{ctx.where(inst)}; the virtual {fam} executor does not implement it "
+            f"({c.error})")

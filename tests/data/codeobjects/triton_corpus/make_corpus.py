@@ -33,8 +33,8 @@ def kernels() -> list[dict]:
     def vector_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-                 mask=mask)
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, x + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
     @triton.jit
     def vector_add_f16(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
