@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from amdgpu.errors import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION, IllegalInstruction
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 
@@ -384,7 +385,10 @@ def run_sendmsg_rtn(g: WaveGroup, inst: d.Instruction, wide: bool) -> None:
     elif msg in (MSG_RTN_GET_DOORBELL, MSG_RTN_GET_DDID, MSG_RTN_GET_TMA, MSG_RTN_GET_TBA):
         value = np.uint64(0)
     else:
-        raise ValueError(f"s_sendmsg_rtn message {msg} is not one the virtual GPU answers")
+        raise IllegalInstruction(
+            HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+            f"s_sendmsg_rtn message {msg} is not one the virtual GPU answers (it answers "
+            "MSG_RTN_GET_REALTIME, GET_DOORBELL, GET_DDID, GET_TMA and GET_TBA)")
     g.swrite(inst.f["sdst"], np.broadcast_to(value if wide else np.uint32(value & 0xFFFFFFFF),
                                              (g.count,)), wide)
 

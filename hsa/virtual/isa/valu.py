@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from amdgpu.errors import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION, IllegalInstruction
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 
@@ -795,23 +796,36 @@ def op_readfirstlane(g: WaveGroup, form: AluForm) -> None:
     g.swrite(form.vdst, src[np.arange(g.count), first])
 
 
+def _uniform(g: WaveGroup, form: AluForm, k: int, wide: bool = False) -> np.ndarray:
+    """Source k of a lane-select operand: an SGPR, M0 or a constant, one value per wave
+    ((waves, 1)). A VGPR there is not an encodable instruction: a clean queue error."""
+    code = form.srcs[k]
+    if code >= d.VGPR0:
+        raise IllegalInstruction(
+            HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+            f"{form.name} takes a scalar (SGPR or constant) as source {k}, not "
+            f"v{code - d.VGPR0}")
+    value = np.asarray(g.vread(code, form.literal), u64 if wide else None)
+    return np.broadcast_to(value, (g.count, 1))
+
+
 def op_readlane(g: WaveGroup, form: AluForm) -> None:
     src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
-    lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
+    lane = _uniform(g, form, 1)
     g.swrite(form.vdst, src[np.arange(g.count), lane[:, 0] & (g.lanes - 1)])
 
 
 def op_writelane(g: WaveGroup, form: AluForm) -> None:
-    value = np.broadcast_to(np.asarray(g.vread(form.srcs[0], form.literal)), (g.count, 1))
-    lane = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal)), (g.count, 1))
+    value = _uniform(g, form, 0)
+    lane = _uniform(g, form, 1)
     mask = (_LANE[None, :g.lanes] == (lane & (g.lanes - 1)))
     np.copyto(g.v[form.vdst], value, where=mask)
 
 
 def _permlane(g: WaveGroup, form: AluForm, cross: bool) -> None:
     src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
-    lo = np.broadcast_to(np.asarray(g.vread(form.srcs[1], form.literal), u64), (g.count, 1))
-    hi = np.broadcast_to(np.asarray(g.vread(form.srcs[2], form.literal), u64), (g.count, 1))
+    lo = _uniform(g, form, 1, wide=True)
+    hi = _uniform(g, form, 2, wide=True)
     sel64 = lo | (hi << u64(32))
     pos = _LANE[:g.lanes] & 15
     nib = ((sel64 >> (pos.astype(u64) * u64(4))) & u64(15)).astype(np.int64)  # (W, 32)
@@ -900,6 +914,9 @@ def op_movrel(g: WaveGroup, form: AluForm, src_rel: bool, dst_rel: bool,
 
 
 def op_swap(g: WaveGroup, form: AluForm) -> None:
+    if form.srcs[0] < d.VGPR0:
+        raise IllegalInstruction(HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                                 "v_swap_b32 swaps two VGPRs; its source is not one")
     src = form.srcs[0] - d.VGPR0
     a, b = g.v[form.vdst].copy(), g.v[src].copy()
     g.vwrite(form.vdst, b)
