@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -135,16 +137,46 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: The largest file `inspect` reads: code objects are kilobytes, fat binaries megabytes.
+MAX_INPUT_BYTES = 1 << 30
+
+
+def read_input_file(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes: a device (/dev/zero), a FIFO or
+    a directory would be read until memory runs out or block, so they are refused first."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it).
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a character device"
+                        if stat.S_ISCHR(st.st_mode) else "a block device"
+                        if stat.S_ISBLK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                        else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+                raise CodeObjectError(f"cannot read {path}: it is {kind}, not a file; pass a "
+                                      "code object (.hsaco/.co/.o) or a kernel bundle")
+            if st.st_size > limit:
+                raise CodeObjectError(
+                    f"cannot read {path}: {st.st_size} bytes, more than the {limit >> 20} MiB "
+                    "a code object or bundle may have; pass the code object itself")
+            data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise CodeObjectError(f"cannot read {path}: it is a directory, not a file; pass a "
+                              "code object (.hsaco/.co/.o) or a kernel bundle") from None
+    except OSError as exc:
+        raise CodeObjectError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > limit:  # grew while being read
+        raise CodeObjectError(f"cannot read {path}: more than {limit >> 20} MiB")
+    return data
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from hsa.abi.codeobject import is_offload_bundle, read_code_object
 
     from .bundle import KernelBundle, is_bundle
 
     path = Path(args.file)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CodeObjectError(f"cannot read {path}: {exc.strerror}") from None
+    data = read_input_file(path)
 
     if is_bundle(data) or is_offload_bundle(data):
         bundle = (KernelBundle.from_bytes(data) if is_bundle(data)

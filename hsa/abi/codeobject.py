@@ -74,6 +74,15 @@ RELOCATION_TYPES = {0: "R_AMDGPU_NONE", 1: "R_AMDGPU_ABS32_LO", 2: "R_AMDGPU_ABS
                     9: "R_AMDGPU_GOTPCREL32_HI", 10: "R_AMDGPU_REL32_LO",
                     11: "R_AMDGPU_REL32_HI", 13: "R_AMDGPU_RELATIVE64", 14: "R_AMDGPU_REL16"}
 
+#: The most virtual address space a code object may ask for: larger means a corrupt
+#: p_memsz/p_vaddr, not a kernel's code and data (a loader reserves the whole span at once).
+MAX_IMAGE_BYTES = 1 << 32
+#: Zero-filled bytes a segment may add past its file bytes beyond the SHT_NOBITS sections it
+#: holds (alignment padding between sections).
+_BSS_SLACK = 1 << 16
+#: The longest kernel name the reader accepts (symbol names are C strings, kept short).
+MAX_KERNEL_NAME = 1024
+
 _OFFLOAD_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 _COMPRESSED_OFFLOAD_MAGIC = b"CCOB"
 
@@ -636,7 +645,8 @@ def _sections(data: bytes, shoff: int, shentsize: int, shnum: int, shstrndx: int
     ]
 
 
-def _segments(data: bytes, phoff: int, phentsize: int, phnum: int
+def _segments(data: bytes, phoff: int, phentsize: int, phnum: int,
+              sections: list[_Section] | None = None
               ) -> tuple[list[LoadSegment], list[tuple[int, int]]]:
     if phnum == 0:
         return [], []
@@ -662,10 +672,34 @@ def _segments(data: bytes, phoff: int, phentsize: int, phnum: int
                     f"corrupt ELF: segment {i} at offset 0x{off:x} has filesz {filesz} > "
                     f"memsz {memsz}"
                 )
+            _check_segment_size(i, off, vaddr, filesz, memsz, sections or [])
             loads.append(LoadSegment(vaddr, memsz, off, filesz, p_flags))
         elif p_type == PT_NOTE:
             notes.append((off, filesz))
     return loads, notes
+
+
+def _check_segment_size(i: int, off: int, vaddr: int, filesz: int, memsz: int,
+                        sections: list[_Section]) -> None:
+    """What a loader checks before it reserves address space: the segment ends below
+    MAX_IMAGE_BYTES, and its zero-filled tail (memsz - filesz) is what its SHT_NOBITS
+    sections need (when the object has section headers)."""
+    if vaddr + memsz > MAX_IMAGE_BYTES:
+        raise CodeObjectError(
+            f"corrupt ELF: segment {i} at offset 0x{off:x} spans 0x{vaddr:x}+0x{memsz:x}, past "
+            f"the {MAX_IMAGE_BYTES >> 30} GiB a code object may map; its p_memsz or p_vaddr "
+            "is damaged"
+        )
+    if not sections or memsz <= filesz:
+        return
+    bss = sum(s.size for s in sections if s.type == SHT_NOBITS and s.flags & 2  # SHF_ALLOC
+              and vaddr <= s.addr < vaddr + memsz)
+    if memsz - filesz > bss + _BSS_SLACK:
+        raise CodeObjectError(
+            f"corrupt ELF: segment {i} at offset 0x{off:x} has p_memsz 0x{memsz:x}, "
+            f"0x{memsz - filesz:x} bytes past its p_filesz 0x{filesz:x}, but its SHT_NOBITS "
+            f"sections hold 0x{bss:x}; its p_memsz is damaged"
+        )
 
 
 def _symbols(data: bytes, sections: list[_Section], sec: _Section) -> list[ElfSymbol]:
@@ -798,6 +832,82 @@ def _reqd_size(kmeta: dict, where: str) -> tuple[int, int, int] | None:
     return (value[0], value[1], value[2])
 
 
+def _check_name(name: str, where: str) -> None:
+    """Kernel and symbol names are C strings: no NUL, no control characters, not empty."""
+    bad = next((c for c in name if ord(c) < 0x20 or ord(c) == 0x7F), None)
+    if not name or bad is not None or len(name) > MAX_KERNEL_NAME:
+        why = ("is empty" if not name else f"holds the control character {bad!r}"
+               if bad is not None else f"is {len(name)} characters long (limit "
+               f"{MAX_KERNEL_NAME})")
+        raise CodeObjectError(f"corrupt metadata: {where} {name[:40]!r} {why}")
+
+
+# Kernel descriptor bits that must be 0 (LLVM's AMDHSAKernelDescriptor.h: reserved, or set
+# by the packet processor rather than the code object), as (mask, name) per register and
+# family. "all": every family this reader knows.
+_RSRC1_ZERO = [(0x3 << 10, "PRIORITY"), (1 << 20, "PRIV"), (1 << 22, "DEBUG_MODE"),
+               (1 << 24, "BULKY"), (1 << 25, "CDBG_USER"), (0x3 << 27, "RESERVED1")]
+# (GRANULATED_WAVEFRONT_SGPR_COUNT is ignored by gfx10+ hardware but real compilers set it:
+# hipcc's gfx1100/gfx1030 objects do, so it is not refused.)
+_RSRC1_ZERO_BY_FAMILY = {"gfx9": [(0x7 << 29, "RESERVED2")]}
+_RSRC2_ZERO = [(1 << 6, "ENABLE_TRAP_HANDLER"), (1 << 13, "ENABLE_EXCEPTION_ADDRESS_WATCH"),
+               (1 << 14, "ENABLE_EXCEPTION_MEMORY"), (0x1FF << 15, "GRANULATED_LDS_SIZE"),
+               (1 << 31, "RESERVED0")]
+_RSRC3_ZERO_BY_FAMILY = {
+    "gfx9": [(0x3FF << 6, "RESERVED0"), (0x7FFF << 17, "RESERVED1")],  # gfx90a layout
+    "gfx10": [(0xFFFFFFF0, "RESERVED1/2/4/5")],
+    "gfx11": [(0x7FFFF << 12, "RESERVED2/3/4")],
+    "gfx12": [(0xF, "RESERVED0"), (1 << 12, "RESERVED2"), (0x1FFFF << 14, "RESERVED4")],
+}
+_PROPERTIES_ZERO = [(0x7 << 7, "RESERVED0"), (0xF << 12, "RESERVED1")]
+_RESERVED_BYTES = ((12, 16, "reserved0"), (24, 44, "reserved1"), (60, 64, "reserved3"))
+# Addressable VGPRs per work-item and the rsrc1 VGPR encoding granule, by (family, wave32).
+_MAX_VGPRS = {"gfx9": 512, "gfx10": 256, "gfx11": 256, "gfx12": 256}
+
+
+def _check_descriptor_bits(name: str, symbol: str, raw: bytes, d: KernelDescriptor,
+                           family: str, processor: str) -> None:
+    """Descriptor fields a loader must refuse for the target: reserved bits or bytes set,
+    values out of range (an all-ones rsrc1/2/3 would otherwise run with wrong results)."""
+    def refuse(what: str) -> CodeObjectError:
+        return CodeObjectError(
+            f"corrupt kernel descriptor {symbol} (kernel {name!r}): {what} for {processor} "
+            f"({family}); the code object is damaged or not built for this target"
+        )
+
+    for lo, hi, field_name in _RESERVED_BYTES:
+        if any(raw[lo:hi]):
+            raise refuse(f"{field_name} (bytes {lo}-{hi - 1}) is not zero")
+    checks = (("compute_pgm_rsrc1", d.compute_pgm_rsrc1,
+               _RSRC1_ZERO + _RSRC1_ZERO_BY_FAMILY.get(family, [])),
+              ("compute_pgm_rsrc2", d.compute_pgm_rsrc2, _RSRC2_ZERO),
+              ("compute_pgm_rsrc3", d.compute_pgm_rsrc3, _RSRC3_ZERO_BY_FAMILY.get(family, [])),
+              ("kernel_code_properties", d.kernel_code_properties, _PROPERTIES_ZERO))
+    for register, value, masks in checks:
+        for mask, bits in masks:
+            if value & mask:
+                raise refuse(f"{register} 0x{value:08x} sets {bits} (mask 0x{mask:08x}), "
+                             "which must be 0")
+    if family == "gfx9" and d.wavefront_size32:
+        raise refuse("kernel_code_properties asks for wave32, which gfx9 does not have")
+    if d.enable_vgpr_workitem_id == 3:
+        raise refuse("compute_pgm_rsrc2 ENABLE_VGPR_WORKITEM_ID is 3 (undefined)")
+    max_vgprs = _MAX_VGPRS.get(family)
+    if max_vgprs and processor != "gfx1250":  # gfx1250's larger VGPR file: not tabled here
+        granule = 8 if (family == "gfx9" or d.wavefront_size32) else 4
+        vgprs = (d.granulated_workitem_vgpr_count + 1) * granule
+        if vgprs > max_vgprs:
+            raise refuse(f"compute_pgm_rsrc1 GRANULATED_WORKITEM_VGPR_COUNT "
+                         f"{d.granulated_workitem_vgpr_count} means {vgprs} VGPRs, more than "
+                         f"the {max_vgprs} a work-item can address")
+    max_user = 32 if processor == "gfx1250" else 16
+    implied = d.user_sgprs_from_properties
+    if d.user_sgpr_count > max_user or d.user_sgpr_count < implied:
+        raise refuse(f"compute_pgm_rsrc2 USER_SGPR_COUNT {d.user_sgpr_count} is out of range "
+                     f"(kernel_code_properties and kernarg preload need {implied}, the "
+                     f"hardware has {max_user})")
+
+
 def _check_descriptor(info: KernelInfo) -> None:
     d = info.descriptor
     pairs = [
@@ -854,15 +964,18 @@ def _descriptor_offset(sym: ElfSymbol, elf_type: int, sections: list[_Section],
 
 
 def _kernels(meta: dict, data: bytes, elf_type: int, symbols: dict[str, ElfSymbol],
-             sections: list[_Section], loads: list[LoadSegment]) -> dict[str, KernelInfo]:
+             sections: list[_Section], loads: list[LoadSegment], family: str | None = None,
+             processor: str = "") -> dict[str, KernelInfo]:
     raw = _field(meta, "amdhsa.kernels", list, "the root", [])
     kernels: dict[str, KernelInfo] = {}
     for i, k in enumerate(raw):
         if not isinstance(k, dict):
             raise CodeObjectError(f"corrupt metadata: amdhsa.kernels[{i}] is not a map")
         name = _field(k, ".name", str, f"amdhsa.kernels[{i}]")
+        _check_name(name, f"amdhsa.kernels[{i}] .name")
         where = f"kernel {name!r}"
         symbol = _field(k, ".symbol", str, where, name + ".kd")
+        _check_name(symbol, f"{where} .symbol")
         sym = symbols.get(symbol)
         if sym is None:
             raise CodeObjectError(
@@ -910,6 +1023,9 @@ def _kernels(meta: dict, data: bytes, elf_type: int, symbols: dict[str, ElfSymbo
                     f"ends past .kernarg_segment_size {info.kernarg_segment_size}"
                 )
         _check_descriptor(info)
+        if family is not None:
+            _check_descriptor_bits(name, symbol, data[offset:offset + 64], descriptor, family,
+                                   processor)
         if elf_type == ET_DYN:
             _check_code_entry(info, loads)
         if name in kernels:
@@ -938,7 +1054,7 @@ def read_code_object(data: bytes | bytearray | memoryview) -> CodeObject:
      phentsize, phnum, shentsize, shnum, shstrndx) = hdr
     version = ABI_VERSION_TO_CODE_OBJECT[ident[8]]
     sections = _sections(data, shoff, shentsize, shnum, shstrndx)
-    loads, note_segments = _segments(data, phoff, phentsize, phnum)
+    loads, note_segments = _segments(data, phoff, phentsize, phnum, sections)
     if e_type == ET_DYN and not loads:
         raise CodeObjectError("corrupt ELF: a linked code object without PT_LOAD segments")
 
@@ -986,7 +1102,12 @@ def read_code_object(data: bytes | bytearray | memoryview) -> CodeObject:
             f"corrupt metadata: amdhsa.target {meta_target!r} names {meta_name} but e_flags "
             f"(EF_AMDGPU_MACH 0x{e_flags & 0xFF:x}) say {target_id.split(':', 1)[0]}"
         )
-    kernels = _kernels(meta, data, e_type, symbols, sections, loads)
+    try:
+        family = _targets.TargetId.parse(target_id).target.family
+    except CodeObjectError:  # a processor this project has no table for: fields unchecked
+        family = None
+    kernels = _kernels(meta, data, e_type, symbols, sections, loads, family,
+                       target_id.split(":", 1)[0])
     return CodeObject(
         target_id=target_id,
         mach=e_flags & EF_AMDGPU_MACH,
