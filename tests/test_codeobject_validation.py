@@ -18,7 +18,7 @@ from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 import amdgpu
 from amdgpu.errors import AmdgpuError, CodeObjectError
-from compiler.codeobject import (
+from hsa.abi.codeobject import (
     MAX_IMAGE_BYTES,
     is_offload_bundle,
     read_code_object,
