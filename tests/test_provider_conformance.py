@@ -51,11 +51,12 @@ def _make_virtual():
 
 def _make_rocr():
     try:
+        from hsa.emulated import EmulatedProvider, driver
         from hsa.rocr import RocrProvider
     except ImportError as exc:
         pytest.skip(f"hsa.rocr cannot be imported: {exc}")
-    try:
-        return RocrProvider()
+    try:  # `pytest --rocr=emulated`: this process's ROCr runs over the emulated driver
+        return EmulatedProvider() if driver.device() is not None else RocrProvider()
     except HsaUnavailable as exc:
         pytest.skip(str(exc))
 
@@ -300,12 +301,14 @@ def test_queue_size_not_power_of_two(provider, gpu, size):
                                  HSA_STATUS_ERROR_INVALID_QUEUE_CREATION)
 
 
-@pytest.mark.parametrize("size", [0x20, 0x40000])
-def test_queue_size_out_of_range(provider, gpu, size):
+@pytest.mark.parametrize("size, status", [
+    (0x20, HSA_STATUS_ERROR_INVALID_ARGUMENT),  # below the minimum (ROCr 5.2.3's status)
+    (0x40000, HSA_STATUS_ERROR_OUT_OF_RESOURCES),  # above the maximum (ROCr 5.2.3's status)
+])
+def test_queue_size_out_of_range(provider, gpu, size, status):
     with pytest.raises(HsaError) as info:
         provider.queue_create(gpu, size)
-    assert info.value.status in (HSA_STATUS_ERROR_INVALID_ARGUMENT,
-                                 HSA_STATUS_ERROR_INVALID_QUEUE_CREATION)
+    assert info.value.status == status
 
 
 def test_barrier_and(provider, queue):

@@ -528,8 +528,11 @@ class VirtualProvider(HsaProvider):
                 f"0x{QUEUE_MIN_SIZE:x}..0x{QUEUE_MAX_SIZE:x}", call,
             )
         if not QUEUE_MIN_SIZE <= size <= QUEUE_MAX_SIZE:
+            # ROCr's statuses: INVALID_ARGUMENT below the minimum, OUT_OF_RESOURCES above
+            # the maximum (checked on real ROCr 5.2.3 over the emulated driver)
             raise HsaError(
-                HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
+                HSA_STATUS_ERROR_INVALID_ARGUMENT if size < QUEUE_MIN_SIZE
+                else HSA_STATUS_ERROR_OUT_OF_RESOURCES,
                 f"queue size 0x{size:x} is outside {ag.info.name}'s range "
                 f"0x{QUEUE_MIN_SIZE:x}..0x{QUEUE_MAX_SIZE:x}", call,
             )

@@ -630,7 +630,8 @@ hsa_status_t hsa_queue_create(hsa_agent_t agent, uint32_t size, hsa_queue_type32
   if (!agent_ok(agent)) return HSA_STATUS_ERROR_INVALID_AGENT;
   if (agent.handle != GPU_AGENT) return HSA_STATUS_ERROR_INVALID_QUEUE_CREATION;
   if (!queue || type > HSA_QUEUE_TYPE_COOPERATIVE) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
-  if (size < 64 || size > 131072 || (size & (size - 1))) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (size < 64 || (size & (size - 1))) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (size > 131072) return HSA_STATUS_ERROR_OUT_OF_RESOURCES; /* as ROCr 5.2.3 answers */
   mock_queue_t* q = aligned_alloc(64, (sizeof(mock_queue_t) + 63) & ~(size_t)63);
   uint8_t* ring = aligned_alloc(4096, (size_t)size * 64);
   amd_signal_t* doorbell = aligned_alloc(64, sizeof(amd_signal_t));

@@ -1,0 +1,935 @@
+/* libhsakmt.so.1 for an emulated AMD kernel driver.
+ *
+ * Debian's libhsa-runtime64 (ROCr 5.2) talks to the GPU only through the 42 hsaKmt*
+ * functions of this library. This one answers them without /dev/kfd: a topology read from
+ * the environment (one CPU node, one gfx90a GPU node), an allocation registry over mmap,
+ * queues whose doorbells are plain memory, KFD-style events, and clocks.
+ *
+ * The device side (reading the rings, running packets) is not here: it is hsa/virtual's
+ * packet processor in Python, which learns about doorbell writes through
+ * hsakmt_emu_poll() and fires events through hsakmt_emu_interrupt(). See
+ * docs/ARCHITECTURE.md ("amdgpu:emulated").
+ *
+ * Every wait here is bounded: event waits honour their timeout (an "infinite" wait is
+ * re-checked every 100 ms), DestroyQueue waits at most 5 s for the device side.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hsakmt.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define GPU_NODE 1
+#define NUM_NODES 2
+#define MAX_QUEUES 1024 /* one doorbell page: ROCr maps doorbells by (addr >> 3) & 0x3FF */
+#define MAX_EVENTS 4096
+#define DOORBELL_PAGE 8192
+
+/* --- configuration --------------------------------------------------------------------- */
+struct config {
+    unsigned major, minor, stepping;
+    unsigned cus;
+    unsigned long long vram_bytes;
+    char name[16];
+};
+static struct config cfg;
+static int opened;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t changed = PTHREAD_COND_INITIALIZER; /* events, queues, detaches */
+
+static unsigned long long env_ull(const char* name, unsigned long long dflt) {
+    const char* v = getenv(name);
+    if (!v || !*v) return dflt;
+    char* end;
+    unsigned long long x = strtoull(v, &end, 0);
+    return *end ? dflt : x;
+}
+
+static int read_config(void) {
+    const char* isa = getenv("AMDGPU_EMULATED_ISA");
+    if (!isa || !*isa) isa = "gfx90a";
+    /* gfxXYZ: major X (or XX for gfx10+), minor Y, stepping Z (hex) */
+    size_t n = strlen(isa);
+    if (strncmp(isa, "gfx", 3) != 0 || n < 6 || n > 7) return -1;
+    char digits[8];
+    strcpy(digits, isa + 3);
+    size_t d = strlen(digits);
+    char step[2] = {digits[d - 1], 0}, minor[2] = {digits[d - 2], 0};
+    digits[d - 2] = 0;
+    char* end;
+    cfg.major = strtoul(digits, &end, 10);
+    if (*end) return -1;
+    cfg.minor = strtoul(minor, &end, 16);
+    if (*end) return -1;
+    cfg.stepping = strtoul(step, &end, 16);
+    if (*end) return -1;
+    cfg.cus = (unsigned)env_ull("AMDGPU_EMULATED_CUS", 104);
+    if (cfg.cus == 0 || cfg.cus > 1024) return -1;
+    cfg.vram_bytes = env_ull("AMDGPU_EMULATED_VRAM_MB", 16384) << 20;
+    snprintf(cfg.name, sizeof cfg.name, "%s", isa);
+    return 0;
+}
+
+/* --- clocks: every counter is CLOCK_MONOTONIC in ns, the clock the device side stamps --- */
+static uint64_t now_ns(clockid_t clk) {
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static struct timespec deadline_after_ms(uint64_t ms) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+/* --- allocations --------------------------------------------------------------------- */
+struct alloc {
+    struct alloc* next;
+    void* addr;
+    uint64_t size;
+    uint32_t node;
+    HsaMemFlags flags;
+    HSA_POINTER_TYPE type;
+    int mapped; /* mapped to the GPU node */
+    int owned;  /* mmap'ed here (freed by munmap) */
+    void* user_data;
+    HSAuint32 nodes[1];
+};
+static struct alloc* allocs;
+static atomic_ulong alloc_generation; /* bumped on every free: device-side caches drop */
+
+static struct alloc* find_alloc(const void* p) {
+    uintptr_t a = (uintptr_t)p;
+    for (struct alloc* x = allocs; x; x = x->next)
+        if (a >= (uintptr_t)x->addr && a < (uintptr_t)x->addr + x->size) return x;
+    return NULL;
+}
+
+static struct alloc* add_alloc(void* addr, uint64_t size, uint32_t node, HsaMemFlags flags,
+                               HSA_POINTER_TYPE type, int owned) {
+    struct alloc* x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->addr = addr;
+    x->size = size;
+    x->node = node;
+    x->flags = flags;
+    x->type = type;
+    x->owned = owned;
+    x->nodes[0] = GPU_NODE;
+    x->next = allocs;
+    allocs = x;
+    return x;
+}
+
+static void remove_alloc(struct alloc* victim) {
+    for (struct alloc** p = &allocs; *p; p = &(*p)->next)
+        if (*p == victim) {
+            *p = victim->next;
+            break;
+        }
+    atomic_fetch_add(&alloc_generation, 1);
+    free(victim);
+}
+
+/* --- events: KFD semantics. A set wakes every current waiter; it stays set (for the
+ * next waiter) only when nobody was waiting, and a wait consumes it (auto-reset). --------- */
+struct event {
+    HsaEvent pub; /* first: ROCr holds HsaEvent* */
+    int live;
+    int manual_reset;
+    int signaled;
+    int waiters;
+    uint64_t generation; /* bumped by each set that had waiters */
+};
+static struct event events[MAX_EVENTS];
+static uint64_t* mailboxes; /* the event page: slot i is event i's mailbox */
+static HsaMemoryAccessFault pending_fault;
+static int have_fault;
+
+static void set_event_locked(struct event* e) {
+    if (e->waiters) {
+        e->generation++;
+        if (e->manual_reset) e->signaled = 1;
+        pthread_cond_broadcast(&changed);
+    } else {
+        e->signaled = 1;
+    }
+}
+
+/* --- queues -------------------------------------------------------------------------- */
+struct queue {
+    int live;
+    int dying;     /* DestroyQueue waits for the device side to let go */
+    int attached;  /* the device side has seen the queue */
+    HSA_QUEUE_TYPE type;
+    void* ring;
+    uint64_t ring_bytes;
+    uint64_t* read_ptr;
+    uint64_t* write_ptr;
+    int64_t last_bell;
+};
+static struct queue queues[MAX_QUEUES];
+static uint64_t* doorbells; /* one 8 KiB page, 8-byte slots */
+
+/* --- the API ------------------------------------------------------------------------- */
+EXPORT HSAKMT_STATUS hsaKmtOpenKFD(void) {
+    pthread_mutex_lock(&lock);
+    HSAKMT_STATUS st = HSAKMT_STATUS_SUCCESS;
+    if (opened++ == 0) {
+        if (read_config() != 0) {
+            fprintf(stderr, "libhsakmt (emulated): bad AMDGPU_EMULATED_ISA/AMDGPU_EMULATED_CUS "
+                            "(want gfxXYZ, e.g. gfx90a, and 1..1024 CUs)\n");
+            opened = 0;
+            st = HSAKMT_STATUS_ERROR;
+        } else {
+            doorbells = mmap(NULL, DOORBELL_PAGE * 2, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            mailboxes = mmap(NULL, MAX_EVENTS * 8, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (doorbells == MAP_FAILED || mailboxes == MAP_FAILED) {
+                opened = 0;
+                st = HSAKMT_STATUS_NO_MEMORY;
+            } else {
+                /* 8 KiB-align the doorbell page inside the 16 KiB mapping */
+                uintptr_t d = ((uintptr_t)doorbells + DOORBELL_PAGE - 1) & ~(uintptr_t)(DOORBELL_PAGE - 1);
+                doorbells = (uint64_t*)d;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtCloseKFD(void) {
+    pthread_mutex_lock(&lock);
+    HSAKMT_STATUS st = opened ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED;
+    if (opened) opened--;
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+#define CHECK_OPEN() do { if (!opened) return HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED; } while (0)
+
+EXPORT HSAKMT_STATUS hsaKmtGetVersion(HsaVersionInfo* v) {
+    CHECK_OPEN();
+    if (!v) return HSAKMT_STATUS_INVALID_PARAMETER;
+    v->KernelInterfaceMajorVersion = 1;
+    v->KernelInterfaceMinorVersion = 6;
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtRuntimeEnable(void* rDebug, bool setupTtmp) {
+    (void)rDebug; (void)setupTtmp;
+    return HSAKMT_STATUS_NOT_SUPPORTED; /* no debugger: ROCr accepts this */
+}
+EXPORT HSAKMT_STATUS hsaKmtRuntimeDisable(void) { return HSAKMT_STATUS_SUCCESS; }
+
+EXPORT HSAKMT_STATUS hsaKmtAcquireSystemProperties(HsaSystemProperties* p) {
+    CHECK_OPEN();
+    if (!p) return HSAKMT_STATUS_INVALID_PARAMETER;
+    memset(p, 0, sizeof *p);
+    p->NumNodes = NUM_NODES;
+    return HSAKMT_STATUS_SUCCESS;
+}
+EXPORT HSAKMT_STATUS hsaKmtReleaseSystemProperties(void) { return HSAKMT_STATUS_SUCCESS; }
+
+static void ascii_to_u16(HSAuint16* out, const char* s, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++) out[i] = (unsigned char)s[i];
+    out[i] = 0;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* p) {
+    CHECK_OPEN();
+    if (!p) return HSAKMT_STATUS_INVALID_PARAMETER;
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    memset(p, 0, sizeof *p);
+    if (node == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        p->NumCPUCores = cpus > 0 ? (HSAuint32)cpus : 1;
+        p->NumMemoryBanks = 1;
+        p->NumIOLinks = 1;
+        p->MaxEngineClockMhzCCompute = 2000;
+        ascii_to_u16(p->MarketingName, "Emulated host CPU", HSA_PUBLIC_NAME_SIZE);
+        return HSAKMT_STATUS_SUCCESS;
+    }
+    p->NumFComputeCores = cfg.cus * 4; /* SIMDs */
+    p->NumMemoryBanks = 3; /* VRAM, and the LDS and scratch apertures (as libhsakmt adds them) */
+    p->NumCaches = 1;
+    p->NumIOLinks = 1;
+    p->FComputeIdLo = 0x80000000u;
+    p->Capability.ui32.QueueSizePowerOfTwo = 1;
+    p->Capability.ui32.QueueSize32bit = 1;
+    p->Capability.ui32.DoorbellType = 2;
+    p->MaxWavesPerSIMD = 8;
+    p->LDSSizeInKB = 64;
+    p->WaveFrontSize = 64;
+    p->NumShaderBanks = 4;
+    p->NumArrays = 1;
+    p->NumCUPerArray = (cfg.cus + 3) / 4;
+    p->NumSIMDPerCU = 4;
+    p->MaxSlotsScratchCU = 32;
+    p->EngineId.ui32.uCode = 0;
+    p->EngineId.ui32.Major = cfg.major;
+    p->EngineId.ui32.Minor = cfg.minor;
+    p->EngineId.ui32.Stepping = cfg.stepping;
+    p->VendorId = 0x1002;
+    p->DeviceId = 0x740f;
+    p->LocationId = 0x100;
+    p->LocalMemSize = cfg.vram_bytes;
+    p->MaxEngineClockMhzFCompute = 1700;
+    p->DrmRenderMinor = 128;
+    char name[HSA_PUBLIC_NAME_SIZE];
+    snprintf(name, sizeof name, "Emulated AMD GPU (%s, amdgpu-direct)", cfg.name);
+    ascii_to_u16(p->MarketingName, name, HSA_PUBLIC_NAME_SIZE);
+    snprintf((char*)p->AMDName, HSA_PUBLIC_NAME_SIZE, "%s", cfg.name);
+    p->NumSdmaEngines = 2;
+    p->NumSdmaQueuesPerEngine = 8;
+    p->NumCpQueues = 24;
+    p->Domain = 0;
+    p->UniqueID = 0x656d756c61746564ull; /* "emulated" */
+    p->VGPRSizePerCU = 512 * 1024;
+    p->SGPRSizePerCU = 800 * 4 * 4;
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetNodeMemoryProperties(HSAuint32 node, HSAuint32 n,
+                                                   HsaMemoryProperties* m) {
+    CHECK_OPEN();
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!m) return HSAKMT_STATUS_INVALID_PARAMETER;
+    if (n < 1) return HSAKMT_STATUS_SUCCESS;
+    memset(m, 0, sizeof *m * n);
+    if (node == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        m[0].HeapType = HSA_HEAPTYPE_SYSTEM;
+        m[0].SizeInBytes = (HSAuint64)pages * (HSAuint64)psize;
+        m[0].Width = 64;
+        m[0].MemoryClockMax = 3200;
+    } else {
+        m[0].HeapType = HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC;
+        m[0].SizeInBytes = cfg.vram_bytes;
+        m[0].Width = 4096;
+        m[0].MemoryClockMax = 1600;
+        /* gfx9's apertures: ROCr takes group_segment_aperture_base_hi from the LDS bank */
+        if (n >= 2) {
+            m[1].HeapType = HSA_HEAPTYPE_GPU_LDS;
+            m[1].SizeInBytes = 64 * 1024;
+            m[1].VirtualBaseAddress = 0x1000000000000ull;
+        }
+        if (n >= 3) {
+            m[2].HeapType = HSA_HEAPTYPE_GPU_SCRATCH;
+            m[2].SizeInBytes = 1ull << 32;
+            m[2].VirtualBaseAddress = 0x2000000000000ull;
+        }
+    }
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetNodeCacheProperties(HSAuint32 node, HSAuint32 proc, HSAuint32 n,
+                                                  HsaCacheProperties* c) {
+    (void)proc;
+    CHECK_OPEN();
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!c) return HSAKMT_STATUS_INVALID_PARAMETER;
+    memset(c, 0, sizeof *c * n);
+    if (node == GPU_NODE && n >= 1) {
+        c[0].ProcessorIdLow = 0x80000000u;
+        c[0].CacheLevel = 2;
+        c[0].CacheSize = 8192; /* KiB */
+        c[0].CacheLineSize = 128;
+        c[0].CacheLinesPerTag = 1;
+        c[0].CacheAssociativity = 16;
+        c[0].CacheType.ui32.Data = 1;
+        c[0].CacheType.ui32.HSACU = 1;
+    }
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetNodeIoLinkProperties(HSAuint32 node, HSAuint32 n,
+                                                   HsaIoLinkProperties* l) {
+    CHECK_OPEN();
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!l) return HSAKMT_STATUS_INVALID_PARAMETER;
+    memset(l, 0, sizeof *l * n);
+    if (n >= 1) {
+        l[0].IoLinkType = HSA_IOLINKTYPE_PCIEXPRESS;
+        l[0].VersionMajor = 4;
+        l[0].NodeFrom = node;
+        l[0].NodeTo = node ? 0 : GPU_NODE;
+        l[0].Weight = 20;
+        l[0].MinimumBandwidth = l[0].MaximumBandwidth = 32000;
+    }
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetXNACKMode(HSAint32* enable) {
+    CHECK_OPEN();
+    if (!enable) return HSAKMT_STATUS_INVALID_PARAMETER;
+    *enable = 0;
+    return HSAKMT_STATUS_SUCCESS;
+}
+EXPORT HSAKMT_STATUS hsaKmtSetXNACKMode(HSAint32 enable) {
+    return enable ? HSAKMT_STATUS_NOT_SUPPORTED : HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetClockCounters(HSAuint32 node, HsaClockCounters* c) {
+    CHECK_OPEN();
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!c) return HSAKMT_STATUS_INVALID_PARAMETER;
+    uint64_t t = now_ns(CLOCK_MONOTONIC);
+    c->GPUClockCounter = t;
+    c->CPUClockCounter = t;
+    c->SystemClockCounter = t;
+    c->SystemClockFrequencyHz = 1000000000ull;
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtGetTileConfig(HSAuint32 node, HsaGpuTileConfig* config) {
+    (void)node; (void)config;
+    return HSAKMT_STATUS_NOT_SUPPORTED; /* images */
+}
+
+EXPORT HSAKMT_STATUS hsaKmtSetTrapHandler(HSAuint32 node, void* base, HSAuint64 size, void* buf,
+                                          HSAuint64 bufsize) {
+    (void)node; (void)base; (void)size; (void)buf; (void)bufsize;
+    CHECK_OPEN();
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtSetMemoryPolicy(HSAuint32 node, HSAuint32 dflt, HSAuint32 alt,
+                                           void* addr, HSAuint64 size) {
+    (void)node; (void)dflt; (void)alt; (void)addr; (void)size;
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+/* --- memory -------------------------------------------------------------------------- */
+EXPORT HSAKMT_STATUS hsaKmtAllocMemory(HSAuint32 node, HSAuint64 size, HsaMemFlags flags,
+                                       void** addr) {
+    CHECK_OPEN();
+    if (!addr || size == 0) return HSAKMT_STATUS_INVALID_PARAMETER;
+    if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    long page = sysconf(_SC_PAGESIZE);
+    size = (size + (HSAuint64)page - 1) & ~(HSAuint64)(page - 1);
+    int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    void* want = NULL;
+    if (flags.ui32.FixedAddress) {
+        want = *addr;
+        mflags |= MAP_FIXED_NOREPLACE;
+    }
+    /* Over-allocate to align large blocks at 2 MiB like VRAM pages; the slack is unmapped. */
+    uint64_t align = size >= (2u << 20) && !want ? (2u << 20) : (uint64_t)page;
+    void* p = mmap(want, size + align - page, PROT_READ | PROT_WRITE, mflags, -1, 0);
+    if (p == MAP_FAILED) return HSAKMT_STATUS_NO_MEMORY;
+    uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    if (start > (uintptr_t)p) munmap(p, start - (uintptr_t)p);
+    uintptr_t end = start + size, mend = (uintptr_t)p + size + align - page;
+    if (mend > end) munmap((void*)end, mend - end);
+    pthread_mutex_lock(&lock);
+    struct alloc* x = add_alloc((void*)start, size, node, flags, HSA_POINTER_ALLOCATED, 1);
+    pthread_mutex_unlock(&lock);
+    if (!x) {
+        munmap((void*)start, size);
+        return HSAKMT_STATUS_NO_MEMORY;
+    }
+    *addr = (void*)start;
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtFreeMemory(void* addr, HSAuint64 size) {
+    (void)size;
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc(addr);
+    if (!x || x->addr != addr || !x->owned) {
+        pthread_mutex_unlock(&lock);
+        return HSAKMT_STATUS_INVALID_PARAMETER;
+    }
+    void* a = x->addr;
+    uint64_t s = x->size;
+    remove_alloc(x);
+    pthread_mutex_unlock(&lock);
+    munmap(a, s);
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtRegisterMemoryWithFlags(void* addr, HSAuint64 size, HsaMemFlags flags) {
+    CHECK_OPEN();
+    if (!addr || !size) return HSAKMT_STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    HSAKMT_STATUS st = HSAKMT_STATUS_SUCCESS;
+    struct alloc* x = find_alloc(addr);
+    if (x && x->type != HSA_POINTER_REGISTERED_USER) {
+        /* memory this library allocated is registered already */
+    } else if (!add_alloc(addr, size, 0, flags, HSA_POINTER_REGISTERED_USER, 0)) {
+        st = HSAKMT_STATUS_NO_MEMORY;
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtDeregisterMemory(void* addr) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc(addr);
+    HSAKMT_STATUS st = HSAKMT_STATUS_SUCCESS;
+    if (!x) st = HSAKMT_STATUS_MEMORY_NOT_REGISTERED;
+    else if (x->type == HSA_POINTER_REGISTERED_USER && x->addr == addr) remove_alloc(x);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+static HSAKMT_STATUS map_locked(void* addr, HSAuint64* alt) {
+    struct alloc* x = find_alloc(addr);
+    if (!x) return HSAKMT_STATUS_INVALID_PARAMETER;
+    x->mapped = 1;
+    if (alt) *alt = (HSAuint64)(uintptr_t)addr; /* one address space: GPU VA == CPU VA */
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtMapMemoryToGPU(void* addr, HSAuint64 size, HSAuint64* alt) {
+    (void)size;
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    HSAKMT_STATUS st = map_locked(addr, alt);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtMapMemoryToGPUNodes(void* addr, HSAuint64 size, HSAuint64* alt,
+                                               HsaMemMapFlags flags, HSAuint64 n, HSAuint32* nodes) {
+    (void)size; (void)flags;
+    CHECK_OPEN();
+    for (HSAuint64 i = 0; i < n; i++)
+        if (nodes && nodes[i] >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    pthread_mutex_lock(&lock);
+    HSAKMT_STATUS st = map_locked(addr, alt);
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtUnmapMemoryToGPU(void* addr) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc(addr);
+    if (x) x->mapped = 0;
+    pthread_mutex_unlock(&lock);
+    return x ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_PARAMETER;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtQueryPointerInfo(const void* ptr, HsaPointerInfo* info) {
+    CHECK_OPEN();
+    if (!info) return HSAKMT_STATUS_INVALID_PARAMETER;
+    memset(info, 0, sizeof *info);
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc(ptr);
+    if (!x) {
+        pthread_mutex_unlock(&lock);
+        info->Type = HSA_POINTER_UNKNOWN;
+        return HSAKMT_STATUS_ERROR;
+    }
+    info->Type = x->type;
+    info->Node = x->node;
+    info->MemFlags = x->flags;
+    info->CPUAddress = x->addr;
+    info->GPUAddress = (HSAuint64)(uintptr_t)x->addr;
+    info->SizeInBytes = x->size;
+    info->NRegisteredNodes = 1;
+    info->RegisteredNodes = x->nodes;
+    info->NMappedNodes = x->mapped ? 1 : 0;
+    info->MappedNodes = x->nodes;
+    info->UserData = x->user_data;
+    pthread_mutex_unlock(&lock);
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtSetMemoryUserData(const void* ptr, void* data) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc(ptr);
+    if (x) x->user_data = data;
+    pthread_mutex_unlock(&lock);
+    return x ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_PARAMETER;
+}
+
+/* IPC, graphics interop, SVM, GWS: not emulated. */
+EXPORT HSAKMT_STATUS hsaKmtShareMemory(void* a, HSAuint64 s, HsaSharedMemoryHandle* h) {
+    (void)a; (void)s; (void)h;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtRegisterSharedHandle(const HsaSharedMemoryHandle* h, void** a,
+                                                HSAuint64* s) {
+    (void)h; (void)a; (void)s;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtRegisterSharedHandleToNodes(const HsaSharedMemoryHandle* h, void** a,
+                                                       HSAuint64* s, HSAuint64 n, HSAuint32* nodes) {
+    (void)h; (void)a; (void)s; (void)n; (void)nodes;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtRegisterGraphicsHandleToNodes(HSAuint64 h, HsaGraphicsResourceInfo* i,
+                                                         HSAuint64 n, HSAuint32* nodes) {
+    (void)h; (void)i; (void)n; (void)nodes;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtSVMSetAttr(void* a, HSAuint64 s, unsigned int n, HSA_SVM_ATTRIBUTE* at) {
+    (void)a; (void)s; (void)n; (void)at;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtSVMGetAttr(void* a, HSAuint64 s, unsigned int n, HSA_SVM_ATTRIBUTE* at) {
+    (void)a; (void)s; (void)n; (void)at;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+EXPORT HSAKMT_STATUS hsaKmtAllocQueueGWS(HSA_QUEUEID q, HSAuint32 n, HSAuint32* first) {
+    (void)q; (void)n; (void)first;
+    return HSAKMT_STATUS_NOT_SUPPORTED;
+}
+
+/* --- events -------------------------------------------------------------------------- */
+EXPORT HSAKMT_STATUS hsaKmtCreateEvent(HsaEventDescriptor* desc, bool manual_reset,
+                                       bool signaled, HsaEvent** out) {
+    CHECK_OPEN();
+    if (!desc || !out) return HSAKMT_STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    int id = 1; /* 0 is no event */
+    while (id < MAX_EVENTS && events[id].live) id++;
+    if (id == MAX_EVENTS) {
+        pthread_mutex_unlock(&lock);
+        return HSAKMT_STATUS_OUT_OF_RESOURCES;
+    }
+    struct event* e = &events[id];
+    memset(e, 0, sizeof *e);
+    e->live = 1;
+    e->manual_reset = manual_reset;
+    e->signaled = signaled;
+    e->pub.EventId = (HSA_EVENTID)id;
+    e->pub.EventData.EventType = desc->EventType;
+    e->pub.EventData.HWData1 = (HSAuint64)id;
+    e->pub.EventData.HWData2 = (HSAuint64)(uintptr_t)&mailboxes[id];
+    e->pub.EventData.HWData3 = (HSAuint64)id;
+    mailboxes[id] = 0;
+    *out = &e->pub;
+    pthread_mutex_unlock(&lock);
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+static struct event* event_of(HsaEvent* ev) {
+    if (!ev) return NULL;
+    struct event* e = (struct event*)ev;
+    if (e < events + 1 || e >= events + MAX_EVENTS || !e->live) return NULL;
+    return e;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtDestroyEvent(HsaEvent* ev) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct event* e = event_of(ev);
+    if (e) {
+        e->live = 0;
+        e->generation++; /* waiters (there should be none) return */
+        pthread_cond_broadcast(&changed);
+    }
+    pthread_mutex_unlock(&lock);
+    return e ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtSetEvent(HsaEvent* ev) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct event* e = event_of(ev);
+    if (e) set_event_locked(e);
+    pthread_mutex_unlock(&lock);
+    return e ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtResetEvent(HsaEvent* ev) {
+    CHECK_OPEN();
+    pthread_mutex_lock(&lock);
+    struct event* e = event_of(ev);
+    if (e) e->signaled = 0;
+    pthread_mutex_unlock(&lock);
+    return e ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtQueryEventState(HsaEvent* ev) {
+    CHECK_OPEN();
+    return event_of(ev) ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
+}
+
+static void fill_fault(struct event* e) {
+    if (e->pub.EventData.EventType == HSA_EVENTTYPE_MEMORY && have_fault) {
+        e->pub.EventData.EventData.MemoryAccessFault = pending_fault;
+        have_fault = 0;
+    }
+}
+
+EXPORT HSAKMT_STATUS hsaKmtWaitOnMultipleEvents(HsaEvent* evs[], HSAuint32 n, bool all,
+                                                HSAuint32 ms) {
+    CHECK_OPEN();
+    if (!evs || n == 0 || n > 64) return HSAKMT_STATUS_INVALID_PARAMETER;
+    struct event* es[64];
+    uint64_t gen[64];
+    int done[64];
+    pthread_mutex_lock(&lock);
+    for (HSAuint32 i = 0; i < n; i++) {
+        es[i] = event_of(evs[i]);
+        if (!es[i]) {
+            pthread_mutex_unlock(&lock);
+            return HSAKMT_STATUS_INVALID_HANDLE;
+        }
+        gen[i] = es[i]->generation;
+        done[i] = 0;
+    }
+    uint64_t start = now_ns(CLOCK_MONOTONIC);
+    HSAKMT_STATUS st = HSAKMT_STATUS_WAIT_TIMEOUT;
+    for (HSAuint32 i = 0; i < n; i++) es[i]->waiters++;
+    for (;;) {
+        int count = 0;
+        for (HSAuint32 i = 0; i < n; i++) {
+            if (!done[i] && (es[i]->signaled || es[i]->generation != gen[i] || !es[i]->live)) {
+                done[i] = 1;
+                if (!es[i]->manual_reset) es[i]->signaled = 0;
+                fill_fault(es[i]);
+            }
+            count += done[i];
+        }
+        if (all ? count == (int)n : count > 0) {
+            st = HSAKMT_STATUS_SUCCESS;
+            break;
+        }
+        uint64_t elapsed_ms = (now_ns(CLOCK_MONOTONIC) - start) / 1000000ull;
+        if (ms != HSA_EVENTTIMEOUT_INFINITE && elapsed_ms >= ms) break;
+        uint64_t slice = ms == HSA_EVENTTIMEOUT_INFINITE ? 100 : ms - elapsed_ms;
+        if (slice > 100) slice = 100;
+        struct timespec dl = deadline_after_ms(slice ? slice : 1);
+        pthread_cond_timedwait(&changed, &lock, &dl);
+    }
+    for (HSAuint32 i = 0; i < n; i++) es[i]->waiters--;
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtWaitOnEvent(HsaEvent* ev, HSAuint32 ms) {
+    return hsaKmtWaitOnMultipleEvents(&ev, 1, true, ms);
+}
+
+/* --- queues -------------------------------------------------------------------------- */
+EXPORT HSAKMT_STATUS hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, HSAuint32 pct,
+                                       HSA_QUEUE_PRIORITY prio, void* ring, HSAuint64 bytes,
+                                       HsaEvent* ev, HsaQueueResource* res) {
+    (void)pct; (void)prio; (void)ev;
+    CHECK_OPEN();
+    if (node != GPU_NODE) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!res || !ring || !bytes) return HSAKMT_STATUS_INVALID_PARAMETER;
+    if (type != HSA_QUEUE_COMPUTE_AQL) return HSAKMT_STATUS_NOT_SUPPORTED; /* SDMA: HSA_ENABLE_SDMA=0 */
+    if (!res->Queue_read_ptr_aql || !res->Queue_write_ptr_aql) return HSAKMT_STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    int id = 0;
+    while (id < MAX_QUEUES && queues[id].live) id++;
+    if (id == MAX_QUEUES) {
+        pthread_mutex_unlock(&lock);
+        return HSAKMT_STATUS_OUT_OF_RESOURCES;
+    }
+    struct queue* q = &queues[id];
+    memset(q, 0, sizeof *q);
+    q->live = 1;
+    q->type = type;
+    q->ring = ring;
+    q->ring_bytes = bytes;
+    q->read_ptr = res->Queue_read_ptr_aql;
+    q->write_ptr = res->Queue_write_ptr_aql;
+    q->last_bell = -1;
+    __atomic_store_n(&doorbells[id], (uint64_t)-1, __ATOMIC_RELEASE);
+    res->QueueId = (HSA_QUEUEID)id;
+    res->Queue_DoorBell_aql = &doorbells[id];
+    res->ErrorReason = NULL;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtUpdateQueue(HSA_QUEUEID id, HSAuint32 pct, HSA_QUEUE_PRIORITY prio,
+                                       void* ring, HSAuint64 bytes, HsaEvent* ev) {
+    (void)pct; (void)prio; (void)ring; (void)bytes; (void)ev;
+    CHECK_OPEN();
+    return id < MAX_QUEUES && queues[id].live ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_PARAMETER;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtSetQueueCUMask(HSA_QUEUEID id, HSAuint32 n, HSAuint32* mask) {
+    (void)n; (void)mask;
+    CHECK_OPEN();
+    return id < MAX_QUEUES && queues[id].live ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_PARAMETER;
+}
+
+EXPORT HSAKMT_STATUS hsaKmtDestroyQueue(HSA_QUEUEID id) {
+    CHECK_OPEN();
+    if (id >= MAX_QUEUES) return HSAKMT_STATUS_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    struct queue* q = &queues[id];
+    if (!q->live) {
+        pthread_mutex_unlock(&lock);
+        return HSAKMT_STATUS_INVALID_PARAMETER;
+    }
+    q->dying = 1;
+    pthread_cond_broadcast(&changed);
+    /* The device side stops reading the ring before ROCr frees it: wait (bounded) for its
+     * hsakmt_emu_detach(). A queue the device never attached to has nothing to wait for. */
+    uint64_t start = now_ns(CLOCK_MONOTONIC);
+    while (q->attached && now_ns(CLOCK_MONOTONIC) - start < 5000000000ull) {
+        struct timespec dl = deadline_after_ms(50);
+        pthread_cond_timedwait(&changed, &lock, &dl);
+    }
+    if (q->attached)
+        fprintf(stderr, "libhsakmt (emulated): queue %d destroyed while the device side still "
+                        "ran it (no detach within 5 s)\n", (int)id);
+    q->live = 0;
+    q->dying = 0;
+    q->attached = 0;
+    pthread_mutex_unlock(&lock);
+    return HSAKMT_STATUS_SUCCESS;
+}
+
+/* --- the device side's API (hsa/emulated/driver.py) ------------------------------------ */
+struct hsakmt_emu_note {
+    uint64_t queue_id;
+    uint64_t kind; /* 1: new queue, 2: doorbell (value), 3: queue being destroyed */
+    int64_t value;
+    uint64_t ring, ring_bytes, read_ptr, write_ptr;
+};
+
+/* Wait up to timeout_ms for something the device side must act on: new queues, doorbell
+ * writes (a 64-bit store of the last packet id), queues being destroyed. The loop polls
+ * the doorbell page with a growing sleep (20 us to 1 ms) that queue creation and
+ * destruction cut short; it runs in C so that the Python device thread is off the GIL
+ * while it waits. Returns how many notes were written to out[0..max). */
+EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeout_ms) {
+    uint64_t start = now_ns(CLOCK_MONOTONIC), sleep_us = 20;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        int n = 0;
+        for (int id = 0; id < MAX_QUEUES && n < max; id++) {
+            struct queue* q = &queues[id];
+            if (!q->live) continue;
+            if (q->dying) {
+                if (q->attached) {
+                    out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 3, 0, 0, 0, 0, 0};
+                }
+                continue;
+            }
+            if (!q->attached) {
+                q->attached = 1;
+                out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 1, 0, (uint64_t)(uintptr_t)q->ring,
+                                                    q->ring_bytes, (uint64_t)(uintptr_t)q->read_ptr,
+                                                    (uint64_t)(uintptr_t)q->write_ptr};
+                if (n == max) break;
+            }
+            int64_t bell = (int64_t)__atomic_load_n(&doorbells[id], __ATOMIC_ACQUIRE);
+            if (bell != q->last_bell) {
+                q->last_bell = bell;
+                out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 2, bell, 0, 0, 0, 0};
+            }
+        }
+        if (n) {
+            pthread_mutex_unlock(&lock);
+            return n;
+        }
+        uint64_t elapsed_us = (now_ns(CLOCK_MONOTONIC) - start) / 1000;
+        if (elapsed_us >= (uint64_t)timeout_ms * 1000) break;
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += (long)sleep_us * 1000;
+        while (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&changed, &lock, &dl);
+        if (sleep_us < 1000) sleep_us *= 2;
+    }
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+/* The device side has stopped reading queue `id` (after a note of kind 3). */
+EXPORT void hsakmt_emu_detach(uint64_t id) {
+    if (id >= MAX_QUEUES) return;
+    pthread_mutex_lock(&lock);
+    queues[id].attached = 0;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&lock);
+}
+
+/* The CP's end-of-packet interrupt for a signal's event: write the event id into the
+ * mailbox (done by the caller, as the CP does) and wake the event. */
+EXPORT int hsakmt_emu_interrupt(uint32_t event_id) {
+    if (event_id == 0 || event_id >= MAX_EVENTS) return -1;
+    pthread_mutex_lock(&lock);
+    int ok = events[event_id].live;
+    if (ok) set_event_locked(&events[event_id]);
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : -1;
+}
+
+/* A GPU memory fault: fills the next HSA_EVENTTYPE_MEMORY wait's fault data and fires every
+ * live memory event (ROCr's VM-fault handler thread waits on one). */
+EXPORT int hsakmt_emu_memory_fault(uint64_t address, uint32_t write) {
+    pthread_mutex_lock(&lock);
+    memset(&pending_fault, 0, sizeof pending_fault);
+    pending_fault.NodeId = GPU_NODE;
+    pending_fault.VirtualAddress = address;
+    pending_fault.Failure.NotPresent = 1;
+    pending_fault.Failure.ReadOnly = write ? 1 : 0;
+    have_fault = 1;
+    int fired = 0;
+    for (int i = 1; i < MAX_EVENTS; i++)
+        if (events[i].live && events[i].pub.EventData.EventType == HSA_EVENTTYPE_MEMORY) {
+            set_event_locked(&events[i]);
+            fired++;
+        }
+    pthread_mutex_unlock(&lock);
+    return fired;
+}
+
+/* The allocation holding `address`: its base and size, 0 when none. `generation` changes
+ * whenever an allocation is freed, so the device side knows when to forget cached ones. */
+EXPORT int hsakmt_emu_find(uint64_t address, uint64_t* base, uint64_t* size, uint32_t* node) {
+    pthread_mutex_lock(&lock);
+    struct alloc* x = find_alloc((const void*)(uintptr_t)address);
+    if (x) {
+        *base = (uint64_t)(uintptr_t)x->addr;
+        *size = x->size;
+        *node = x->node;
+    }
+    pthread_mutex_unlock(&lock);
+    return x != NULL;
+}
+
+EXPORT uint64_t hsakmt_emu_generation(void) { return atomic_load(&alloc_generation); }
+
+EXPORT int64_t hsakmt_emu_atomic_add(int64_t* address, int64_t delta) {
+    return __atomic_fetch_add(address, delta, __ATOMIC_ACQ_REL);
+}
+
+EXPORT int64_t hsakmt_emu_load(int64_t* address) { return __atomic_load_n(address, __ATOMIC_ACQUIRE); }
+
+EXPORT void hsakmt_emu_store(int64_t* address, int64_t value) {
+    __atomic_store_n(address, value, __ATOMIC_RELEASE);
+}
+
+/* The emulated driver's identity, for "is the loaded libhsakmt this one?" checks. */
+EXPORT const char* hsakmt_emu_identity(void) { return "amdgpu-direct emulated libhsakmt 1"; }
