@@ -15,6 +15,7 @@ from typing import Any
 from hsa.provider import Capability
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
+DEFAULT_EMULATED_GPU = "gfx90a"
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class DeviceSpec:
     """A parsed device spec."""
 
     backend: str  # "hsa" | "vulkan"
-    provider: str = ""  # "rocr" | "virtual" (hsa only)
-    gpus: tuple[str, ...] = ()  # virtual system's GPU targets (hsa virtual only)
+    provider: str = ""  # "rocr" | "virtual" | "emulated" (hsa only)
+    gpus: tuple[str, ...] = ()  # virtual/emulated system's GPU targets
     index: int = 0
 
     @property
@@ -33,8 +34,8 @@ class DeviceSpec:
     @property
     def system(self) -> str:
         """The provider key: "rocr" or "virtual:gfx1100,gfx1100"."""
-        if self.provider == "virtual":
-            return "virtual:" + ",".join(self.gpus)
+        if self.provider in ("virtual", "emulated"):
+            return self.provider + ":" + ",".join(self.gpus)
         return self.provider
 
     def __str__(self) -> str:
@@ -42,6 +43,9 @@ class DeviceSpec:
             return f"vulkan:{self.index}"
         if self.provider == "rocr":
             return f"amdgpu:{self.index}"
+        if self.provider == "emulated":
+            default = self.gpus == (DEFAULT_EMULATED_GPU,)
+            return "amdgpu:emulated" if default else f"amdgpu:emulated:{self.gpus[0]}"
         if self.gpus == DEFAULT_VIRTUAL_GPUS:
             return "amdgpu:virtual" if self.index == 0 else f"amdgpu:virtual:{self.index}"
         return f"amdgpu:virtual:{','.join(self.gpus)}:{self.index}"

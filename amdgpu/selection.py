@@ -9,6 +9,7 @@ an explicit `driver=` that contradicts an explicit spec is an error.
 Spec forms:
     amdgpu, amdgpu:N                      ROCr GPU agent N (hsa.rocr)
     amdgpu:virtual, amdgpu:virtual:N      the default virtual system (one gfx1100), agent N
+    amdgpu:emulated, amdgpu:emulated:gfx90a  real ROCr over the emulated AMD driver (hsa.emulated)
     amdgpu:virtual:GPUS[:N]               a virtual system of GPUS (comma-separated target
                                           names, e.g. gfx1100,gfx1100), agent N
     vulkan, vulkan:N                      Vulkan physical device N
@@ -20,7 +21,7 @@ import os
 import re
 from typing import Any
 
-from amdgpu.device import DEFAULT_VIRTUAL_GPUS, Device, DeviceSpec
+from amdgpu.device import DEFAULT_EMULATED_GPU, DEFAULT_VIRTUAL_GPUS, Device, DeviceSpec
 from amdgpu.errors import AmdgpuError, DeviceError
 from amdgpu.report import DeviceReport
 
@@ -28,7 +29,7 @@ DRIVERS = ("auto", "amdgpu", "vulkan")
 DRIVER_ENV = "AMDGPU_DRIVER"
 VALID_FORMS = (
     "amdgpu, amdgpu:N, amdgpu:virtual, amdgpu:virtual:N, "
-    "amdgpu:virtual:gfx1100[,gfx1100...][:N], vulkan, vulkan:N"
+    "amdgpu:virtual:gfx1100[,gfx1100...][:N], amdgpu:emulated[:gfx90a], vulkan, vulkan:N"
 )
 
 _TARGET_RE = re.compile(r"^gfx[0-9a-f]+$")
@@ -60,6 +61,10 @@ def parse_spec(spec: str) -> DeviceSpec:
         raise _unknown(spec)
     if not rest:
         return DeviceSpec("hsa", "rocr", index=0)
+    if rest[0] == "emulated":  # one emulated GPU per process: no index
+        if len(rest) > 2 or (len(rest) == 2 and not _TARGET_RE.match(rest[1])):
+            raise _unknown(spec)
+        return DeviceSpec("hsa", "emulated", (rest[1] if len(rest) == 2 else DEFAULT_EMULATED_GPU,))
     if rest[0] != "virtual":
         if len(rest) > 1:
             raise _unknown(spec)
@@ -128,8 +133,10 @@ def devices() -> list[DeviceReport]:
     """Every device this machine offers: ROCr GPU agents (or why there are none), the
     default virtual system's agents, and the Vulkan devices."""
     from amdgpu.hsa_backend.device import hsa_reports
+    from hsa.emulated import report as emulated_report
 
     reports = hsa_reports("rocr") + hsa_reports("virtual:" + ",".join(DEFAULT_VIRTUAL_GPUS))
+    reports.append(emulated_report(DEFAULT_EMULATED_GPU))
     return reports + _vulkan_reports()
 
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev llvm-19 gcc)
+DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev libhsakmt-dev llvm-19 gcc)
 
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -44,3 +44,7 @@ if [[ ! -f $stamp ]]; then
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
+
+# The emulated AMD driver (amdgpu:emulated): our libhsakmt.so.1 for ROCr, built with gcc
+# into build/emulated/ (rebuilt only when its sources changed).
+.venv/bin/python -c "from hsa.emulated.build import main; main()"

@@ -1,31 +1,35 @@
 """Which ROCr the suite's `hsa_rocr` tests run on.
 
-`--rocr=system` (the default) leaves ROCr over the machine's own libhsakmt and /dev/kfd:
-without an AMD GPU those tests skip with ROCr's reason. `--rocr=emulated` (or
-AMDGPU_TEST_ROCR=emulated) starts the emulated AMD driver before anything loads ROCr, so
-the same tests run on Debian's real libhsa-runtime64 over the virtual GPU (`make test` runs
-that second pass). One process has one ROCr, so the two cannot share a process.
+Where /dev/kfd exists, ROCr runs over the machine's own driver. Where it does not (this
+machine), the `hsa_rocr` tests run on Debian's real libhsa-runtime64 over the emulated AMD
+driver (`amdgpu:emulated`, hsa/emulated) instead of skipping. `--rocr=system` (or
+AMDGPU_TEST_ROCR=system) turns that off, so they skip with ROCr's "no /dev/kfd" reason.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 
 def pytest_addoption(parser):
     parser.addoption(
         "--rocr",
-        choices=("system", "emulated"),
-        default=os.environ.get("AMDGPU_TEST_ROCR", "system"),
-        help="ROCr over the system's libhsakmt (default) or over the emulated AMD driver",
+        choices=("auto", "system", "emulated"),
+        default=os.environ.get("AMDGPU_TEST_ROCR", "auto"),
+        help="ROCr tests over the emulated AMD driver where /dev/kfd is missing (auto), "
+             "always (emulated) or never (system)",
     )
 
 
-def pytest_configure(config):
-    if config.getoption("--rocr") == "emulated":
-        from hsa.emulated import start
+def rocr_is_emulated(config) -> bool:
+    choice = config.getoption("--rocr")
+    return choice == "emulated" or (choice == "auto" and not os.path.exists("/dev/kfd"))
 
-        start()
+
+def pytest_configure(config):
+    os.environ["AMDGPU_TEST_ROCR_EMULATED"] = "1" if rocr_is_emulated(config) else "0"
 
 
 # What ROCr does with GPU machine code: its blit kernels (copies, fills, code loading) and
@@ -35,10 +39,8 @@ _RUNS_KERNELS = {"run_kernel", "memory_copy", "memory_async_copy", "executable_f
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--rocr") != "emulated":
+    if not rocr_is_emulated(config):
         return
-    import pytest
-
     from hsa.emulated import runs_kernels
 
     if runs_kernels():

@@ -8,6 +8,7 @@ run on the virtual provider only, and say so.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -51,12 +52,13 @@ def _make_virtual():
 
 def _make_rocr():
     try:
-        from hsa.emulated import EmulatedProvider, driver
+        from hsa.emulated import EmulatedProvider
         from hsa.rocr import RocrProvider
     except ImportError as exc:
         pytest.skip(f"hsa.rocr cannot be imported: {exc}")
-    try:  # `pytest --rocr=emulated`: this process's ROCr runs over the emulated driver
-        return EmulatedProvider() if driver.device() is not None else RocrProvider()
+    emulated = os.environ.get("AMDGPU_TEST_ROCR_EMULATED") == "1"  # see tests/conftest.py
+    try:  # without /dev/kfd: the real ROCr over the emulated AMD driver
+        return EmulatedProvider() if emulated else RocrProvider()
     except HsaUnavailable as exc:
         pytest.skip(str(exc))
 

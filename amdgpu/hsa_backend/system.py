@@ -17,9 +17,15 @@ _systems: dict[str, list[Any]] = {}  # key -> [provider, refcount]
 
 def _create(key: str) -> Any:
     if key == "rocr":
+        from hsa.emulated import refuse_system_rocr
         from hsa.rocr import RocrProvider
 
+        refuse_system_rocr()  # this process's ROCr may run over the emulated driver
         return RocrProvider()
+    if key.startswith("emulated:"):
+        from hsa.emulated import EmulatedProvider
+
+        return EmulatedProvider(isa=key.split(":", 1)[1])
     if key.startswith("virtual:"):
         from hsa.virtual import VirtualProvider
 

@@ -11,13 +11,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from amdgpu.errors import HSA_STATUS_ERROR_INVALID_ISA, HsaError
+import os
+import shutil
+import threading
+
+from amdgpu.errors import (
+    HSA_STATUS_ERROR_INVALID_ISA,
+    HSA_STATUS_ERROR_NOT_INITIALIZED,
+    HsaError,
+    HsaUnavailable,
+)
+from amdgpu.report import DeviceReport
+from hsa.provider import Capability
 from hsa.rocr.provider import RocrProvider
 from hsa.virtual import executor as executor_registry
 
+from . import build, driver
 from .driver import DEFAULT_ISA, SUPPORTED_ISAS, start
 
 FAMILY = "gfx9"
+_live_lock = threading.Lock()
+_live = 0  # EmulatedProviders not shut down: while any is, this process's ROCr is emulated
 
 
 def runs_kernels() -> bool:
@@ -31,8 +45,32 @@ class EmulatedProvider(RocrProvider):
     driver = "emulated"
 
     def __init__(self, isa: str = DEFAULT_ISA, *, require_gpu: bool = True):
+        global _live
         self.device = start(isa)
-        super().__init__(require_gpu=require_gpu)
+        with _live_lock:
+            _live += 1
+        self._counted = True
+        try:
+            super().__init__(require_gpu=require_gpu)
+        except BaseException:
+            self._uncount()
+            raise
+
+    def _uncount(self) -> None:
+        global _live
+        if not getattr(self, "_counted", False):
+            return
+        self._counted = False
+        with _live_lock:
+            _live -= 1
+            if _live == 0:
+                driver.stop()
+
+    def shut_down(self) -> None:
+        try:
+            super().shut_down()
+        finally:
+            self._uncount()
 
     # ROCr copies, fills and loads code with its own gfx90a blit kernels, and aborts the
     # process when its internal blit queue fails: without a gfx9 executor say so instead.
@@ -58,4 +96,39 @@ class EmulatedProvider(RocrProvider):
         return super().executable_freeze(*args, **kwargs)
 
 
-__all__ = ["DEFAULT_ISA", "EmulatedProvider", "SUPPORTED_ISAS", "runs_kernels", "start"]
+def refuse_system_rocr() -> None:
+    """One process has one ROCr: once it runs over the emulated driver, "amdgpu:N" (ROCr
+    over /dev/kfd) cannot be opened in the same process."""
+    if _live:
+        raise HsaUnavailable(
+            HSA_STATUS_ERROR_NOT_INITIALIZED,
+            "this process runs ROCr over the emulated AMD driver (amdgpu:emulated), so its ROCr "
+            "sees no real GPU; open amdgpu:N in a process that does not open amdgpu:emulated",
+            "hsa_init",
+        )
+
+
+def report(isa: str = DEFAULT_ISA) -> DeviceReport:
+    """amdgpu:emulated as amdgpu.devices() lists it, without starting it: whether this
+    process could open it, and whether it runs kernels."""
+    spec = "amdgpu:emulated" if isa == DEFAULT_ISA else f"amdgpu:emulated:{isa}"
+    name = f"Emulated AMD GPU ({isa}) under ROCr"
+    why = ""
+    if driver._lib is None:
+        ours = os.path.realpath(build.library_path())
+        foreign = [p for p in driver._loaded_objects()
+                   if os.path.basename(p).startswith("libhsakmt.so") and os.path.realpath(p) != ours]
+        if foreign:
+            why = (f"this process already loaded ROCr over {foreign[0]}; open amdgpu:emulated "
+                   "in a new process")
+        elif build.is_stale(build.library_path()) and (
+                shutil.which("gcc") is None or not os.path.exists(build.HEADER)):
+            why = f"the emulated driver's libhsakmt.so.1 is not built and cannot be; {build.NEXT_STEP}"
+    kernels = Capability(runs_kernels(), "" if runs_kernels() else
+                         "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and "
+                         "barriers only")
+    return DeviceReport(spec, "hsa", name, isa, not why, why, {"kernels": kernels},
+                        {"provider": "rocr over the emulated driver"})
+
+
+__all__ = ["DEFAULT_ISA", "EmulatedProvider", "SUPPORTED_ISAS", "refuse_system_rocr", "report", "runs_kernels", "start"]

@@ -1,6 +1,6 @@
 """Building the emulated driver's libhsakmt.so.1 with gcc (scripts/setup.sh runs this).
 
-`python -m hsa.emulated.build` builds build/emulated/libhsakmt.so.1 from
+`python -c "from hsa.emulated.build import main; main()"` builds build/emulated/libhsakmt.so.1 from
 hsa/emulated/thunk/hsakmt_emu.c when the library is missing or older than its sources;
 `ensure_built()` does the same on demand and raises HsaUnavailable with the cause when it
 cannot (no gcc, no libhsakmt-dev headers, a compile error).
@@ -80,7 +80,7 @@ def ensure_built() -> Path:
     return lib
 
 
-if __name__ == "__main__":
+def main() -> None:
     try:
         path = ensure_built()
     except HsaUnavailable as exc:

@@ -81,17 +81,17 @@ def _unavailable(why: str) -> HsaUnavailable:
 
 
 # --- ELF: does a ROCr link libhsakmt dynamically? ---------------------------------------
-def needed_libraries(path: str) -> list[str]:
-    """DT_NEEDED entries of an ELF64 little-endian shared object (empty if unreadable)."""
+def needed_libraries(path: str) -> list[str] | None:
+    """DT_NEEDED entries of an ELF64 little-endian shared object (None if unreadable)."""
     import struct
 
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
-        return []
+        return None
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return []
+        return None
     phoff, = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     loads, dynamic = [], None
@@ -103,7 +103,7 @@ def needed_libraries(path: str) -> list[str]:
         elif p_type == 2:
             dynamic = (off, filesz)
     if dynamic is None:
-        return []
+        return None
 
     def file_offset(vaddr: int) -> int:
         for v, off, size in loads:
@@ -122,7 +122,7 @@ def needed_libraries(path: str) -> list[str]:
         elif tag == 5:
             strtab = file_offset(val)
     if strtab < 0:
-        return []
+        return None
     names = []
     for n in needed:
         end = data.index(b"\0", strtab + n)
@@ -133,7 +133,7 @@ def needed_libraries(path: str) -> list[str]:
 def check_rocr_links_thunk(rocr_path: str) -> None:
     """ROCm 6.3+ links the thunk into libhsa-runtime64: our libhsakmt cannot stand in."""
     needed = needed_libraries(rocr_path)
-    if needed and not any(n.startswith("libhsakmt.so") for n in needed):
+    if needed is not None and not any(n.startswith("libhsakmt.so") for n in needed):
         raise _unavailable(
             f"{rocr_path} links the thunk statically (ROCm 6.3 or later), so the emulated "
             "driver's libhsakmt.so.1 cannot stand in for /dev/kfd; point HSA_RUNTIME_PATH at "
@@ -416,6 +416,8 @@ _device: EmulatedDevice | None = None
 
 def _bind(lib: ctypes.CDLL) -> None:
     lib.hsakmt_emu_identity.restype = ctypes.c_char_p
+    lib.hsakmt_emu_enable.argtypes = [ctypes.c_int]
+    lib.hsakmt_emu_enable.restype = None
     lib.hsakmt_emu_poll.argtypes = [ctypes.POINTER(_Note), ctypes.c_int, ctypes.c_uint32]
     lib.hsakmt_emu_poll.restype = ctypes.c_int
     lib.hsakmt_emu_detach.argtypes = [ctypes.c_uint64]
@@ -432,42 +434,31 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.hsakmt_emu_store.restype = None
 
 
-def start(isa: str = DEFAULT_ISA) -> EmulatedDevice:
-    """Load the thunk (before ROCr) and start the device side; idempotent per process.
+_lib: ctypes.CDLL | None = None
 
-    Raises HsaUnavailable with one line naming the cause: an ISA the emulated driver does
-    not offer, a thunk that cannot be built or loaded, a ROCr already loaded over another
-    libhsakmt, or a ROCr with the thunk linked in."""
-    global _device
+
+def preload() -> ctypes.CDLL:
+    """Load the thunk with RTLD_GLOBAL, switched off, before anything loads ROCr: ROCr then
+    binds to it, and behaves as without /dev/kfd until `start()` switches it on.
+    hsa.rocr.load_library() calls this where /dev/kfd does not exist."""
+    global _lib
     with _lock:
-        if _device is not None:
-            if _device.agent.info.name != isa:
-                raise _unavailable(
-                    f"the emulated driver of this process already runs a {_device.agent.info.name}"
-                    f"; one process has one emulated GPU, so {isa} needs a new process")
-            return _device
-        if isa not in SUPPORTED_ISAS:
-            raise _unavailable(
-                f"the emulated driver offers {', '.join(SUPPORTED_ISAS)}, not {isa!r} (ROCr 5.2 "
-                "accepts gfx9/gfx10 nodes and the ISA executor for them is gfx9's)")
+        if _lib is not None:
+            return _lib
         from hsa.rocr.library import candidate_paths
 
-        loaded = _loaded_objects()
         ours = os.path.realpath(build.library_path())
-        other = [p for p in loaded if os.path.basename(p).startswith("libhsakmt.so")
+        other = [p for p in _loaded_objects() if os.path.basename(p).startswith("libhsakmt.so")
                  and os.path.realpath(p) != ours]
         if other:
             raise _unavailable(
-                f"this process loaded ROCr over {other[0]} before the emulated driver started; "
-                "open amdgpu:emulated before any other ROCr device, or in a new process")
+                f"this process loaded ROCr over {other[0]} before the emulated driver; open "
+                "amdgpu:emulated before any other ROCr device, or in a new process")
         for path in candidate_paths():
             if os.sep in path and os.path.exists(path):
                 check_rocr_links_thunk(os.path.realpath(path))
                 break
         path = build.ensure_built()
-        os.environ["AMDGPU_EMULATED_ISA"] = isa
-        # No SDMA engine is emulated: ROCr copies with its blit kernels instead.
-        os.environ.setdefault("HSA_ENABLE_SDMA", "0")
         try:
             lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
             _bind(lib)
@@ -478,8 +469,41 @@ def start(isa: str = DEFAULT_ISA) -> EmulatedDevice:
         if identity != IDENTITY:
             raise _unavailable(f"{path} is not the emulated driver this package expects "
                                f"({identity!r}); rebuild it with scripts/setup.sh")
-        _device = EmulatedDevice(lib, isa)
+        _lib = lib
+        return lib
+
+
+def start(isa: str = DEFAULT_ISA) -> EmulatedDevice:
+    """Load the thunk (before ROCr), switch it on and start the device side; idempotent.
+
+    Raises HsaUnavailable with one line naming the cause: an ISA the emulated driver does
+    not offer, a thunk that cannot be built or loaded, a ROCr already loaded over another
+    libhsakmt, or a ROCr with the thunk linked in."""
+    global _device
+    if isa not in SUPPORTED_ISAS:
+        raise _unavailable(
+            f"the emulated driver offers {', '.join(SUPPORTED_ISAS)}, not {isa!r} (ROCr 5.2 "
+            "accepts gfx9/gfx10 nodes, and the ISA executor for them is gfx9's)")
+    lib = preload()
+    with _lock:
+        if _device is not None and _device.agent.info.name != isa:
+            raise _unavailable(
+                f"the emulated driver of this process already runs a {_device.agent.info.name}; "
+                f"one process has one emulated GPU, so {isa} needs a new process")
+        os.environ["AMDGPU_EMULATED_ISA"] = isa
+        # No SDMA engine is emulated: ROCr copies with its blit kernels instead.
+        os.environ.setdefault("HSA_ENABLE_SDMA", "0")
+        lib.hsakmt_emu_enable(1)
+        if _device is None:
+            _device = EmulatedDevice(lib, isa)
         return _device
+
+
+def stop() -> None:
+    """Switch the thunk off again (after the last emulated hsa_init is shut down), so that
+    a later plain ROCr start in this process fails as it would without /dev/kfd."""
+    if _lib is not None:
+        _lib.hsakmt_emu_enable(0)
 
 
 def device() -> EmulatedDevice | None:

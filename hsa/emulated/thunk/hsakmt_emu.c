@@ -43,6 +43,10 @@ struct config {
 };
 static struct config cfg;
 static int opened;
+/* Off until the device side turns it on (hsakmt_emu_enable) or AMDGPU_EMULATED=1: while
+ * off, OpenKFD fails as libhsakmt does without /dev/kfd, so a ROCr loaded over this library
+ * for another reason behaves as on a machine with no AMD GPU. */
+static int enabled = -1;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER; /* events, queues, detaches */
 
@@ -190,6 +194,14 @@ static uint64_t* doorbells; /* one 8 KiB page, 8-byte slots */
 /* --- the API ------------------------------------------------------------------------- */
 EXPORT HSAKMT_STATUS hsaKmtOpenKFD(void) {
     pthread_mutex_lock(&lock);
+    if (enabled < 0) {
+        const char* env = getenv("AMDGPU_EMULATED");
+        enabled = env && strcmp(env, "1") == 0;
+    }
+    if (!enabled) {
+        pthread_mutex_unlock(&lock);
+        return HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED;
+    }
     HSAKMT_STATUS st = HSAKMT_STATUS_SUCCESS;
     if (opened++ == 0) {
         if (read_config() != 0) {
@@ -791,13 +803,14 @@ EXPORT HSAKMT_STATUS hsaKmtDestroyQueue(HSA_QUEUEID id) {
     /* The device side stops reading the ring before ROCr frees it: wait (bounded) for its
      * hsakmt_emu_detach(). A queue the device never attached to has nothing to wait for. */
     uint64_t start = now_ns(CLOCK_MONOTONIC);
-    while (q->attached && now_ns(CLOCK_MONOTONIC) - start < 5000000000ull) {
+    uint64_t limit_ns = env_ull("AMDGPU_EMULATED_DETACH_MS", 5000) * 1000000ull;
+    while (q->attached && now_ns(CLOCK_MONOTONIC) - start < limit_ns) {
         struct timespec dl = deadline_after_ms(50);
         pthread_cond_timedwait(&changed, &lock, &dl);
     }
     if (q->attached)
         fprintf(stderr, "libhsakmt (emulated): queue %d destroyed while the device side still "
-                        "ran it (no detach within 5 s)\n", (int)id);
+                        "ran it (no detach in time)\n", (int)id);
     q->live = 0;
     q->dying = 0;
     q->attached = 0;
@@ -863,6 +876,13 @@ EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeou
     }
     pthread_mutex_unlock(&lock);
     return 0;
+}
+
+/* Turn the emulated driver on or off for the next OpenKFD (ROCr's next first hsa_init). */
+EXPORT void hsakmt_emu_enable(int on) {
+    pthread_mutex_lock(&lock);
+    enabled = on != 0;
+    pthread_mutex_unlock(&lock);
 }
 
 /* The device side has stopped reading queue `id` (after a note of kind 3). */
