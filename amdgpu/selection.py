@@ -133,11 +133,25 @@ def devices() -> list[DeviceReport]:
     """Every device this machine offers: ROCr GPU agents (or why there are none), the
     default virtual system's agents, and the Vulkan devices."""
     from amdgpu.hsa_backend.device import hsa_reports
-    from hsa.emulated import report as emulated_report
 
     reports = hsa_reports("rocr") + hsa_reports("virtual:" + ",".join(DEFAULT_VIRTUAL_GPUS))
-    reports.append(emulated_report(DEFAULT_EMULATED_GPU))
+    reports.append(_emulated_report(DEFAULT_EMULATED_GPU))
     return reports + _vulkan_reports()
+
+
+def _emulated_report(isa: str) -> DeviceReport:
+    """amdgpu:emulated without starting it: whether this process could open it, and
+    whether its GPU runs kernels yet."""
+    from hsa.emulated import runs_kernels, unavailable_reason
+    from hsa.provider import Capability
+
+    why = unavailable_reason()
+    kernels = runs_kernels()
+    paths = {"kernels": Capability(kernels, "" if kernels else (
+        "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and barriers only"))}
+    spec = "amdgpu:emulated" if isa == DEFAULT_EMULATED_GPU else f"amdgpu:emulated:{isa}"
+    return DeviceReport(spec, "hsa", f"Emulated AMD GPU ({isa}) under ROCr", isa, not why, why,
+                        paths, {"provider": "rocr over the emulated driver"})
 
 
 def _vulkan_reports() -> list[DeviceReport]:

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import amdgpu
-from amdgpu.errors import HSA_STATUS_ERROR_INVALID_PACKET_FORMAT, HsaError, HsaUnavailable
+from amdgpu.errors import HsaUnavailable
 from hsa.emulated import build, driver
+from hsa.status import HSA_STATUS_ERROR_INVALID_PACKET_FORMAT
 
 HERE = Path(__file__).resolve().parent
 ROCR = "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1"
@@ -115,7 +116,8 @@ def test_broken_thunk_source_is_one_line(monkeypatch, tmp_path):
 
 # --- the device spec ---------------------------------------------------------------------
 def test_spec_parsing():
-    from amdgpu.device import DeviceSpec, parse_spec
+    from amdgpu.device import DeviceSpec
+    from amdgpu.selection import parse_spec
 
     assert parse_spec("amdgpu:emulated") == DeviceSpec("hsa", "emulated", ("gfx90a",), 0)
     assert parse_spec("amdgpu:emulated:gfx90a") == DeviceSpec("hsa", "emulated", ("gfx90a",), 0)

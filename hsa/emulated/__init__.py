@@ -9,21 +9,15 @@ queues, signals, the code-object loader, blit kernels, error handling.
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import shutil
 import threading
+from typing import Any
 
-from amdgpu.errors import (
-    HSA_STATUS_ERROR_INVALID_ISA,
-    HSA_STATUS_ERROR_NOT_INITIALIZED,
-    HsaError,
-    HsaUnavailable,
-)
-from amdgpu.report import DeviceReport
-from hsa.provider import Capability
+from amdgpu.errors import HsaError, HsaUnavailable
+from hsa.rocr.library import candidate_paths, first_existing
 from hsa.rocr.provider import RocrProvider
+from hsa.status import HSA_STATUS_ERROR_INVALID_ISA, HSA_STATUS_ERROR_NOT_INITIALIZED
 from hsa.virtual import executor as executor_registry
 
 from . import build, driver
@@ -46,7 +40,7 @@ class EmulatedProvider(RocrProvider):
 
     def __init__(self, isa: str = DEFAULT_ISA, *, require_gpu: bool = True):
         global _live
-        self.device = start(isa)
+        self.device = start(isa, first_existing(candidate_paths()))
         with _live_lock:
             _live += 1
         self._counted = True
@@ -108,27 +102,29 @@ def refuse_system_rocr() -> None:
         )
 
 
-def report(isa: str = DEFAULT_ISA) -> DeviceReport:
-    """amdgpu:emulated as amdgpu.devices() lists it, without starting it: whether this
-    process could open it, and whether it runs kernels."""
-    spec = "amdgpu:emulated" if isa == DEFAULT_ISA else f"amdgpu:emulated:{isa}"
-    name = f"Emulated AMD GPU ({isa}) under ROCr"
-    why = ""
-    if driver._lib is None:
-        ours = os.path.realpath(build.library_path())
-        foreign = [p for p in driver._loaded_objects()
-                   if os.path.basename(p).startswith("libhsakmt.so") and os.path.realpath(p) != ours]
-        if foreign:
-            why = (f"this process already loaded ROCr over {foreign[0]}; open amdgpu:emulated "
-                   "in a new process")
-        elif build.is_stale(build.library_path()) and (
-                shutil.which("gcc") is None or not os.path.exists(build.HEADER)):
-            why = f"the emulated driver's libhsakmt.so.1 is not built and cannot be; {build.NEXT_STEP}"
-    kernels = Capability(runs_kernels(), "" if runs_kernels() else
-                         "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and "
-                         "barriers only")
-    return DeviceReport(spec, "hsa", name, isa, not why, why, {"kernels": kernels},
-                        {"provider": "rocr over the emulated driver"})
+def unavailable_reason() -> str:
+    """Why this process could not open amdgpu:emulated ("" when it could), without
+    starting it: for amdgpu.devices()."""
+    if driver._lib is not None:
+        return ""
+    ours = os.path.realpath(build.library_path())
+    foreign = [p for p in driver._loaded_objects()
+               if os.path.basename(p).startswith("libhsakmt.so") and os.path.realpath(p) != ours]
+    if foreign:
+        return (f"this process already loaded ROCr over {foreign[0]}; open amdgpu:emulated in "
+                "a new process")
+    if build.is_stale(build.library_path()) and (
+            shutil.which("gcc") is None or not os.path.exists(build.HEADER)):
+        return f"the emulated driver's libhsakmt.so.1 is not built and cannot be; {build.NEXT_STEP}"
+    return ""
 
 
-__all__ = ["DEFAULT_ISA", "EmulatedProvider", "SUPPORTED_ISAS", "refuse_system_rocr", "report", "runs_kernels", "start"]
+__all__ = [
+    "DEFAULT_ISA",
+    "SUPPORTED_ISAS",
+    "EmulatedProvider",
+    "refuse_system_rocr",
+    "runs_kernels",
+    "start",
+    "unavailable_reason",
+]

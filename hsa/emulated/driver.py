@@ -27,16 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import (
+from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault
+from hsa.provider import AgentInfo, DeviceType
+from hsa.status import (
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_INVALID_SIGNAL,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_NOT_INITIALIZED,
-    HsaError,
-    HsaUnavailable,
-    MemoryFault,
 )
-from hsa.provider import AgentInfo, DeviceType
 from hsa.virtual.memory import Allocation, MemoryMap
 from hsa.virtual.queues import PacketProcessor
 
@@ -361,7 +359,8 @@ class EmulatedDevice:
         self._signals = RocrSignals(lib, self.memory)
         self._loader = _NoSymbols()
         self._queues: dict[int, EmulatedQueue] = {}
-        self._thread = threading.Thread(target=self._run, name="emulated-amdgpu-device", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="emulated-amdgpu-device",
+                                        daemon=True)
         self._thread.start()
 
     def kernel_name(self, kernel_object: int) -> str:
@@ -437,16 +436,15 @@ def _bind(lib: ctypes.CDLL) -> None:
 _lib: ctypes.CDLL | None = None
 
 
-def preload() -> ctypes.CDLL:
+def preload(rocr_path: str | None = None) -> ctypes.CDLL:
     """Load the thunk with RTLD_GLOBAL, switched off, before anything loads ROCr: ROCr then
     binds to it, and behaves as without /dev/kfd until `start()` switches it on.
-    hsa.rocr.load_library() calls this where /dev/kfd does not exist."""
+    hsa.rocr.load_library() calls this where /dev/kfd does not exist. `rocr_path`: the
+    libhsa-runtime64 that will be loaded, checked for a separate libhsakmt."""
     global _lib
     with _lock:
         if _lib is not None:
             return _lib
-        from hsa.rocr.library import candidate_paths
-
         ours = os.path.realpath(build.library_path())
         other = [p for p in _loaded_objects() if os.path.basename(p).startswith("libhsakmt.so")
                  and os.path.realpath(p) != ours]
@@ -454,10 +452,8 @@ def preload() -> ctypes.CDLL:
             raise _unavailable(
                 f"this process loaded ROCr over {other[0]} before the emulated driver; open "
                 "amdgpu:emulated before any other ROCr device, or in a new process")
-        for path in candidate_paths():
-            if os.sep in path and os.path.exists(path):
-                check_rocr_links_thunk(os.path.realpath(path))
-                break
+        if rocr_path:
+            check_rocr_links_thunk(os.path.realpath(rocr_path))
         path = build.ensure_built()
         try:
             lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
@@ -473,7 +469,7 @@ def preload() -> ctypes.CDLL:
         return lib
 
 
-def start(isa: str = DEFAULT_ISA) -> EmulatedDevice:
+def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None) -> EmulatedDevice:
     """Load the thunk (before ROCr), switch it on and start the device side; idempotent.
 
     Raises HsaUnavailable with one line naming the cause: an ISA the emulated driver does
@@ -484,7 +480,7 @@ def start(isa: str = DEFAULT_ISA) -> EmulatedDevice:
         raise _unavailable(
             f"the emulated driver offers {', '.join(SUPPORTED_ISAS)}, not {isa!r} (ROCr 5.2 "
             "accepts gfx9/gfx10 nodes, and the ISA executor for them is gfx9's)")
-    lib = preload()
+    lib = preload(rocr_path)
     with _lock:
         if _device is not None and _device.agent.info.name != isa:
             raise _unavailable(

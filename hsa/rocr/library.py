@@ -67,7 +67,7 @@ def load_library(env: Mapping[str, str] | None = None, opt_root: str = "/opt") -
     if key in _cache:
         return _cache[key]
     failures: list[str] = []
-    _preload_emulated_driver()
+    _preload_emulated_driver(candidate_paths(env, opt_root))
     for path in candidate_paths(env, opt_root):
         if os.sep in path and not os.path.exists(path):
             continue
@@ -91,7 +91,12 @@ def load_library(env: Mapping[str, str] | None = None, opt_root: str = "/opt") -
     )
 
 
-def _preload_emulated_driver(kfd: str = "/dev/kfd") -> None:
+def first_existing(paths: list[str]) -> str | None:
+    """The first candidate that is a file (bare sonames are the dynamic linker's)."""
+    return next((p for p in paths if os.sep in p and os.path.exists(p)), None)
+
+
+def _preload_emulated_driver(paths: list[str], kfd: str = "/dev/kfd") -> None:
     """Without /dev/kfd no real GPU can appear, so ROCr is loaded over the emulated driver's
     libhsakmt.so.1 (switched off until amdgpu:emulated starts it; see hsa/emulated/driver.py).
     That keeps amdgpu:emulated usable after a plain ROCr probe in the same process. Where the
@@ -101,7 +106,7 @@ def _preload_emulated_driver(kfd: str = "/dev/kfd") -> None:
     try:
         from hsa.emulated.driver import preload
 
-        preload()
+        preload(first_existing(paths))
     except HsaUnavailable:
         pass
 
