@@ -1,4 +1,4 @@
-"""AQL packets: layouts (hsa.h), checked builders, batch builders, decoder, ring publishing
+"""AQL packets: layouts (hsa.h, hsa_ext_amd.h incl. gfx1250's extended dispatch), checked builders, batch builders, decoder, ring publishing
 and trace records. Imports nothing of the project but `amdgpu.errors`.
 
     import packets
@@ -16,6 +16,7 @@ from .batch import (
     barrier_and_batch,
     barrier_or_batch,
     barrier_value_batch,
+    ext_kernel_dispatch_batch,
     kernel_dispatch_batch,
 )
 from .build import (
@@ -23,16 +24,19 @@ from .build import (
     barrier_and,
     barrier_or,
     barrier_value,
+    ext_dispatch_check,
+    ext_kernel_dispatch,
     header_word,
     invalid,
     kernel_dispatch,
 )
-from .decode import decode, decode_many, encode, format_packet, format_packets, packet_bytes
+from .decode import DISPATCH_KINDS, decode, decode_many, encode, format_packet, format_packets, packet_bytes
 from .layout import (
     AGENT_DISPATCH,
     BARRIER_AND,
     BARRIER_OR,
     BARRIER_VALUE,
+    EXT_KERNEL_DISPATCH,
     INVALID_HEADER,
     KERNEL_DISPATCH,
     MAX_DEP_SIGNALS,
@@ -59,7 +63,9 @@ from .trace import (
 )
 
 __all__ = [
-    "AGENT_DISPATCH", "BARRIER_AND", "BARRIER_OR", "BARRIER_VALUE", "INVALID_HEADER",
+    "AGENT_DISPATCH", "BARRIER_AND", "BARRIER_OR", "BARRIER_VALUE", "DISPATCH_KINDS",
+    "EXT_KERNEL_DISPATCH", "INVALID_HEADER", "ext_dispatch_check", "ext_kernel_dispatch",
+    "ext_kernel_dispatch_batch",
     "KERNEL_DISPATCH", "MAX_DEP_SIGNALS", "MAX_WORKGROUP_PRODUCT", "PACKET", "PACKET_SIZE",
     "AmdVendorFormat", "BarrierValueCondition", "FenceScope", "MemorySink", "PacketType",
     "Ring", "TraceWriter", "active_sink", "agent_dispatch", "agent_dispatch_batch",

@@ -20,6 +20,7 @@ from .layout import (
     BARRIER_AND,
     BARRIER_OR,
     BARRIER_VALUE,
+    EXT_KERNEL_DISPATCH,
     KERNEL_DISPATCH,
     MAX_DEP_SIGNALS,
     MAX_WORKGROUP_PRODUCT,
@@ -100,6 +101,81 @@ def kernel_dispatch_batch(
     out["group_segment_size"] = group
     out["kernel_object"] = kobj
     out["kernarg_address"] = karg
+    out["completion_signal"] = signal
+    return out
+
+
+def ext_kernel_dispatch_batch(
+    *,
+    workgroup_size,
+    cluster_count,
+    cluster_size=1,
+    private_segment_size=0,
+    group_segment_size=0,
+    kernel_object,
+    kernarg_address,
+    dep_signal=0,
+    completion_signal=0,
+    perf_hint=0,
+    barrier=True,
+    acquire_fence_scope=_SYSTEM,
+    release_fence_scope=_SYSTEM,
+    dims=None,
+    count: int | None = None,
+) -> np.ndarray:
+    """N hsa_amd_ext_kernel_dispatch_packet_t (gfx1250) as an EXT_KERNEL_DISPATCH array;
+    the same rules as packets.ext_kernel_dispatch, checked for every packet."""
+    wg, kw = _sizes("workgroup_size", workgroup_size)
+    clusters, kc = _sizes("cluster_count", cluster_count)
+    csize, ks = _sizes("cluster_size", cluster_size)
+    private = _uint("private_segment_size", private_segment_size, _U32)
+    group = _uint("group_segment_size", group_segment_size, _U32)
+    kobj = _uint("kernel_object", kernel_object)
+    karg = _uint("kernarg_address", kernarg_address)
+    dep = _uint("dep_signal", dep_signal)
+    signal = _uint("completion_signal", completion_signal)
+    hint = _uint("perf_hint", perf_hint, 0xFF)
+    header = _header(PacketType.VENDOR_SPECIFIC, barrier, acquire_fence_scope,
+                     release_fence_scope)
+    dims_arr = np.asarray(max(kw, kc, ks), np.int64) if dims is None else _int_array("dims", dims)
+    n = _count(count, wg[:, 0], clusters[:, 0], csize[:, 0], private, group, kobj, karg, dep,
+               signal, hint, header, dims_arr)
+
+    _first_bad(n, (dims_arr < 1) | (dims_arr > 3), "dims={} is out of range; use 1, 2 or 3",
+               dims_arr)
+    for name, arr in (("workgroup_size", wg), ("cluster_size", csize),
+                      ("cluster_count", clusters)):
+        _first_bad(n, (arr < 1).any(axis=-1), name + "={} has an entry < 1", arr)
+    _first_bad(n, wg.prod(axis=-1) > MAX_WORKGROUP_PRODUCT,
+               f"workgroup_size={{}} has more than {MAX_WORKGROUP_PRODUCT} work-items", wg)
+    _first_bad(n, (wg > _U16).any(axis=-1), "workgroup_size={} does not fit in 16 bits", wg)
+    _first_bad(n, (csize > 0xFF).any(axis=-1), "cluster_size={} does not fit in 8 bits", csize)
+    _first_bad(n, (clusters[:, 0] > _U32) | (clusters[:, 1:] > _U16).any(axis=-1),
+               "cluster_count={} does not fit (x: 32 bits, y and z: 16 bits)", clusters)
+    unused = np.arange(3) >= np.reshape(dims_arr, (-1, 1))
+    _first_bad(n, ((wg != 1) & unused).any(axis=-1) | ((clusters != 1) & unused).any(axis=-1)
+               | ((csize != 1) & unused).any(axis=-1),
+               "workgroup_size={} / cluster_count={} / cluster_size={}: dimensions beyond dims "
+               "must be 1", wg, clusters, csize)
+    _first_bad(n, kobj == 0, "kernel_object is 0; pass the kernel descriptor address{}", None)
+    _first_bad(n, karg == 0, "kernarg_address is 0; allocate the kernarg block{}", None)
+    _first_bad(n, (karg & np.uint64(15)) != 0,
+               "kernarg_address={} is not 16-byte aligned", karg)
+
+    out = np.zeros(n, EXT_KERNEL_DISPATCH)
+    out["header"] = header
+    out["amd_format"] = AmdVendorFormat.EXT_KERNEL_DISPATCH
+    out["setup"] = dims_arr
+    for prefix, arr in (("workgroup_size", wg), ("cluster_count", clusters),
+                        ("cluster_size", csize)):
+        for i, d in enumerate("xyz"):
+            out[f"{prefix}_{d}"] = arr[:, i] if arr.shape[0] > 1 else arr[0, i]
+    out["perf_hint"] = hint
+    out["private_segment_size"] = private
+    out["group_segment_size"] = group
+    out["kernel_object"] = kobj
+    out["kernarg_address"] = karg
+    out["dep_signal"] = dep
     out["completion_signal"] = signal
     return out
 

@@ -30,6 +30,8 @@ _KERNEL_DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
 _BARRIER = struct.Struct("<HHI5QQQ")
 _AGENT_DISPATCH = struct.Struct("<HHIQ4QQQ")
 _BARRIER_VALUE = struct.Struct("<HBBIQqqIIQQQ")
+_EXT_KERNEL_DISPATCH = struct.Struct("<HBBHHHHIHHBBBBIIQQQQ")
+_U8 = 0xFF
 
 _SYSTEM = int(FenceScope.SYSTEM)
 
@@ -103,6 +105,81 @@ def kernel_dispatch(
             completion_signal=(completion_signal, _U64),
         )
         raise
+
+
+def ext_kernel_dispatch(
+    *,
+    workgroup_size: int | Sequence[int],
+    cluster_count: int | Sequence[int],
+    cluster_size: int | Sequence[int] = 1,
+    private_segment_size: int = 0,
+    group_segment_size: int = 0,
+    kernel_object: int,
+    kernarg_address: int,
+    dep_signal: int = 0,
+    completion_signal: int = 0,
+    perf_hint: int = 0,
+    barrier: bool = True,
+    acquire_fence_scope: int = _SYSTEM,
+    release_fence_scope: int = _SYSTEM,
+    dims: int | None = None,
+) -> bytes:
+    """hsa_amd_ext_kernel_dispatch_packet_t (gfx1250): a vendor-specific packet with
+    amd_format EXT_KERNEL_DISPATCH. The grid is cluster_count x cluster_size x workgroup_size
+    work-items per dimension; `dep_signal` (0: none) must reach 0 before the dispatch starts.
+    The rules checked are ROCr's: setup (dims) 1-3, no zero workgroup or cluster size."""
+    wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)
+    cx, cy, cz, nc = _dim3("cluster_count", cluster_count)
+    sx, sy, sz, ns = _dim3("cluster_size", cluster_size)
+    if dims is None:
+        dims = max(nw, nc, ns)
+    elif dims not in (1, 2, 3):
+        raise PacketError(f"dims={dims!r} is out of range; a kernel dispatch has 1, 2 or 3 dims")
+    ext_dispatch_check(dims, (wx, wy, wz), (cx, cy, cz), (sx, sy, sz))
+    if not kernel_object:
+        raise PacketError("kernel_object is 0; pass the kernel descriptor address (symbol .kd)")
+    if not kernarg_address or kernarg_address & 15:
+        _kernarg_error(kernarg_address)
+    header = header_word(0, barrier, acquire_fence_scope, release_fence_scope)
+    try:
+        return _EXT_KERNEL_DISPATCH.pack(
+            header, AmdVendorFormat.EXT_KERNEL_DISPATCH, dims, wx, wy, wz, 0, cx, cy, cz,
+            sx, sy, sz, perf_hint, private_segment_size, group_segment_size,
+            kernel_object, kernarg_address, dep_signal, completion_signal,
+        )
+    except struct.error:
+        _range_error(
+            workgroup_size_x=(wx, _U16), workgroup_size_y=(wy, _U16),
+            workgroup_size_z=(wz, _U16), cluster_count_x=(cx, _U32),
+            cluster_count_y=(cy, _U16), cluster_count_z=(cz, _U16),
+            cluster_size_x=(sx, _U8), cluster_size_y=(sy, _U8), cluster_size_z=(sz, _U8),
+            perf_hint=(perf_hint, _U8), private_segment_size=(private_segment_size, _U32),
+            group_segment_size=(group_segment_size, _U32), kernel_object=(kernel_object, _U64),
+            kernarg_address=(kernarg_address, _U64), dep_signal=(dep_signal, _U64),
+            completion_signal=(completion_signal, _U64),
+        )
+        raise
+
+
+def ext_dispatch_check(dims: int, wg: tuple, count: tuple, size: tuple,
+                       reserved0: int = 0) -> None:
+    """ROCr's rules for an extended dispatch packet; raises PacketError naming the first
+    broken one. Shared by the builder and the virtual packet processor."""
+    if dims not in (1, 2, 3):
+        raise PacketError(f"setup={dims} is out of range; the dimensions are 1, 2 or 3")
+    if reserved0:
+        raise PacketError(f"reserved0={reserved0:#x} is not 0; reserved fields must be 0")
+    for name, vec in (("workgroup_size", wg), ("cluster_size", size),
+                      ("cluster_count", count)):
+        if min(vec) < 1:
+            raise PacketError(f"{name}={tuple(vec)} has an entry < 1; every dimension "
+                              "must be >= 1")
+        if dims < 3 and (vec[2] != 1 or (dims == 1 and vec[1] != 1)):
+            raise PacketError(f"dims={dims} but {name}={tuple(vec)}: dimensions beyond dims "
+                              "must be 1")
+    if wg[0] * wg[1] * wg[2] > MAX_WORKGROUP_PRODUCT:
+        raise PacketError(f"workgroup_size={tuple(wg)} has {wg[0] * wg[1] * wg[2]} "
+                          f"work-items; at most {MAX_WORKGROUP_PRODUCT} per workgroup")
 
 
 def barrier_and(

@@ -1,12 +1,14 @@
 """Decode 64-byte AQL packets into dicts with hsa.h field names, encode them back, and
 format them as text (one line for logs and traces, several lines for inspection).
 
-A decoded dict always holds "kind" (kernel_dispatch, barrier_and, barrier_or,
-agent_dispatch, barrier_value, vendor_specific, invalid or unknown), "type" (PacketType, or
+A decoded dict always holds "kind" (kernel_dispatch, ext_kernel_dispatch, barrier_and,
+barrier_or, agent_dispatch, barrier_value, vendor_specific, invalid or unknown), "type" (PacketType, or
 the raw number), "header", "barrier", "acquire_fence_scope" and "release_fence_scope", then
 the hsa.h fields of that packet. Two names differ from hsa.h: the agent dispatch packet's
 `type` field is "agent_type" (so "type" stays the packet type), and the vendor header's
-`header.AmdFormat` is flattened to "AmdFormat".
+`header.AmdFormat` is flattened to "AmdFormat". An ext_kernel_dispatch dict also holds
+derived keys (not packet fields): "dims" and "grid_size_x/y/z" (cluster_count x cluster_size
+x workgroup_size), so tools can treat both dispatch kinds alike.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ _KERNEL_DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
 _BARRIER = struct.Struct("<HHI5QQQ")
 _AGENT_DISPATCH = struct.Struct("<HHIQ4QQQ")
 _BARRIER_VALUE = struct.Struct("<HBBIQqqIIQQQ")
+_EXT_KERNEL_DISPATCH = struct.Struct("<HBBHHHHIHHBBBBIIQQQQ")
+
+# Packet kinds that launch a kernel (the classic packet and gfx1250's extended one).
+DISPATCH_KINDS = ("kernel_dispatch", "ext_kernel_dispatch")
 
 _KINDS = {
     PacketType.KERNEL_DISPATCH: "kernel_dispatch",
@@ -42,6 +48,7 @@ _KINDS = {
 
 # Fields shown in hex by format_packet.
 _HEX_FIELDS = {"kernel_object", "kernarg_address", "completion_signal", "return_address",
+               "dep_signal",
                "signal", "mask", "header"}
 
 
@@ -93,7 +100,10 @@ def decode(data) -> dict:
         fields["kind"] = "vendor_specific"
         fields["AmdFormat"] = raw[2]
         fields["reserved"] = raw[3]
-        if raw[2] == AmdVendorFormat.BARRIER_VALUE:
+        if raw[2] == AmdVendorFormat.EXT_KERNEL_DISPATCH:
+            del fields["AmdFormat"], fields["reserved"]
+            fields.update(_ext_dispatch_fields(raw))
+        elif raw[2] == AmdVendorFormat.BARRIER_VALUE:
             v = _BARRIER_VALUE.unpack(raw)
             fields.update(
                 kind="barrier_value", reserved0=v[3], signal=v[4], value=v[5], mask=v[6],
@@ -107,6 +117,22 @@ def decode(data) -> dict:
             fields["kind"] = "invalid"
         fields["raw"] = raw
     return fields
+
+
+def _ext_dispatch_fields(raw: bytes) -> dict:
+    v = _EXT_KERNEL_DISPATCH.unpack(raw)
+    f = dict(
+        kind="ext_kernel_dispatch", amd_format=v[1], setup=v[2], dims=v[2] & 3,
+        workgroup_size_x=v[3], workgroup_size_y=v[4], workgroup_size_z=v[5], reserved0=v[6],
+        cluster_count_x=v[7], cluster_count_y=v[8], cluster_count_z=v[9],
+        cluster_size_x=v[10], cluster_size_y=v[11], cluster_size_z=v[12], perf_hint=v[13],
+        private_segment_size=v[14], group_segment_size=v[15], kernel_object=v[16],
+        kernarg_address=v[17], dep_signal=v[18], completion_signal=v[19],
+    )
+    for d in "xyz":
+        f[f"grid_size_{d}"] = (f[f"cluster_count_{d}"] * f[f"cluster_size_{d}"]
+                               * f[f"workgroup_size_{d}"])
+    return f
 
 
 def decode_many(block) -> list[dict]:
@@ -139,6 +165,21 @@ def encode(fields: dict) -> bytes:
             completion_signal=fields.get("completion_signal", 0),
             **common,
         )
+    if kind == "ext_kernel_dispatch":
+        return build.ext_kernel_dispatch(
+            workgroup_size=tuple(fields.get(f"workgroup_size_{d}", 1) for d in "xyz"),
+            cluster_count=tuple(fields.get(f"cluster_count_{d}", 1) for d in "xyz"),
+            cluster_size=tuple(fields.get(f"cluster_size_{d}", 1) for d in "xyz"),
+            dims=fields.get("dims"),
+            private_segment_size=fields.get("private_segment_size", 0),
+            group_segment_size=fields.get("group_segment_size", 0),
+            kernel_object=fields["kernel_object"],
+            kernarg_address=fields["kernarg_address"],
+            dep_signal=fields.get("dep_signal", 0),
+            completion_signal=fields.get("completion_signal", 0),
+            perf_hint=fields.get("perf_hint", 0),
+            **common,
+        )
     if kind in ("barrier_and", "barrier_or"):
         builder = build.barrier_and if kind == "barrier_and" else build.barrier_or
         return builder(dep_signals=fields.get("dep_signal", ()),
@@ -166,6 +207,8 @@ def format_packet(data, multiline: bool = False) -> str:
     name = _name(fields["type"])
     if fields["kind"] == "barrier_value":
         name = "AMD_BARRIER_VALUE"
+    elif fields["kind"] == "ext_kernel_dispatch":
+        name = "AMD_EXT_KERNEL_DISPATCH"
     if multiline:
         lines = [f"{name} (header 0x{fields['header']:04x})"]
         for key, value in fields.items():
@@ -190,6 +233,22 @@ def format_packet(data, multiline: bool = False) -> str:
             f"kernel_object=0x{fields['kernel_object']:x}",
             f"kernarg=0x{fields['kernarg_address']:x}",
         ]
+    elif kind == "ext_kernel_dispatch":
+        parts += [
+            f"dims={fields['dims']}",
+            "wg={workgroup_size_x}x{workgroup_size_y}x{workgroup_size_z}".format(**fields),
+            "clusters={cluster_count_x}x{cluster_count_y}x{cluster_count_z}".format(**fields),
+            "cluster={cluster_size_x}x{cluster_size_y}x{cluster_size_z}".format(**fields),
+            "grid={grid_size_x}x{grid_size_y}x{grid_size_z}".format(**fields),
+            f"private={fields['private_segment_size']}",
+            f"group={fields['group_segment_size']}",
+            f"kernel_object=0x{fields['kernel_object']:x}",
+            f"kernarg=0x{fields['kernarg_address']:x}",
+        ]
+        if fields["perf_hint"]:
+            parts.append(f"perf_hint={fields['perf_hint']}")
+        if fields["dep_signal"]:
+            parts.append(f"dep_signal=0x{fields['dep_signal']:x}")
     elif kind in ("barrier_and", "barrier_or"):
         deps = [f"0x{d:x}" for d in fields["dep_signal"] if d]
         parts.append(f"deps=[{','.join(deps)}]")

@@ -1,7 +1,7 @@
 """AQL packet layouts: enums, numpy structured dtypes and header/setup bit fields.
 
 Every layout is 64 bytes with the field names and offsets of `hsa.h` (and `hsa_ext_amd.h`
-for the AMD vendor BARRIER_VALUE packet). The byte-exact test compiles a C program against
+for the AMD vendor BARRIER_VALUE and EXT_KERNEL_DISPATCH packets). The byte-exact test compiles a C program against
 the installed headers and compares offsets and encoded bytes with these dtypes.
 """
 
@@ -46,6 +46,7 @@ class AmdVendorFormat(IntEnum):
     """hsa_amd_packet_type_t: the AmdFormat byte of an AMD vendor-specific packet."""
 
     BARRIER_VALUE = 2
+    EXT_KERNEL_DISPATCH = 3
 
 
 # Header bit positions and widths (hsa_packet_header_t / hsa_packet_header_width_t).
@@ -123,13 +124,41 @@ BARRIER_VALUE = np.dtype(
     ]
 )
 
+# hsa_amd_ext_kernel_dispatch_packet_t (ROCr hsa_ext_amd.h, newer than Debian's headers):
+# the gfx1250 dispatch packet with workgroup clusters. Its grid is, per dimension,
+# cluster_count x cluster_size x workgroup_size work-items (whole workgroups only).
+EXT_KERNEL_DISPATCH = np.dtype(
+    [
+        ("header", "<u2"),
+        ("amd_format", "u1"),
+        ("setup", "u1"),
+        ("workgroup_size_x", "<u2"),
+        ("workgroup_size_y", "<u2"),
+        ("workgroup_size_z", "<u2"),
+        ("reserved0", "<u2"),
+        ("cluster_count_x", "<u4"),
+        ("cluster_count_y", "<u2"),
+        ("cluster_count_z", "<u2"),
+        ("cluster_size_x", "u1"),
+        ("cluster_size_y", "u1"),
+        ("cluster_size_z", "u1"),
+        ("perf_hint", "u1"),
+        ("private_segment_size", "<u4"),
+        ("group_segment_size", "<u4"),
+        ("kernel_object", "<u8"),
+        ("kernarg_address", "<u8"),
+        ("dep_signal", "<u8"),
+        ("completion_signal", "<u8"),
+    ]
+)
+
 # A packet as raw bytes: the type of a ring slot or a mixed block of packets.
 PACKET = np.dtype((np.void, PACKET_SIZE))
 
 MAX_DEP_SIGNALS = 5
 MAX_WORKGROUP_PRODUCT = 1024
 
-for _dt in (KERNEL_DISPATCH, AGENT_DISPATCH, BARRIER_AND, BARRIER_OR, BARRIER_VALUE, PACKET):
+for _dt in (KERNEL_DISPATCH, EXT_KERNEL_DISPATCH, AGENT_DISPATCH, BARRIER_AND, BARRIER_OR, BARRIER_VALUE, PACKET):
     assert _dt.itemsize == PACKET_SIZE, _dt
 
 
@@ -195,4 +224,6 @@ def dtype_for(packet_type: int, amd_format: int | None = None) -> np.dtype:
         return AGENT_DISPATCH
     if packet_type == PacketType.VENDOR_SPECIFIC and amd_format == AmdVendorFormat.BARRIER_VALUE:
         return BARRIER_VALUE
+    if packet_type == PacketType.VENDOR_SPECIFIC and amd_format == AmdVendorFormat.EXT_KERNEL_DISPATCH:
+        return EXT_KERNEL_DISPATCH
     return PACKET
