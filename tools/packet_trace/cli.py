@@ -53,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", action="append",
                    help="only dispatches of kernels matching this name (glob or substring)")
     p.add_argument("--type", action="append",
-                   help="only this packet type: kernel_dispatch, barrier_and, barrier_or, "
-                        "barrier_value, agent_dispatch (or dispatch, and, or, value, agent)")
+                   help="only this packet type: kernel_dispatch, ext_kernel_dispatch, "
+                        "barrier_and, barrier_or, barrier_value, agent_dispatch (or dispatch, "
+                        "ext, and, or, value, agent)")
     p.add_argument("--since", help="absolute host ns, or a time after the first packet (25us)")
     p.add_argument("--until", help="absolute host ns, or a time after the first packet (1ms)")
     p.add_argument("--limit", type=int, help="at most N packets")

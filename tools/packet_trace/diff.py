@@ -13,7 +13,7 @@ import itertools
 from rich.console import Console
 from rich.markup import escape
 
-from packets import decode
+from packets import DISPATCH_KINDS, decode
 
 from .model import SymbolTable, decode_kernargs, packet_records, type_name
 
@@ -82,6 +82,11 @@ def _show(key: str, value) -> str:
     return str(value)
 
 
+def _is_dispatch(raw: bytes) -> bool:
+    """A classic dispatch (type 2) or gfx1250's extended one (vendor type, AmdFormat 3)."""
+    return raw[0] == 2 or (raw[0] == 0 and raw[2] == 3)
+
+
 def _object(raw: bytes) -> int:
     return int.from_bytes(raw[32:40], "little")
 
@@ -105,9 +110,9 @@ def run(args, console: Console) -> int:
             continue
         compared += 1
         if (ra.raw == rb.raw and ra.kernarg == rb.kernarg and ra.queue_id == rb.queue_id
-                and (ra.symbol == rb.symbol or ra.raw[:1] != b"\x02")
+                and (ra.symbol == rb.symbol or not _is_dispatch(ra.raw))
                 and (not args.ids or ra.packet_id == rb.packet_id)):
-            if ra.raw[:1] != b"\x02" or (sa.names.get(_object(ra.raw))
+            if not _is_dispatch(ra.raw) or (sa.names.get(_object(ra.raw))
                                           == sb.names.get(_object(rb.raw))):
                 continue  # the same bytes (and kernel name): nothing to decode
         fa, fb = decode(ra.raw), decode(rb.raw)
@@ -120,7 +125,7 @@ def run(args, console: Console) -> int:
             changes.append(("type", type_name(fa), type_name(fb)))
         else:
             changes += field_changes(fa, fb, ignore)
-            if fa["kind"] == "kernel_dispatch":
+            if fa["kind"] in DISPATCH_KINDS:
                 name_a = ra.symbol or sa.name(fa["kernel_object"])
                 name_b = rb.symbol or sb.name(fb["kernel_object"])
                 if name_a != name_b and "kernel" not in ignore:
@@ -132,7 +137,7 @@ def run(args, console: Console) -> int:
         if printed < args.max:
             printed += 1
             kernel = (" " + (ra.symbol or sa.name(fa["kernel_object"]))
-                      if fa["kind"] == "kernel_dispatch" else "")
+                      if fa["kind"] in DISPATCH_KINDS else "")
             console.print(escape(
                 f"packet {compared - 1}: queue {ra.queue_id} id {ra.packet_id} | "
                 f"queue {rb.queue_id} id {rb.packet_id}: {type_name(fa)}{kernel}"),

@@ -17,7 +17,7 @@ import subprocess
 from rich.console import Console
 
 from amdgpu.errors import AmdgpuError
-from packets import decode, trace
+from packets import DISPATCH_KINDS, decode, trace
 
 from .model import DependencyTracker, SymbolTable, type_name
 from .output import atomic_text_file
@@ -51,7 +51,7 @@ class DotWriter:
         key = (rec.queue_id, rec.packet_id)
         kind = type_name(fields)
         label = f"q{rec.queue_id} #{rec.packet_id}\\n{kind}"
-        if fields["kind"] == "kernel_dispatch":
+        if fields["kind"] in DISPATCH_KINDS:
             if rec.symbol:
                 self.symbols.learn(fields["kernel_object"], rec.symbol)
             name = rec.symbol or self.symbols.name(fields["kernel_object"])

@@ -17,16 +17,21 @@ from packets.layout import AmdVendorFormat, PacketType
 
 # --- packet types ------------------------------------------------------------------------
 
-# Type codes: the header's type byte, plus BARRIER_VALUE (an AMD vendor packet) and UNKNOWN.
+# Type codes: the header's type byte, plus the AMD vendor packets BARRIER_VALUE and
+# EXT_KERNEL_DISPATCH (gfx1250's dispatch packet), and UNKNOWN.
 TYPE_NAMES = (
     "vendor_specific", "invalid", "kernel_dispatch", "barrier_and", "agent_dispatch",
-    "barrier_or", "barrier_value", "unknown",
+    "barrier_or", "barrier_value", "unknown", "ext_kernel_dispatch",
 )
 BARRIER_VALUE_CODE = 6
 UNKNOWN_CODE = 7
+EXT_DISPATCH_CODE = 8
+# Codes of the packets that launch a kernel.
+DISPATCH_CODES = (int(PacketType.KERNEL_DISPATCH), EXT_DISPATCH_CODE)
 TYPE_ALIASES = {
     "dispatch": "kernel_dispatch", "kernel": "kernel_dispatch", "and": "barrier_and",
     "or": "barrier_or", "value": "barrier_value", "agent": "agent_dispatch",
+    "ext": "ext_kernel_dispatch", "ext_dispatch": "ext_kernel_dispatch",
     "vendor": "vendor_specific",
 }
 
@@ -51,6 +56,8 @@ def type_codes(header: np.ndarray, amd_format: np.ndarray) -> np.ndarray:
     vendor_value = (code == int(PacketType.VENDOR_SPECIFIC)) & (
         amd_format == int(AmdVendorFormat.BARRIER_VALUE))
     code[vendor_value] = BARRIER_VALUE_CODE
+    code[(code == int(PacketType.VENDOR_SPECIFIC)) & (
+        amd_format == int(AmdVendorFormat.EXT_KERNEL_DISPATCH))] = EXT_DISPATCH_CODE
     return code
 
 
@@ -222,12 +229,15 @@ class Edge:
     source: PacketKey | None  # None: no packet of the trace completes that signal
     target: PacketKey
     signal: int
-    kind: str  # barrier_and | barrier_or | barrier_value
+    kind: str  # barrier_and | barrier_or | barrier_value | ext_kernel_dispatch (dep_signal)
 
 
 def waited_signals(fields: dict) -> list[int]:
-    """The signals a packet waits on (barrier dep signals, a barrier-value signal)."""
+    """The signals a packet waits on (barrier dep signals, a barrier-value signal, the
+    dep_signal of a gfx1250 extended dispatch)."""
     kind = fields["kind"]
+    if kind == "ext_kernel_dispatch" and fields["dep_signal"]:
+        return [fields["dep_signal"]]
     if kind in ("barrier_and", "barrier_or"):
         return [s for s in fields["dep_signal"] if s]
     if kind == "barrier_value" and fields["signal"]:

@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 
 from rich.console import Console
 
-from packets import decode, trace
+from packets import DISPATCH_KINDS, decode, trace
 
 from .model import DependencyTracker, SymbolTable, jsonable, type_name
 from .output import atomic_text_file
@@ -87,7 +87,7 @@ class PerfettoExporter:
         return tid
 
     def _label(self, rec: trace.PacketRecord, fields: dict) -> str:
-        if fields["kind"] == "kernel_dispatch":
+        if fields["kind"] in DISPATCH_KINDS:
             return rec.symbol or self.symbols.name(fields["kernel_object"])
         return type_name(fields)
 
@@ -96,7 +96,7 @@ class PerfettoExporter:
     def add(self, rec) -> None:
         if isinstance(rec, trace.PacketRecord):
             fields = decode(rec.raw)
-            if fields["kind"] == "kernel_dispatch" and rec.symbol:
+            if fields["kind"] in DISPATCH_KINDS and rec.symbol:
                 self.symbols.learn(fields["kernel_object"], rec.symbol)
             if self.pending and not _continues(self.pending[-1][0], rec):
                 self._flush()

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from packets import decode, trace
+from packets import DISPATCH_KINDS, decode, trace
 
 from .model import (
     SymbolTable,
@@ -69,7 +69,7 @@ def _payload_text(payload: dict) -> str:
 
 
 def kernel_of(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str | None:
-    if fields["kind"] != "kernel_dispatch":
+    if fields["kind"] not in DISPATCH_KINDS:
         return None
     return rec.symbol or symbols.name(fields["kernel_object"])
 
@@ -96,6 +96,13 @@ def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
     tail = f"\ncompletion_signal=0x{done:x}" if done else ""
     if kind == "kernel_dispatch":
         return kernarg_text(rec, fields, symbols) + tail
+    if kind == "ext_kernel_dispatch":  # gfx1250: the grid in clusters of workgroups
+        axes = "xyz"[:max(1, min(3, fields["dims"]))]
+        count = "x".join(str(fields[f"cluster_count_{a}"]) for a in axes)
+        size = "x".join(str(fields[f"cluster_size_{a}"]) for a in axes)
+        dep = fields["dep_signal"]
+        return (f"clusters {count} of {size} workgroups\n" + kernarg_text(rec, fields, symbols)
+                + (f"\ndep_signal=0x{dep:x}" if dep else "") + tail)
     if kind in ("barrier_and", "barrier_or"):
         deps = ", ".join(f"0x{d:x}" for d in fields["dep_signal"] if d)
         return f"deps=[{deps}]" + tail
@@ -111,15 +118,16 @@ def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
 
 
 def shape(fields: dict) -> str:
-    if fields["kind"] != "kernel_dispatch":
+    if fields["kind"] not in DISPATCH_KINDS:
         return ""
-    grid = "x".join(str(fields[f"grid_size_{a}"]) for a in "xyz"[:max(1, fields["dims"])])
-    wg = "x".join(str(fields[f"workgroup_size_{a}"]) for a in "xyz"[:max(1, fields["dims"])])
+    axes = "xyz"[:max(1, min(3, fields["dims"]))]
+    grid = "x".join(str(fields[f"grid_size_{a}"]) for a in axes)
+    wg = "x".join(str(fields[f"workgroup_size_{a}"]) for a in axes)
     return f"{grid} / {wg}"
 
 
 # (header, width, right-justified); the last column takes the rest of the line.
-COLUMNS = [("t+us", 10, True), ("queue", 5, True), ("id", 7, True), ("type", 17, False),
+COLUMNS = [("t+us", 10, True), ("queue", 5, True), ("id", 7, True), ("type", 19, False),
            ("bar", 3, False), ("acq/rel", 11, False), ("kernel", 22, False),
            ("grid / wg", 14, False), ("details (kernargs by name, signals)", 30, False)]
 
@@ -257,7 +265,7 @@ def run(args, console: Console) -> int:
                 continue
             fields = decode(rec.raw)
             kernel = kernel_of(rec, fields, symbols)
-            if fields["kind"] == "kernel_dispatch" and rec.symbol:
+            if fields["kind"] in DISPATCH_KINDS and rec.symbol:
                 symbols.learn(fields["kernel_object"], rec.symbol)
             if not filters.accept(rec, fields, kernel):
                 continue

@@ -22,13 +22,13 @@ from rich.table import Table
 from amdgpu.errors import TraceFormatError
 from packets import trace
 
-from .model import PACKET_VIEW, TYPE_NAMES, SymbolTable, jsonable, type_codes
+from .model import DISPATCH_CODES, PACKET_VIEW, TYPE_NAMES, SymbolTable, jsonable, type_codes
 from .scan import scan
 
 _WINDOW = 1 << 16  # recent dispatches per queue that completions are matched against
 _NO_ID = np.uint64(2**64 - 1)
 _N_TYPES = len(TYPE_NAMES)
-_DISPATCH = TYPE_NAMES.index("kernel_dispatch")
+_DISPATCH = np.array(DISPATCH_CODES)  # classic and gfx1250 extended dispatches
 
 
 @dataclass
@@ -164,7 +164,7 @@ class StatsBuilder:
             t1 = int(rows["doorbell_ns"][mask].max())
             qs.first_ns = t0 if qs.first_ns is None else min(qs.first_ns, t0)
             qs.last_ns = t1 if qs.last_ns is None else max(qs.last_ns, t1)
-        dmask = codes == _DISPATCH
+        dmask = np.isin(codes, _DISPATCH)
         if dmask.any():
             objects, inverse, counts = np.unique(rows["kernel_object"][dmask],
                                                  return_inverse=True, return_counts=True)
@@ -186,7 +186,7 @@ class StatsBuilder:
             pids = rows["packet_id"][sel]
             slots = (pids & np.uint64(_WINDOW - 1)).astype(np.int64)
             ids_win[slots] = pids
-            obj_win[slots] = np.where(codes[sel] == _DISPATCH, rows["kernel_object"][sel], 0)
+            obj_win[slots] = np.where(np.isin(codes[sel], _DISPATCH), rows["kernel_object"][sel], 0)
 
     def _add_completions(self, done: np.ndarray) -> None:
         durations = done["end_ns"].astype(np.int64) - done["start_ns"].astype(np.int64)

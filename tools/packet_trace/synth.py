@@ -146,6 +146,50 @@ def write_sample(path: str | os.PathLike | None, a: float = 2.0, n: int = 1024,
         waiter=(1, wid), signal=s_saxpy)
 
 
+def write_gfx1250_sample(path: str | os.PathLike, cluster: int = 2) -> Sample:
+    """A gfx1250 queue dispatching with the extended packet: saxpy in clusters of `cluster`
+    workgroups signalling S, fill waiting on S through its dep_signal, a publish_many batch
+    of extended dispatches closed by a barrier-AND, and a command buffer replay of a block
+    template holding extended dispatches."""
+    s_saxpy, s_done = SIGNAL_BASE, SIGNAL_BASE + 64
+    writer = packets.TraceWriter(path)
+    previous = packets.set_sink(writer)
+    try:
+        q = LoopbackQueue(64, 0)
+        writer.queue_created(0, {"size": 64, "agent": "gfx1250"})
+        writer.kernel_symbol(SAXPY_OBJECT, "saxpy", SAXPY_LAYOUT)
+        writer.kernel_symbol(FILL_OBJECT, "fill", FILL_LAYOUT)
+        ring = q.ring()
+        pid = ring.publish(packets.ext_kernel_dispatch(
+            workgroup_size=64, cluster_count=8, cluster_size=cluster, kernel_object=SAXPY_OBJECT,
+            kernarg_address=KERNARG_BASE, completion_signal=s_saxpy),
+            kernarg=saxpy_kernarg(0x7F0000300000, 0x7F0000400000, 2.0, 1024), symbol="saxpy")
+        writer.completion(0, pid, 1_000, 4_000)
+        fid = ring.publish(packets.ext_kernel_dispatch(
+            workgroup_size=(16, 16), cluster_count=(2, 2), cluster_size=(2, 2),
+            kernel_object=FILL_OBJECT, kernarg_address=KERNARG_BASE + 0x100,
+            dep_signal=s_saxpy), kernarg=struct.pack("<QI", 0x7F00005, 7), symbol="fill")
+        block = np.concatenate([
+            packets.ext_kernel_dispatch_batch(
+                workgroup_size=64, cluster_count=4, kernel_object=SAXPY_OBJECT,
+                kernarg_address=KERNARG_BASE + 0x200 + 64 * np.arange(3)).view(packets.PACKET),
+            packets.barrier_and_batch(dep_signals=[[s_saxpy]], completion_signal=s_done,
+                                      count=1).view(packets.PACKET)])
+        ring.publish_many(block)
+        writer.block_template(packets.trace.BlockTemplateRecord.build(
+            7, block, kernarg_offsets=[0, 64, 128], kernarg_sizes=[24, 24, 24], signal_row=3,
+            kernarg=bytes(192)))
+        ring.publish_many(block, None, writer.block_replay,
+                          (7, KERNARG_BASE + 0x1000, s_done, ()))
+    finally:
+        packets.set_sink(previous)
+        writer.close()
+    return Sample(
+        packets_by_type={"ext_kernel_dispatch": 8, "kernel_dispatch": 0, "barrier_and": 2},
+        kernels={"saxpy": 7, "fill": 1}, queues=1, producer=(0, pid), waiter=(0, fid),
+        signal=s_saxpy)
+
+
 def write_many(path: str | os.PathLike, count: int, batch: int = 1000,
                single: bool = False, replay: bool = False) -> None:
     """`count` dispatch packets through Ring.publish_many in batches of `batch` (one
