@@ -147,10 +147,10 @@ def _emulated_report(isa: str) -> DeviceReport:
 
     why = unavailable_reason()
     kernels = runs_kernels()
-    paths = {"kernels": Capability(kernels, "" if kernels else (
+    paths = {"executor:gfx9": Capability(kernels, "" if kernels else (
         "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and barriers only"))}
     spec = "amdgpu:emulated" if isa == DEFAULT_EMULATED_GPU else f"amdgpu:emulated:{isa}"
-    return DeviceReport(spec, "hsa", f"Emulated AMD GPU ({isa}) under ROCr", isa, not why, why,
+    return DeviceReport(spec, "hsa", isa, isa, not why, why,  # the name ROCr gives the agent
                         paths, {"provider": "rocr over the emulated driver"})
 
 
