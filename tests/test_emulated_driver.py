@@ -58,8 +58,8 @@ def test_event_and_queue_rules_from_c(thunk, tmp_path):
     subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(HERE / "c" / "thunk_events.c"),
                     f"-L{thunk.parent}", "-l:libhsakmt.so.1", "-lpthread",
                     f"-Wl,-rpath,{thunk.parent}"], check=True, capture_output=True)
-    env = dict(os.environ, AMDGPU_EMULATED_DETACH_MS="300")
-    env.pop("AMDGPU_EMULATED", None)
+    # AMDGPU_EMULATED=0: the program is its own device side (no embedded Python)
+    env = dict(os.environ, AMDGPU_EMULATED_DETACH_MS="300", AMDGPU_EMULATED="0")
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
     lines = run.stdout.splitlines()
     assert run.returncode == 0 and len(lines) >= 16, run.stdout + run.stderr
@@ -193,3 +193,17 @@ def test_plain_rocr_after_emulated_shutdown_fails_as_without_kfd(thunk):
     EmulatedProvider().shut_down()
     with pytest.raises(HsaUnavailable, match="/dev/kfd does not exist"):
         RocrProvider()
+
+
+# --- a plain C program, one environment variable -----------------------------------------
+def test_c_program_runs_on_real_rocr_with_ld_library_path(thunk, tmp_path):
+    if not os.path.exists(ROCR):
+        pytest.skip("Debian's libhsa-runtime64-1 is not installed")
+    exe = tmp_path / "hsa_barrier"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "c" / "hsa_barrier.c"),
+                    "-lhsa-runtime64"], check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMDGPU_EMULATED")}
+    env["LD_LIBRARY_PATH"] = str(thunk.parent)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "agent gfx90a: barrier completed, signal 0" in run.stdout

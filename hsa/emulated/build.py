@@ -66,7 +66,29 @@ def build(out: Path | None = None) -> Path:
         first = (result.stderr.strip().splitlines() or ["(no output)"])[0]
         raise _unavailable(f"gcc failed to build libhsakmt.so.1: {first}")
     os.replace(tmp, out)  # atomic: a concurrent loader sees the old or the new file
+    write_embedding(out.parent)
     return out
+
+
+def write_embedding(folder: Path) -> None:
+    """embed.conf (the libpython to load) and embed.py (what it runs) for programs that
+    load the thunk by themselves (LD_LIBRARY_PATH=build/emulated): the thunk starts the
+    device side in an embedded Python from them."""
+    import sysconfig
+
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ldlib = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY") or ""
+    libpython = os.path.join(libdir, ldlib)
+    paths = [str(ROOT)] + [p for p in sys.path if p and os.path.isdir(p)]
+    script = (
+        "# Written by hsa/emulated/build.py: the embedded device side of the emulated driver.\n"
+        "import sys\n"
+        f"sys.path[:0] = [p for p in {paths!r} if p not in sys.path]\n"
+        "from hsa.emulated.driver import serve_embedded\n"
+        f"serve_embedded({str(folder / 'libhsakmt.so.1')!r})\n"
+    )
+    (folder / "embed.conf").write_text(libpython + "\n")
+    (folder / "embed.py").write_text(script)
 
 
 def ensure_built() -> Path:
@@ -76,7 +98,7 @@ def ensure_built() -> Path:
         if not lib.exists():
             raise _unavailable(f"{ENV_VAR}={lib} does not exist")
         return lib
-    if is_stale(lib):
+    if is_stale(lib) or not (lib.parent / "embed.py").exists():
         build(lib)
     return lib
 

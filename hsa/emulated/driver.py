@@ -465,8 +465,23 @@ def preload(rocr_path: str | None = None) -> ctypes.CDLL:
         if identity != IDENTITY:
             raise _unavailable(f"{path} is not the emulated driver this package expects "
                                f"({identity!r}); rebuild it with scripts/setup.sh")
+        lib.hsakmt_emu_enable(0)  # off until start(): ROCr then fails as without /dev/kfd
         _lib = lib
         return lib
+
+
+def serve_embedded(library: str) -> None:
+    """The device side for a program that loaded the thunk by itself (a C program run with
+    LD_LIBRARY_PATH=build/emulated): called by the thunk's embedded Python, inside
+    hsaKmtOpenKFD. Starts the device thread and returns."""
+    global _lib, _device
+    with _lock:
+        if _device is not None:
+            return
+        lib = ctypes.CDLL(library)  # already loaded: the same handle
+        _bind(lib)
+        _lib = lib
+        _device = EmulatedDevice(lib, os.environ.get("AMDGPU_EMULATED_ISA", DEFAULT_ISA))
 
 
 def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None) -> EmulatedDevice:

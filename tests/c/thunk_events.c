@@ -35,6 +35,7 @@ static void* waiter(void* arg) {
     return NULL;
 }
 
+/* Run with AMDGPU_EMULATED=0: the library starts switched off. */
 int main(void) {
     CHECK("disabled_open_fails", hsaKmtOpenKFD() == HSAKMT_STATUS_KERNEL_IO_CHANNEL_NOT_OPENED,
           "OpenKFD succeeded while switched off");

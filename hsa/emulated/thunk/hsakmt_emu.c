@@ -14,6 +14,7 @@
  * re-checked every 100 ms), DestroyQueue waits at most 5 s for the device side.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,10 +44,63 @@ struct config {
 };
 static struct config cfg;
 static int opened;
-/* Off until the device side turns it on (hsakmt_emu_enable) or AMDGPU_EMULATED=1: while
- * off, OpenKFD fails as libhsakmt does without /dev/kfd, so a ROCr loaded over this library
- * for another reason behaves as on a machine with no AMD GPU. */
+/* 1 on, 0 off, -1 not told. The Python driver (hsa/emulated/driver.py) loads this library
+ * switched off and turns it on for amdgpu:emulated; while off, OpenKFD fails as libhsakmt
+ * does without /dev/kfd. A program that found this library by itself (LD_LIBRARY_PATH)
+ * leaves it at -1: then it is on, and the device side is started in an embedded Python
+ * (embed_device_side). AMDGPU_EMULATED=0 turns it off. */
 static int enabled = -1;
+static int device_side; /* a Python device side has been started (ours or the embedded one) */
+
+/* The device side for a program that is not our Python driver: load libpython (the path
+ * build.py wrote into embed.conf beside this library), and run embed.py, which starts the
+ * device thread of hsa/emulated/driver.py in this process. */
+static int embed_device_side(void) {
+    Dl_info info;
+    if (!dladdr((void*)&embed_device_side, &info) || !info.dli_fname) return -1;
+    char dir[4096], conf[4200], script[4200], libpython[4096];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char* slash = strrchr(dir, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    snprintf(conf, sizeof conf, "%s/embed.conf", dir);
+    snprintf(script, sizeof script, "%s/embed.py", dir);
+    FILE* f = fopen(conf, "r");
+    if (!f) {
+        fprintf(stderr, "libhsakmt (emulated): %s is missing; run scripts/setup.sh\n", conf);
+        return -1;
+    }
+    if (!fgets(libpython, sizeof libpython, f)) libpython[0] = 0;
+    fclose(f);
+    libpython[strcspn(libpython, "\n")] = 0;
+    void* py = dlopen(libpython, RTLD_NOW | RTLD_GLOBAL);
+    if (!py) {
+        fprintf(stderr, "libhsakmt (emulated): cannot load %s (%s); run scripts/setup.sh\n",
+                libpython, dlerror());
+        return -1;
+    }
+    int (*is_init)(void) = (int (*)(void))dlsym(py, "Py_IsInitialized");
+    void (*init)(int) = (void (*)(int))dlsym(py, "Py_InitializeEx");
+    int (*ensure)(void) = (int (*)(void))dlsym(py, "PyGILState_Ensure");
+    void (*release)(int) = (void (*)(int))dlsym(py, "PyGILState_Release");
+    void* (*save)(void) = (void* (*)(void))dlsym(py, "PyEval_SaveThread");
+    int (*run)(const char*) = (int (*)(const char*))dlsym(py, "PyRun_SimpleString");
+    if (!is_init || !init || !ensure || !release || !save || !run) return -1;
+    char code[4400];
+    snprintf(code, sizeof code, "exec(compile(open(%c%s%c).read(), %c%s%c, 'exec'))",
+             '"', script, '"', '"', script, '"');
+    int rc;
+    if (is_init()) { /* a Python program that loaded ROCr itself */
+        int g = ensure();
+        rc = run(code);
+        release(g);
+    } else {
+        init(0);
+        rc = run(code);
+        save(); /* let the device thread run; this thread never takes the GIL again */
+    }
+    return rc == 0 ? 0 : -1;
+}
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t changed = PTHREAD_COND_INITIALIZER; /* events, queues, detaches */
 
@@ -196,7 +250,23 @@ EXPORT HSAKMT_STATUS hsaKmtOpenKFD(void) {
     pthread_mutex_lock(&lock);
     if (enabled < 0) {
         const char* env = getenv("AMDGPU_EMULATED");
-        enabled = env && strcmp(env, "1") == 0;
+        if (env && strcmp(env, "0") == 0) {
+            enabled = 0;
+        } else {
+            enabled = 1;
+            if (!device_side) {
+                device_side = 1;
+                pthread_mutex_unlock(&lock); /* the device side calls back into this library */
+                int rc = embed_device_side();
+                pthread_mutex_lock(&lock);
+                if (rc != 0) {
+                    fprintf(stderr, "libhsakmt (emulated): the device side did not start; "
+                                    "run scripts/setup.sh, or use amdgpu:emulated from Python\n");
+                    enabled = 0;
+                    device_side = 0;
+                }
+            }
+        }
     }
     if (!enabled) {
         pthread_mutex_unlock(&lock);
@@ -882,6 +952,7 @@ EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeou
 EXPORT void hsakmt_emu_enable(int on) {
     pthread_mutex_lock(&lock);
     enabled = on != 0;
+    device_side = 1; /* only our Python driver calls this */
     pthread_mutex_unlock(&lock);
 }
 
