@@ -6,7 +6,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from amdgpu.errors import AmdgpuError
 
@@ -17,6 +17,19 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
 
     On an error the temporary file is removed and whatever was at `path` before is kept.
     """
+    with _atomic_file(path, "w") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def atomic_binary_file(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """`atomic_text_file` for bytes."""
+    with _atomic_file(path, "wb") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _atomic_file(path: str | os.PathLike, mode: str):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     try:
@@ -26,7 +39,7 @@ def atomic_text_file(path: str | os.PathLike) -> Iterator[TextIO]:
         raise AmdgpuError(f"cannot write {path}: {e.strerror} ({folder}); "
                           "create the folder or choose another output path") from None
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, mode) as f:
             yield f
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() would not
         os.replace(tmp, path)

@@ -19,6 +19,7 @@ from collections import Counter, OrderedDict
 
 from rich.console import Console
 
+from amdgpu.errors import AmdgpuError
 from packets import DISPATCH_KINDS, decode, trace
 
 from .model import DependencyTracker, SymbolTable, jsonable, type_name
@@ -177,7 +178,27 @@ def _continues(prev: trace.PacketRecord, rec: trace.PacketRecord) -> bool:
             and rec.publish_ns == prev.publish_ns and rec.packet_id == prev.packet_id + 1)
 
 
+PROTOBUF_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
+
+
 def run(args, console: Console) -> int:
+    """`export`: --perfetto (protobuf by suffix, else JSON) and/or --csv."""
+    if not args.perfetto and not args.csv:
+        raise AmdgpuError("export needs an output: --perfetto OUT.pftrace (Perfetto protobuf), "
+                          "--perfetto OUT.json (Chrome JSON) or --csv OUT.csv (rocprofv3 "
+                          "kernel_trace columns)")
+    if args.csv:
+        from .kernel_csv import run as run_csv
+        run_csv(args, console)
+    if args.perfetto and str(args.perfetto).endswith(PROTOBUF_SUFFIXES):
+        from .pftrace import run_pftrace
+        return run_pftrace(args.file, args.perfetto, console)
+    if args.perfetto:
+        return run_json(args, console)
+    return 0
+
+
+def run_json(args, console: Console) -> int:
     # The JSON is written whole or not at all: a bad trace leaves no partial file behind.
     records = trace.read_trace(args.file)
     with atomic_text_file(args.perfetto) as out:
