@@ -157,3 +157,15 @@ def test_vectorised_varints_equal_the_scalar_encoder(values):
         1, np.array(values, np.uint64))]))
     assert nested.flat().tobytes() == b"".join(
         protowire.bytes_field(3, protowire.uint_field(1, v)) for v in values)
+
+
+def test_pftrace_names_gfx1250_extended_dispatches_and_their_dep_signal_flows(tmp_path,
+                                                                           capsys):
+    path = tmp_path / "gfx1250.aqltrace"
+    expected = synth.write_gfx1250_sample(path)
+    out = tmp_path / "g.pftrace"
+    code, _, _ = run_cli(capsys, "export", "--perfetto", out, "--csv", tmp_path / "g.csv", path)
+    assert code == 0
+    _, trace = _read_pftrace(out)
+    names = {p.track_event.name for p in trace.packet if p.HasField("track_event")}
+    assert set(expected.kernels) & names  # kernel names, not "ext_kernel_dispatch"

@@ -25,7 +25,14 @@ from packets import decode, trace
 
 from . import protowire as pw
 from .interop import DISPATCH_VIEW, first_pass
-from .model import PACKET_VIEW, TYPE_NAMES, type_codes, waited_signals
+from .model import (
+    DISPATCH_CODES,
+    EXT_DISPATCH_CODE,
+    PACKET_VIEW,
+    TYPE_NAMES,
+    type_codes,
+    waited_signals,
+)
 from .output import atomic_binary_file
 from .scan import scan
 from .stats import _submission_starts
@@ -44,8 +51,9 @@ _SEQUENCE = 1  # trusted_packet_sequence_id of every packet
 HOST_PID, DEVICE_PID, DEVICE_CLOCK_PID, VULKAN_PID = 1, 2, 3, 4
 _PROCESS_NAMES = {HOST_PID: "host submit", DEVICE_PID: "device (host clock)",
                   DEVICE_CLOCK_PID: "device (device clock)", VULKAN_PID: "vulkan submissions"}
-_DISPATCH = TYPE_NAMES.index("kernel_dispatch")
-_WAITERS = [TYPE_NAMES.index(t) for t in ("barrier_and", "barrier_or", "barrier_value")]
+# Packets that wait on signals: barriers, and gfx1250 extended dispatches (dep_signal).
+_WAITERS = [TYPE_NAMES.index(t) for t in ("barrier_and", "barrier_or", "barrier_value")] + [
+    EXT_DISPATCH_CODE]
 _ENCODE_ROWS = 1 << 15  # events encoded per numpy batch (bounds the matrices' memory)
 
 
@@ -138,9 +146,10 @@ class PftraceExporter:
         first = rows[starts]
         first_codes = codes[starts]
         label_keys = np.zeros(n_sub, [("k", "<i8"), ("v", "<u8")])
-        label_keys["k"] = np.where(sizes > 1, 0, np.where(first_codes == _DISPATCH, 1, 2))
+        first_dispatch = np.isin(first_codes, DISPATCH_CODES)
+        label_keys["k"] = np.where(sizes > 1, 0, np.where(first_dispatch, 1, 2))
         label_keys["v"] = np.where(sizes > 1, sizes, np.where(
-            first_codes == _DISPATCH, d["kernel_object"][starts], first_codes))
+            first_dispatch, d["kernel_object"][starts], first_codes))
         keys, inverse = np.unique(label_keys, return_inverse=True)
         table = []
         for k, v in zip(keys["k"].tolist(), keys["v"].tolist(), strict=True):
@@ -155,7 +164,7 @@ class PftraceExporter:
                                  ("packets", sizes), ("correlation id", correlation)])
         self.slices += n_sub
         # Device slices for dispatches with a completion record.
-        dsel = np.flatnonzero(codes == _DISPATCH)
+        dsel = np.flatnonzero(np.isin(codes, DISPATCH_CODES))
         if dsel.size:
             dd = d[dsel]
             found, s, e, c = self.first.completions.lookup(dd["queue_id"], dd["packet_id"])
@@ -168,7 +177,7 @@ class PftraceExporter:
                                     e[found], c[found], names, inv,
                                     correlation[sub_index[hit]])
         # Non-dispatch packets for other rows (barriers, agent packets) also complete.
-        osel = np.flatnonzero(codes != _DISPATCH)
+        osel = np.flatnonzero(~np.isin(codes, DISPATCH_CODES))
         if osel.size:
             found, s, e, c = self.first.completions.lookup(rows["queue_id"][osel],
                                                            rows["packet_id"][osel])
