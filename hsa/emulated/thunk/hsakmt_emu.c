@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -898,8 +899,8 @@ struct hsakmt_emu_note {
 
 /* Wait up to timeout_ms for something the device side must act on: new queues, doorbell
  * writes (a 64-bit store of the last packet id), queues being destroyed. The loop polls
- * the doorbell page with a growing sleep (20 us to 1 ms) that queue creation and
- * destruction cut short; it runs in C so that the Python device thread is off the GIL
+ * the doorbell page, yielding the CPU for the first 50 us and then with a growing sleep
+ * (20 us to 1 ms) that queue creation and destruction cut short; it runs in C so that the Python device thread is off the GIL
  * while it waits. Returns how many notes were written to out[0..max). */
 EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeout_ms) {
     uint64_t start = now_ns(CLOCK_MONOTONIC), sleep_us = 20;
@@ -934,6 +935,12 @@ EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeou
         }
         uint64_t elapsed_us = (now_ns(CLOCK_MONOTONIC) - start) / 1000;
         if (elapsed_us >= (uint64_t)timeout_ms * 1000) break;
+        if (elapsed_us < 50) { /* a doorbell right after the last one: yield, do not sleep */
+            pthread_mutex_unlock(&lock);
+            sched_yield();
+            pthread_mutex_lock(&lock);
+            continue;
+        }
         struct timespec dl;
         clock_gettime(CLOCK_REALTIME, &dl);
         dl.tv_nsec += (long)sleep_us * 1000;
