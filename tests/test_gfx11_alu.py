@@ -406,6 +406,82 @@ CASES.update({
                      lambda a, b, c: a ^ u32(0x1FC) ^ brev32([0xFFFFFFFC])[0], None),
 })
 
+def _fields(x, bits, signed):
+    x = np.asarray(x, u32).astype(np.int64)
+    out = [(x >> (bits * k)) & ((1 << bits) - 1) for k in range(32 // bits)]
+    if signed:
+        out = [np.where(v >= 1 << (bits - 1), v - (1 << bits), v) for v in out]
+    return out
+
+
+def _dot(a, b, c, bits, sa, sb, signed_acc, clamp):
+    acc = (S(c) if signed_acc else c).astype(np.int64)
+    acc = acc + sum(x * y for x, y in zip(_fields(a, bits, sa), _fields(b, bits, sb),
+                                          strict=True))
+    if clamp:
+        acc = np.clip(acc, -2**31, 2**31 - 1) if signed_acc else np.clip(acc, 0, 2**32 - 1)
+    return acc.astype(u32)
+
+
+def _i16(x, hi=False):
+    return ((np.asarray(x, u32) >> u32(16 if hi else 0)) & u32(0xFFFF)).astype(np.uint16).view(
+        np.int16).astype(np.int64)
+
+
+def _pk16(lo, hi):
+    return (np.asarray(lo).astype(np.int64).astype(u32) & u32(0xFFFF)) | (
+        (np.asarray(hi).astype(np.int64).astype(u32) & u32(0xFFFF)) << u32(16))
+
+
+def _f16bits(x):
+    return np.asarray(x, np.float64).astype(f32).astype(np.float16).view(np.uint16).astype(u32)
+
+
+# Issue #12: dot products, packing conversions and packed 16-bit ops compilers emit.
+CASES.update({
+    "dot4_iu8": ("v_dot4_i32_iu8 v4, v1, v2, v3 neg_lo:[1,1,0]", "u32",
+                 lambda a, b, c: _dot(a, b, c, 8, True, True, True, False), None),
+    "dot4_iu8_mixed_clamp": ("v_dot4_i32_iu8 v4, v1, v2, v3 neg_lo:[0,1,0] clamp", "u32",
+                             lambda a, b, c: _dot(a, b, c, 8, False, True, True, True), None),
+    "dot4_u8_clamp": ("v_dot4_u32_u8 v4, v1, v2, v3 clamp", "u32",
+                      lambda a, b, c: _dot(a, b, c, 8, False, False, False, True), None),
+    "dot8_iu4": ("v_dot8_i32_iu4 v4, v1, v2, v3 neg_lo:[1,0,0]", "u32",
+                 lambda a, b, c: _dot(a, b, c, 4, True, False, True, False), None),
+    "dot8_u4": ("v_dot8_u32_u4 v4, v1, v2, v3", "u32",
+                lambda a, b, c: _dot(a, b, c, 4, False, False, False, False), None),
+    "dot2_f16_f16": ("v_mov_b32 v4, v3\nv_dot2_f16_f16 v4, v1, v2, v3", "f16x2",
+                     lambda a, b, c: (c & u32(0xFFFF0000)) | _f16bits(
+                         f16lo(a).astype(np.float64) * f16lo(b) + f16hi(a).astype(np.float64)
+                         * f16hi(b) + f16lo(c)), None),
+    "cvt_pk_saturate": ("v_cvt_pk_i16_i32 v5, v1, v2\nv_cvt_pk_u16_u32 v6, v1, v3\n"
+                        "v_xor_b32 v4, v5, v6", "u32",
+                        lambda a, b, c: _pk16(np.clip(S(a), -32768, 32767),
+                                              np.clip(S(b), -32768, 32767))
+                        ^ _pk16(np.minimum(a, 65535), np.minimum(c, 65535)), None),
+    "cvt_pk_u8_f32": ("v_cvt_pk_u8_f32 v4, v1, v2, v3", "f32",
+                      lambda a, b, c: (c & ~(u32(0xFF) << ((b & 3) * 8))) | (
+                          np.rint(np.clip(np.nan_to_num(F(a)), 0, 255)).astype(u32)
+                          << ((b & 3) * 8)), None),
+    "cvt_pk_norm_f32": ("v_cvt_pk_norm_i16_f32 v5, v1, v2\nv_cvt_pk_norm_u16_f32 v6, v2, v1\n"
+                        "v_xor_b32 v4, v5, v6", "small_f32",
+                        lambda a, b, c: _pk16(np.rint(np.clip(F(a), -1, 1) * 32767),
+                                              np.rint(np.clip(F(b), -1, 1) * 32767))
+                        ^ _pk16(np.rint(np.clip(F(b), 0, 1) * 65535),
+                                np.rint(np.clip(F(a), 0, 1) * 65535)), None),
+    "sat_pk_u8_i16": ("v_mov_b32 v4, v3\nv_sat_pk_u8_i16 v4.l, v1", "u32",
+                      lambda a, b, c: (c & u32(0xFFFF0000)) | np.clip(_i16(a), 0, 255).astype(
+                          u32) | (np.clip(_i16(a, True), 0, 255).astype(u32) << u32(8)), None),
+    "pk_mad_i16": ("v_pk_mad_i16 v4, v1, v2, v3", "u32",
+                   lambda a, b, c: _pk16(_i16(a) * _i16(b) + _i16(c),
+                                         _i16(a, True) * _i16(b, True) + _i16(c, True)), None),
+    "pk_ashrrev_i16": ("v_pk_ashrrev_i16 v4, v1, v2", "u32",
+                       lambda a, b, c: _pk16(_i16(b) >> (_i16(a) & 15),
+                                             _i16(b, True) >> (_i16(a, True) & 15)), None),
+    "pk_fmac_f16": ("v_mov_b32 v4, v3\nv_pk_fmac_f16 v4, v1, v2", "f16x2",
+                    lambda a, b, c: h16(fma16(f16lo(a), f16lo(b), f16lo(c)))
+                    | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),
+})
+
 def _inputs(kind: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     def one():
         if kind == "u32":

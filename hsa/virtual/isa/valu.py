@@ -171,6 +171,34 @@ def _pack_f16(a, b):
     return _cvt_pk_rtz(a, b)
 
 
+def _pack16(lo, hi):
+    lo = np.asarray(lo).astype(np.int64).astype(u32) & u32(0xFFFF)
+    return lo | ((np.asarray(hi).astype(np.int64).astype(u32) & u32(0xFFFF)) << u32(16))
+
+
+def _pack8(lo, hi):
+    lo = np.asarray(lo).astype(np.int64).astype(u32) & u32(0xFF)
+    return lo | ((np.asarray(hi).astype(np.int64).astype(u32) & u32(0xFF)) << u32(8))
+
+
+def _snorm(x):  # float -> int16 snorm: clamp to [-1, 1], scale by 32767, round to even
+    x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
+    return np.rint(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int64)
+
+
+def _unorm(x):
+    x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
+    return np.rint(np.clip(x, 0.0, 1.0) * 65535.0).astype(np.int64)
+
+
+def _pk_u8(a, b, c):
+    """v_cvt_pk_u8_f32: byte S1[1:0] of S2 replaced by S0 rounded and saturated to u8."""
+    shift = (np.asarray(b, u32) & u32(3)) * u32(8)
+    byte = np.rint(np.clip(np.nan_to_num(np.asarray(a, f64), nan=0.0), 0, 255)).astype(
+        np.int64).astype(u32)
+    return (np.asarray(c, u32) & ~(u32(0xFF) << shift)) | (byte << shift)
+
+
 def _sad_bytes(a, b, c, bits):
     """Sum of absolute differences of the 8- or 16-bit fields of a and b, plus c."""
     a, b = np.asarray(a, u32).astype(np.int64), np.asarray(b, u32).astype(np.int64)
@@ -374,8 +402,18 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
     "v_lshlrev_b16": ("u16", ("u16", "u16"), lambda a, b: b << (a & np.uint16(15))),
     "v_lshrrev_b16": ("u16", ("u16", "u16"), lambda a, b: b >> (a & np.uint16(15))),
-    "v_cvt_pk_u16_u32": ("u32", ("u32", "u32"), lambda a, b: (a & u32(0xFFFF)) | (b << u32(16))),
-    "v_cvt_pk_i16_i32": ("u32", ("u32", "u32"), lambda a, b: (a & u32(0xFFFF)) | (b << u32(16))),
+    # the packing conversions saturate (RDNA3 ISA): 70000 packs as 0xFFFF, not 0x1170
+    "v_cvt_pk_u16_u32": ("u32", ("u32", "u32"), lambda a, b: _pack16(
+        np.minimum(a, u32(0xFFFF)), np.minimum(b, u32(0xFFFF)))),
+    "v_cvt_pk_i16_i32": ("u32", ("i32", "i32"), lambda a, b: _pack16(
+        np.clip(a, -32768, 32767), np.clip(b, -32768, 32767))),
+    "v_cvt_pk_norm_i16_f32": ("u32", ("f32", "f32"), lambda a, b: _pack16(_snorm(a), _snorm(b))),
+    "v_cvt_pk_norm_u16_f32": ("u32", ("f32", "f32"), lambda a, b: _pack16(_unorm(a), _unorm(b))),
+    "v_cvt_pk_norm_i16_f16": ("u32", ("f16", "f16"), lambda a, b: _pack16(_snorm(a), _snorm(b))),
+    "v_cvt_pk_norm_u16_f16": ("u32", ("f16", "f16"), lambda a, b: _pack16(_unorm(a), _unorm(b))),
+    "v_cvt_pk_u8_f32": ("u32", ("f32", "u32", "u32"), lambda a, b, c: _pk_u8(a, b, c)),
+    "v_sat_pk_u8_i16": ("u16", ("u32",), lambda a: _pack8(
+        np.clip(to_type(a, "i16"), 0, 255), np.clip(to_type(a, "i16", True), 0, 255))),
 }
 
 
@@ -852,6 +890,47 @@ def op_fmamk(g: WaveGroup, form: AluForm, t: str, ak: bool) -> None:
     write_result(g, form, _fma(a, b, k) if ak else _fma(a, k, b), t)
 
 
+def op_pk_fmac(g: WaveGroup, form: AluForm) -> None:
+    """v_pk_fmac_f16 (VOP2): both f16 halves D = S0 * S1 + D, no modifiers."""
+    a = np.asarray(read_src(g, form, 0, "u32"), u32)
+    b = np.asarray(read_src(g, form, 1, "u32"), u32)
+    c = g.v[form.vdst]
+    halves = [from_type(_fma(to_type(a, "f16", hi), to_type(b, "f16", hi), to_type(c, "f16", hi)),
+                        "f16") for hi in (False, True)]
+    g.vwrite(form.vdst, np.asarray(halves[0], u32) | (np.asarray(halves[1], u32) << u32(16)))
+
+
+def _bf16(bits):
+    return (np.asarray(bits, u32) << u32(16)).view(f32)
+
+
+def op_dot2_16(g: WaveGroup, form: AluForm, bf16: bool) -> None:
+    """v_dot2_f16_f16 / v_dot2_bf16_bf16 (VOP3): S0.lo*S1.lo + S0.hi*S1.hi + S2 (its half
+    chosen by opsel[2]), one 16-bit result in the half opsel[3] names (the other is kept);
+    neg/abs act on every half of their source."""
+    def val(k, hi):
+        raw = np.asarray(g.vread(form.srcs[k], form.literal), u32)
+        bits = (raw >> u32(16)) if hi else (raw & u32(0xFFFF))
+        x = (_bf16(bits) if bf16 else to_type(bits, "f16")).astype(f64)
+        if form.abs >> k & 1:
+            x = np.abs(x)
+        return -x if form.neg >> k & 1 else x
+    acc = val(2, bool(form.opsel >> 2 & 1)) + val(0, False) * val(1, False) + (
+        val(0, True) * val(1, True))
+    r = np.asarray(acc, f32)
+    if bf16:
+        b = r.view(u32)
+        bits = ((b + ((b >> u32(16)) & u32(1)) + u32(0x7FFF)) >> u32(16)) & u32(0xFFFF)
+    else:
+        bits = from_type(r, "f16")
+    old = g.v[form.vdst]
+    if form.opsel >> 3 & 1:
+        out = (old & u32(0xFFFF)) | (np.asarray(bits, u32) << u32(16))
+    else:
+        out = (old & u32(0xFFFF0000)) | np.asarray(bits, u32)
+    g.vwrite(form.vdst, out)
+
+
 def op_dot2acc(g: WaveGroup, form: AluForm) -> None:
     a = np.asarray(read_src(g, form, 0, "u32"), u32)
     b = np.asarray(read_src(g, form, 1, "u32"), u32)
@@ -964,6 +1043,9 @@ SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
     "v_fmamk_f16": lambda g, f: op_fmamk(g, f, "f16", False),
     "v_fmaak_f16": lambda g, f: op_fmamk(g, f, "f16", True),
     "v_dot2acc_f32_f16": op_dot2acc,
+    "v_pk_fmac_f16": op_pk_fmac,
+    "v_dot2_f16_f16": lambda g, f: op_dot2_16(g, f, False),
+    "v_dot2_bf16_bf16": lambda g, f: op_dot2_16(g, f, True),
     "v_nop": lambda g, f: None,
     "v_pipeflush": lambda g, f: None,
 }

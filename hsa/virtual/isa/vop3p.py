@@ -47,6 +47,8 @@ _PK: dict[str, tuple[str, Callable]] = {
     "v_pk_lshlrev_b16": ("u16", lambda a, b: b << (a & np.uint16(15))),
     "v_pk_lshrrev_b16": ("u16", lambda a, b: b >> (a & np.uint16(15))),
     "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c),
+    "v_pk_mad_i16": ("i16", lambda a, b, c: a.astype(np.int64) * b + c),
+    "v_pk_ashrrev_i16": ("i16", lambda a, b: b >> (a & np.int16(15))),
 }
 
 
@@ -91,6 +93,30 @@ def run_dot2(g: WaveGroup, inst: d.Instruction, bf16: bool) -> None:
 
 def _is_constant(code: int) -> bool:
     return 128 <= code < d.VGPR0 and code != d.SCC
+
+
+def run_dot_int(g: WaveGroup, inst: d.Instruction, bits: int, signed: bool) -> None:
+    """v_dot4_i32_iu8 / v_dot8_i32_iu4 (neg[0] / neg[1]: A / B signed) and the unsigned
+    v_dot4_u32_u8 / v_dot8_u32_u4: S2 plus the products of the 8- or 4-bit fields; clamp
+    saturates, otherwise the sum wraps."""
+    f = inst.f
+    a, b = (np.asarray(_src(g, inst, k, "32"), u32).astype(np.int64) for k in (0, 1))
+    c = np.asarray(_src(g, inst, 2, "32"), u32)
+    sa = signed and bool(f["neg"] & 1)
+    sb = signed and bool(f["neg"] >> 1 & 1)
+    acc = c.view(np.int32).astype(np.int64) if signed else c.astype(np.int64)
+    mask, half = (1 << bits) - 1, 1 << (bits - 1)
+    for k in range(32 // bits):
+        x = (a >> (bits * k)) & mask
+        y = (b >> (bits * k)) & mask
+        if sa:
+            x = np.where(x >= half, x - (1 << bits), x)
+        if sb:
+            y = np.where(y >= half, y - (1 << bits), y)
+        acc = acc + x * y
+    if f["clamp"]:
+        acc = np.clip(acc, -(2 ** 31), 2 ** 31 - 1) if signed else np.clip(acc, 0, 2 ** 32 - 1)
+    g.vwrite(f["vdst"], acc.astype(u32))
 
 
 def run_fma_mix(g: WaveGroup, inst: d.Instruction, out: str) -> None:
@@ -278,6 +304,9 @@ def compile(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
         return lambda g: run_packed(g, inst, t, fn, nsrc)
     if name in ("v_dot2_f32_f16", "v_dot2_f32_bf16"):
         return lambda g: run_dot2(g, inst, "bf16" in name)
+    if name in ("v_dot4_i32_iu8", "v_dot4_u32_u8", "v_dot8_i32_iu4", "v_dot8_u32_u4"):
+        bits = 8 if name.startswith("v_dot4") else 4
+        return lambda g: run_dot_int(g, inst, bits, "_i32_" in name)
     if name == "v_fma_mix_f32":
         return lambda g: run_fma_mix(g, inst, "f32")
     if name == "v_fma_mixlo_f16":
