@@ -477,6 +477,23 @@ CASES.update({
     "pk_ashrrev_i16": ("v_pk_ashrrev_i16 v4, v1, v2", "u32",
                        lambda a, b, c: _pk16(_i16(b) >> (_i16(a) & 15),
                                              _i16(b, True) >> (_i16(a, True) & 15)), None),
+    "global_atomic_csub": ("global_store_b32 v10, v3, s[6:7] offset:3072\ns_waitcnt vmcnt(0)\n"
+                           "global_atomic_csub_u32 v5, v10, v1, s[6:7] offset:3072 glc\n"
+                           "s_waitcnt vmcnt(0)\nglobal_load_b32 v6, v10, s[6:7] offset:3072\n"
+                           "s_waitcnt vmcnt(0)\nv_add_nc_u32 v4, v5, v6", "u32",
+                           lambda a, b, c: c + (c - np.minimum(a, c)), None),
+    # compare as floats: c + 0.0 turns -0.0 into +0.0, which still matches the stored -0.0
+    "global_atomic_cmpswap_f32": ("v_xor_b32 v3, 0x80000000, v3\n"
+                                  "global_store_b32 v10, v3, s[6:7] offset:3072\n"
+                                  "s_waitcnt vmcnt(0)\nv_mov_b32 v6, v1\n"
+                                  "v_add_f32 v7, 0, v3\nv_cmp_gt_f32 vcc_lo, v1, v2\n"
+                                  "v_cndmask_b32 v7, v7, v2, vcc_lo\n"
+                                  "global_atomic_cmpswap_f32 v5, v10, v[6:7], s[6:7] "
+                                  "offset:3072 glc\ns_waitcnt vmcnt(0)\n"
+                                  "global_load_b32 v4, v10, s[6:7] offset:3072\n"
+                                  "s_waitcnt vmcnt(0)", "f32",
+                                  lambda a, b, c: np.where(F(a) > F(b), c ^ u32(0x80000000),
+                                                           a), None),
     "pk_fmac_f16": ("v_mov_b32 v4, v3\nv_pk_fmac_f16 v4, v1, v2", "f16x2",
                     lambda a, b, c: h16(fma16(f16lo(a), f16lo(b), f16lo(c)))
                     | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),

@@ -211,6 +211,7 @@ def _atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None
                                    unsigned) if t[0] == "f" else np.maximum(old, v)),
         "and": lambda old, v: old & v, "or": lambda old, v: old | v,
         "xor": lambda old, v: old ^ v,
+        "csub": lambda old, v: old - np.minimum(old, v),  # clamps at 0 (returns old)
         "inc": lambda old, v: np.where(old >= v, unsigned(0), old + one),
         "dec": lambda old, v: np.where((old == 0) | (old > v), v, old - one),
     }.get(operation)
@@ -218,15 +219,23 @@ def _atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None
 
 def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
                write: Callable[[np.ndarray, np.ndarray], None], addresses: np.ndarray,
-               values: np.ndarray, fn, compare: np.ndarray | None = None) -> np.ndarray:
+               values: np.ndarray, fn, compare: np.ndarray | None = None,
+               float_compare: bool = False) -> np.ndarray:
     """Apply an atomic per lane in lane order; returns the value each lane saw before.
-    Values are unsigned words (uint32 or uint64); `compare` makes it a compare-and-swap."""
+    Values are unsigned words (uint32 or uint64); `compare` makes it a compare-and-swap
+    (cmpswap_f32 compares as floats: -0 equals +0, NaN equals nothing)."""
     dtype = values.dtype
+
+    def same(a, b):
+        a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+        if float_compare:
+            return a.view(np.float32) == b.view(np.float32)
+        return a == b
     uniq = np.unique(addresses)
     if uniq.size == addresses.size:
         old = old_read(addresses)
         if compare is not None:
-            new = np.where(old == compare, values, old)
+            new = np.where(same(old, compare), values, old)
         else:
             new = fn(old, values).astype(dtype)
         write(addresses, new)
@@ -238,7 +247,7 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
         old = current.get(a, int(olds[i]))
         returned[i] = old
         if compare is not None:
-            new = int(values[i]) if old == int(compare[i]) else old
+            new = int(values[i]) if same(old, compare[i]) else old
         else:
             new = int(fn(np.array([old], dtype), values[i:i + 1])[0])
         current[a] = new
@@ -265,7 +274,7 @@ def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, v
         fn = _atomic_fn(op)
     dtype = np.dtype(u64 if wide else u32)
     old = atomic_rmw(lambda a: space.gather(a, dtype), lambda a, v: space.scatter(a, v),
-                     addr, values, fn, compare)
+                     addr, values, fn, compare, float_compare=op == "cmpswap_f32")
     if returns:
         if nregs == 1:
             _put(g, vdst, idx, old)
@@ -275,7 +284,7 @@ def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, v
 
 
 def _known_atomic(op: str) -> bool:
-    return op.startswith("cmpswap_") and not op.endswith("f32") or _atomic_fn(op) is not None
+    return op.startswith("cmpswap_") or _atomic_fn(op) is not None
 
 
 def compile_flat(inst: d.Instruction) -> Callable | None:

@@ -181,14 +181,19 @@ def _pack8(lo, hi):
     return lo | ((np.asarray(hi).astype(np.int64).astype(u32) & u32(0xFF)) << u32(8))
 
 
-def _snorm(x):  # float -> int16 snorm: clamp to [-1, 1], scale by 32767, round to even
-    x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
-    return np.rint(np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int64)
+def _snorm(x):  # float -> int16 snorm: clamp to [-1, 1], scale by 32767 (in f32), round
+    x = np.nan_to_num(np.asarray(x, f32), nan=0.0)
+    return np.rint(np.clip(x, f32(-1), f32(1)) * f32(32767)).astype(np.int64)
 
 
 def _unorm(x):
+    x = np.nan_to_num(np.asarray(x, f32), nan=0.0)
+    return np.rint(np.clip(x, f32(0), f32(1)) * f32(65535)).astype(np.int64)
+
+
+def _sat_int(x, lo, hi):  # float -> integer, truncating, saturating, NaN -> 0
     x = np.nan_to_num(np.asarray(x, f64), nan=0.0)
-    return np.rint(np.clip(x, 0.0, 1.0) * 65535.0).astype(np.int64)
+    return np.clip(np.trunc(x), lo, hi).astype(np.int64)
 
 
 def _pk_u8(a, b, c):
@@ -199,13 +204,17 @@ def _pk_u8(a, b, c):
     return (np.asarray(c, u32) & ~(u32(0xFF) << shift)) | (byte << shift)
 
 
-def _sad_bytes(a, b, c, bits):
-    """Sum of absolute differences of the 8- or 16-bit fields of a and b, plus c."""
+def _sad_bytes(a, b, c, bits, masked=False):
+    """Sum of absolute differences of the 8- or 16-bit fields of a and b, plus c
+    (v_msad_u8: fields where b is 0 count nothing)."""
     a, b = np.asarray(a, u32).astype(np.int64), np.asarray(b, u32).astype(np.int64)
     mask = (1 << bits) - 1
     total = np.asarray(c, u32).astype(np.int64)
     for shift in range(0, 32, bits):
-        total = total + np.abs(((a >> shift) & mask) - ((b >> shift) & mask))
+        diff = np.abs(((a >> shift) & mask) - ((b >> shift) & mask))
+        if masked:
+            diff = np.where(((b >> shift) & mask) == 0, 0, diff)
+        total = total + diff
     return total.astype(u32)
 
 
@@ -411,6 +420,16 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_cvt_pk_norm_u16_f32": ("u32", ("f32", "f32"), lambda a, b: _pack16(_unorm(a), _unorm(b))),
     "v_cvt_pk_norm_i16_f16": ("u32", ("f16", "f16"), lambda a, b: _pack16(_snorm(a), _snorm(b))),
     "v_cvt_pk_norm_u16_f16": ("u32", ("f16", "f16"), lambda a, b: _pack16(_unorm(a), _unorm(b))),
+    "v_cvt_pk_i16_f32": ("u32", ("f32", "f32"), lambda a, b: _pack16(
+        _sat_int(a, -32768, 32767), _sat_int(b, -32768, 32767))),
+    "v_cvt_pk_u16_f32": ("u32", ("f32", "f32"), lambda a, b: _pack16(
+        _sat_int(a, 0, 65535), _sat_int(b, 0, 65535))),
+    "v_cvt_norm_i16_f16": ("u16", ("f16",), _snorm),
+    "v_cvt_norm_u16_f16": ("u16", ("f16",), _unorm),
+    "v_frexp_exp_i16_f16": ("u16", ("f16",), lambda a: _frexp_exp(a) & u32(0xFFFF)),
+    "v_cvt_off_f32_i4": ("f32", ("u32",), lambda a: (
+        ((a & u32(0xF)).astype(np.int64) ^ 8) - 8).astype(f32) / f32(16)),
+    "v_msad_u8": ("u32", ("u32", "u32", "u32"), lambda a, b, c: _sad_bytes(a, b, c, 8, True)),
     "v_cvt_pk_u8_f32": ("u32", ("f32", "u32", "u32"), lambda a, b, c: _pk_u8(a, b, c)),
     "v_sat_pk_u8_i16": ("u16", ("u32",), lambda a: _pack8(
         np.clip(to_type(a, "i16"), 0, 255), np.clip(to_type(a, "i16", True), 0, 255))),
@@ -883,6 +902,16 @@ def op_fmac(g: WaveGroup, form: AluForm, t: str) -> None:
     write_result(g, form, _fma(a, b, c), t, dpp.write if dpp else None)
 
 
+def op_fmac_dx9(g: WaveGroup, form: AluForm) -> None:
+    """v_fmac_dx9_zero_f32: D = S0 * S1 + D where 0 times anything (inf, NaN) is 0."""
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    a = read_src(g, form, 0, "f32", dpp)
+    b = read_src(g, form, 1, "f32", dpp)
+    c = to_type(g.v[form.vdst], "f32")
+    r = np.where((a == 0) | (b == 0), c, _fma(a, b, c))
+    write_result(g, form, r, "f32", dpp.write if dpp else None)
+
+
 def op_fmamk(g: WaveGroup, form: AluForm, t: str, ak: bool) -> None:
     a = read_src(g, form, 0, t)
     b = read_src(g, form, 1, t)
@@ -1037,6 +1066,7 @@ SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
     "v_permlane16_b32": lambda g, f: _permlane(g, f, False),
     "v_permlanex16_b32": lambda g, f: _permlane(g, f, True),
     "v_fmac_f32": lambda g, f: op_fmac(g, f, "f32"),
+    "v_fmac_dx9_zero_f32": op_fmac_dx9,
     "v_fmac_f16": lambda g, f: op_fmac(g, f, "f16"),
     "v_fmamk_f32": lambda g, f: op_fmamk(g, f, "f32", False),
     "v_fmaak_f32": lambda g, f: op_fmamk(g, f, "f32", True),
