@@ -1,9 +1,20 @@
-"""Which ROCr the suite's `hsa_rocr` tests run on.
+"""Shared fixtures and options of the test suite.
+
+Which ROCr the `hsa_rocr` tests run on:
 
 Where /dev/kfd exists, ROCr runs over the machine's own driver. Where it does not (this
 machine), the `hsa_rocr` tests run on Debian's real libhsa-runtime64 over the emulated AMD
 driver (`amdgpu:emulated`, hsa/emulated) instead of skipping. `--rocr=system` (or
 AMDGPU_TEST_ROCR=system) turns that off, so they skip with ROCr's "no /dev/kfd" reason.
+
+The cross-device conformance suite (`test_device_conformance.py`) takes `lab_device`: here
+it is parametrized over every device this machine offers (`amdgpu.devices()`: the virtual
+system's agents, the Vulkan devices, ROCr's agents and `amdgpu:emulated` where they exist),
+so `make test` runs the same suite on both backends. `hwlab run` loads the same file and
+parametrizes `lab_device` itself (over the lab's devices); this file then steps aside.
+
+A test whose hardware-class markers a device lacks is skipped with the reason, as hwlab
+does. The fixtures (`device`, `fresh_device`, `trace_sink`, `hold`) are hwlab's own.
 """
 
 from __future__ import annotations
@@ -11,6 +22,15 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tools.hwlab.fixtures import (  # noqa: F401 - fixtures, found by name
+    device,
+    fresh_device,
+    hold,
+    open_devices,
+    trace_sink,
+)
+from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice, inventory
 
 
 def pytest_addoption(parser):
@@ -55,3 +75,37 @@ def pytest_collection_modifyitems(config, items):
         names = set(getattr(getattr(fn, "__code__", None), "co_names", ()))
         if names & _RUNS_KERNELS or "code_objects" in getattr(item, "fixturenames", ()):
             item.add_marker(skip)
+
+
+_LOCAL: list[LabDevice] | None = None
+
+
+def local_devices() -> list[LabDevice]:
+    """This machine's devices that can be opened (read once per session)."""
+    global _LOCAL
+    if _LOCAL is None:
+        _LOCAL = [d for d in inventory("local") if d.available]
+    return _LOCAL
+
+
+def _hwlab_runs(config) -> bool:
+    return bool(getattr(config, "hwlab_runner", False))
+
+
+def pytest_generate_tests(metafunc):
+    if "lab_device" in metafunc.fixturenames and not _hwlab_runs(metafunc.config):
+        devices = local_devices()
+        metafunc.parametrize(
+            "lab_device", devices, ids=[d.spec for d in devices], scope="session"
+        )
+
+
+def pytest_runtest_setup(item):
+    if _hwlab_runs(item.config):
+        return  # hwlab's runner skips by hardware class itself
+    dev = item.callspec.params.get("lab_device") if hasattr(item, "callspec") else None
+    if dev is None:
+        return
+    for mark in item.iter_markers():
+        if mark.name in HARDWARE_CLASSES and mark.name not in dev.hardware_classes:
+            pytest.skip(dev.missing_class_reason(mark.name))

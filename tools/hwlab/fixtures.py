@@ -7,14 +7,19 @@ when the run moves on to the next device. A test that leaves it broken (a lane i
 state, a lost device) gets it closed and reopened for the next test, so one fault shows up
 as one failure, not as a failure of every test after it;
 `fresh_device` opens a separate one for tests that break their device on purpose;
-`trace_sink` installs an in-memory packet-trace sink for one test.
+`trace_sink` installs an in-memory packet-trace sink for one test; `hold(lane)` holds a lane
+until released. The helpers `library_bundle`, `empty_submission` and `hold_lane` are plain
+functions that suites import from here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 import amdgpu
+from amdgpu.device import TimelinePoint
 from amdgpu.errors import AmdgpuError
 
 
@@ -98,3 +103,81 @@ def trace_sink():
     previous = packets.set_sink(sink)
     yield sink
     packets.set_sink(previous)
+
+
+# --- helpers of the suites ----------------------------------------------------------------
+BUNDLES: dict[tuple[str, str], object] = {}
+
+
+def library_bundle(device, name: str):
+    """The compiler library's `name` compiled for `device` (cached on disk and here)."""
+    import compiler
+
+    targets = ["vulkan"] if device.backend == "vulkan" else [device.target]
+    key = (name, ",".join(targets))
+    if key not in BUNDLES:
+        BUNDLES[key] = compiler.compile(name, targets=targets)
+    return BUNDLES[key]
+
+
+def empty_submission(device, lane: int = 0, wait=()) -> TimelinePoint:
+    """A submission with no commands: only advances `lane`'s timeline (after `wait`)."""
+    cb = device.command_buffer()
+    cb.finalize()
+    return device.submit(cb, [], lane=lane, wait=list(wait))
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    done = []
+
+    def call() -> None:
+        if not done:
+            done.append(True)
+            fn()
+
+    return call
+
+
+def hold_lane(device, lane: int) -> Callable[[], None]:
+    """Hold `lane`: work submitted to it from now on waits until the returned release()
+    is called. HSA: a barrier-AND packet on a host signal; Vulkan: a wait on a future value
+    of the last lane's timeline, which the host then signals."""
+    if device.backend == "hsa":
+        import packets
+
+        gate = device.provider.signal_create(1)
+        device.lanes_[lane].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+
+        def release() -> None:
+            device.provider.signal_store(gate, 0)
+
+        return _once(release)
+    if device.backend == "vulkan":
+        gate_lane = device.lanes - 1
+        if lane == gate_lane:
+            raise ValueError(f"lane {lane} is the gate lane: hold a lower lane")
+        timeline = device.lane(gate_lane)
+        point = TimelinePoint(gate_lane, timeline.submitted + 1, timeline)
+        empty_submission(device, lane, wait=[point])
+
+        def release() -> None:
+            device.signal(point)
+
+        return _once(release)
+    pytest.skip(f"no way to hold a lane of a {device.backend} device")
+
+
+@pytest.fixture
+def hold(device):
+    """hold(lane) -> release; every hold still in place is released after the test."""
+    releases: list[Callable[[], None]] = []
+
+    def make(lane: int) -> Callable[[], None]:
+        release = hold_lane(device, lane)
+        releases.append(release)
+        return release
+
+    yield make
+    for release in releases:
+        release()
+    device.synchronize(30)

@@ -19,14 +19,17 @@ from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice
 from tools.hwlab.results import CellResult, LabReport, this_machine
 
 SUITES_DIR = Path(__file__).parent / "suites"
-SUITES = {"conformance": ["conformance.py"], "perf": ["perf.py"]}
+#: The conformance suite is the test suite's own (`make test` runs it on this machine's
+#: devices); perf is hwlab's.
+CONFORMANCE = Path(__file__).resolve().parents[2] / "tests" / "test_device_conformance.py"
+SUITES = {"conformance": [str(CONFORMANCE)], "perf": [str(SUITES_DIR / "perf.py")]}
 SUITES["all"] = SUITES["conformance"] + SUITES["perf"]
 
 
 def suite_files(suite: str) -> list[Path]:
     """A suite name, or the path of a pytest module written against the lab_device fixture."""
     if suite in SUITES:
-        return [SUITES_DIR / f for f in SUITES[suite]]
+        return [Path(f) for f in SUITES[suite]]
     path = Path(suite)
     if path.is_file():
         return [path]
@@ -39,7 +42,8 @@ def suite_files(suite: str) -> list[Path]:
 
 def cell_name(item, dev: LabDevice | None) -> str:
     """A test's name in reports, "suite::test[params]": without the lab_device parameter."""
-    suite = Path(str(item.fspath)).stem
+    path = Path(str(item.fspath)).resolve()
+    suite = "conformance" if path == CONFORMANCE else path.stem
     name = getattr(item, "originalname", None) or item.name
     callspec = getattr(item, "callspec", None)
     if callspec is None:
@@ -85,6 +89,10 @@ class _Collector:
         self.order: dict[str, tuple] = {}  # test name -> where it is defined
         self.progress = progress
         self.task = None
+
+    @pytest.hookimpl
+    def pytest_configure(self, config):
+        config.hwlab_runner = True  # tests/conftest.py leaves lab_device to us
 
     @pytest.hookimpl
     def pytest_generate_tests(self, metafunc):

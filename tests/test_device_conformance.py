@@ -22,7 +22,7 @@ from amdgpu.errors import (
     SignalTimeout,
 )
 from compiler import library
-from tools.hwlab.suites.conftest import empty_submission, library_bundle
+from tools.hwlab.fixtures import empty_submission, library_bundle
 
 MLIR_WORKLOADS = ["saxpy", "chain-4", "reduction", "softmax", "matmul-f32", "matmul-f16", "mlp"]
 OPENCL_WORKLOADS = ["fill", "copy", "saxpy-hidden", "lds-reduce"]
@@ -415,7 +415,7 @@ def test_trace_of_a_replay_shows_one_packet_block(fresh_device, trace_sink):
     cb.finalize()
     release = None
     try:
-        from tools.hwlab.suites.conftest import hold_lane
+        from tools.hwlab.fixtures import hold_lane
 
         release = hold_lane(dev, 0)  # nothing runs while the trace is read
         start = len(trace_sink.records)
