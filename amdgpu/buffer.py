@@ -111,8 +111,14 @@ class Buffer:
 
 def as_host_array(array_or_nbytes: Any, dtype: Any = None) -> tuple[int, np.ndarray | None]:
     """(nbytes, contents or None) for `dev.buffer(array_or_nbytes, dtype)`: an int is a
-    size in bytes (or in `dtype` items when dtype is given), anything else an array."""
-    if isinstance(array_or_nbytes, (int, np.integer)) and not isinstance(array_or_nbytes, bool):
+    size in bytes (or in `dtype` items when dtype is given), anything else an array. A bare
+    numpy scalar is refused: np.int32(5) could mean either."""
+    if isinstance(array_or_nbytes, np.generic):
+        raise DeviceError(
+            f"dev.buffer got the numpy scalar {array_or_nbytes!r}: pass int(...) for a size in "
+            f"bytes, or np.array([...]) for contents"
+        )
+    if isinstance(array_or_nbytes, int) and not isinstance(array_or_nbytes, bool):
         n = int(array_or_nbytes)
         if n < 0:
             raise BufferRangeError(f"buffer size {n} is negative: pass a size in bytes")

@@ -12,6 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from amdgpu.buffer import Buffer
+from amdgpu.errors import BufferRangeError, DeviceError, KernelArgumentError
+from amdgpu.fill import check_fill_length, fill_pattern
 from hsa.provider import Capability
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
@@ -89,8 +94,20 @@ class TimelinePoint:
 
 
 class Device(abc.ABC):
-    """The driver's device API (see /tmp contracts "driver public API"). `HsaDevice` and
-    the Vulkan backend's device implement it."""
+    """The driver's device API; `HsaDevice` and `VulkanDevice` implement all of it.
+
+    Conventions every backend keeps:
+    - `grid` counts work-items, not work-groups (HSA's convention): a grid of 1000 with a
+      block of 256 is 4 work-groups, the last one partial. Both are an int or a 1..3-tuple
+      of positive ints (`amdgpu.geometry.launch_geometry`).
+    - A lane is an in-order timeline (`lanes` of them, 0..lanes-1); every submission
+      returns the `TimelinePoint` it completes at, and `wait=` takes a list of points.
+    - `fill` repeats an explicit 1-, 2- or 4-byte pattern (`amdgpu.fill`).
+    - Mistakes raise the same classes on every backend (`amdgpu.errors`): a bad device
+      argument (lane, fill value, freed or foreign buffer) DeviceError, a bad kernel
+      argument or binding table KernelArgumentError, a range outside a buffer
+      BufferRangeError.
+    """
 
     spec: str
     backend: str  # "hsa" | "vulkan"
@@ -101,36 +118,141 @@ class Device(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def lanes(self) -> int: ...
+    def lanes(self) -> int:
+        """How many lanes (independent in-order timelines) this device offers."""
 
     @abc.abstractmethod
-    def buffer(self, array_or_nbytes: Any, dtype: Any = None): ...
+    def lane(self, index: int) -> Any:
+        """Lane `index` (DeviceError outside 0..lanes-1): `.submitted`, `.wait(value)`."""
 
     @abc.abstractmethod
-    def load(self, bundle: Any): ...
+    def buffer(self, array_or_nbytes: Any, dtype: Any = None) -> Buffer:
+        """Device memory: an int is a size in bytes (items of `dtype` when given), an array
+        (anything numpy takes but a bare numpy scalar) is copied in."""
+
+    @abc.abstractmethod
+    def load(self, bundle: Any) -> Any:
+        """The executable of a compiled bundle's variant for this device; `.kernel(name)`."""
 
     @abc.abstractmethod
     def dispatch(
-        self, kernel, grid, block=None, args=(), lane: int = 0, wait=()
-    ) -> TimelinePoint: ...
+        self,
+        kernel: Any,
+        grid: Any,
+        block: Any = None,
+        args: Sequence[Any] = (),
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Run `kernel` now (asynchronously) over `grid` work-items in work-groups of
+        `block`; returns the point the dispatch completes at."""
 
     @abc.abstractmethod
-    def command_buffer(self): ...
+    def command_buffer(self) -> Any:
+        """A new command buffer to record (`amdgpu.command_buffer.CommandBuffer`)."""
 
     @abc.abstractmethod
-    def submit(self, cb, bindings: Sequence = (), lane: int = 0, wait=()) -> TimelinePoint: ...
+    def submit(
+        self,
+        cb: Any,
+        bindings: Sequence[Buffer] = (),
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Replay a command buffer (finalizing it first if needed) with `bindings`."""
 
     @abc.abstractmethod
-    def synchronize(self, timeout: float = 10.0) -> None: ...
+    def synchronize(self, timeout: float = 10.0) -> None:
+        """Wait for every lane (SignalTimeout after `timeout`, a lane's QueueError)."""
 
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Wait for the work, free everything; later calls are a DeviceError or
+        VulkanError."""
+
+    # --- shared operations: one command buffer each, unless a backend does better ---------
+    def fill(
+        self,
+        dst: Buffer,
+        value: Any,
+        nbytes: int | None = None,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Fill `nbytes` of `dst` (default all of it) with `value`'s pattern."""
+        cb = self.command_buffer()
+        cb.fill(dst, value, nbytes)
+        return self.submit(cb.finalize(), [], lane, wait)
+
+    def copy(
+        self,
+        dst: Buffer,
+        src: Buffer,
+        nbytes: int | None = None,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Copy `nbytes` (default: the smaller buffer's size) from `src` to `dst`."""
+        nbytes = self.check_copy(dst, src, nbytes)
+        cb = self.command_buffer()
+        cb.copy(dst, src, nbytes)
+        return self.submit(cb.finalize(), [], lane, wait)
+
+    def barrier(self, lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """A submission with no commands: `lane` reaches the returned point once the
+        points in `wait` (on any lane) and everything before on `lane` are done."""
+        return self.submit(self.command_buffer().finalize(), [], lane, wait)
+
+    # --- the checks every backend makes the same way -------------------------------------
+    def check_lane(self, lane: Any) -> int:
+        if type(lane) is not int or not 0 <= lane < self.lanes:
+            raise DeviceError(f"{self.spec} has lanes 0..{self.lanes - 1}, not {lane!r}")
+        return lane
+
+    @staticmethod
+    def check_wait(wait: Any) -> None:
+        if not isinstance(wait, (list, tuple)) or not all(
+            isinstance(p, TimelinePoint) for p in wait
+        ):
+            raise KernelArgumentError(
+                f"wait must be a list of TimelinePoints (what submissions return), got {wait!r}"
+            )
+
+    def check_buffer(self, buf: Any, what: str, foreign_ok: bool = False) -> Buffer:
+        if not isinstance(buf, Buffer):
+            raise KernelArgumentError(f"{what} wants a Buffer, got {buf!r}")
+        if buf.device is not self and not foreign_ok:
+            raise DeviceError(f"{what}: {buf!r} belongs to another device: use one of {self.spec}")
+        buf._check_alive()
+        return buf
+
+    def check_fill(self, dst: Any, value: Any, nbytes: Any) -> tuple[Any, int]:
+        """(pattern, length) of a direct fill; every mistake refused here."""
+        self.check_buffer(dst, "fill")
+        pattern = fill_pattern(value)
+        nbytes = dst.nbytes if nbytes is None else _count(nbytes, "fill size")
+        dst._check_range(0, nbytes)
+        check_fill_length(pattern, nbytes)
+        return pattern, nbytes
+
+    def check_copy(self, dst: Any, src: Any, nbytes: Any) -> int:
+        self.check_buffer(dst, "copy destination", foreign_ok=True)
+        self.check_buffer(src, "copy source", foreign_ok=True)
+        if self not in (dst.device, src.device):
+            raise DeviceError(f"copy: neither buffer belongs to {self.spec}")
+        nbytes = min(dst.nbytes, src.nbytes) if nbytes is None else _count(nbytes, "copy size")
+        dst._check_range(0, nbytes)
+        src._check_range(0, nbytes)
+        return nbytes
 
     @classmethod
     def __subclasshook__(cls, other: type) -> bool:
         # Both backends are Devices by what they offer (the Vulkan one does not inherit).
         if cls is Device:
-            needed = ("buffer", "load", "dispatch", "command_buffer", "submit", "synchronize")
+            needed = (
+                "buffer", "load", "dispatch", "command_buffer", "submit", "synchronize",
+                "fill", "copy", "barrier", "lane",
+            )
             return all(any(n in B.__dict__ for B in other.__mro__) for n in needed)
         return NotImplemented
 
@@ -142,6 +264,12 @@ class Device(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec} {self.name} ({self.target})>"
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise BufferRangeError(f"{what} must be a non-negative int of bytes, got {value!r}")
+    return int(value)
 
 
 __all__ = ["DEFAULT_VIRTUAL_GPUS", "Device", "DeviceSpec", "TimelinePoint"]

@@ -382,6 +382,181 @@ def test_wrong_arguments_are_refused_and_the_device_keeps_working(device):
     empty_submission(device, 0).wait(WAIT_S)
 
 
+# --- the API both backends share: byte-exact fill, copy, update ----------------------------
+SENTINEL = 0xEE
+FILL_VALUES = [  # (value, the pattern bytes it stands for: amdgpu.fill's rule)
+    (7, b"\x07"),
+    (np.uint8(0xAB), b"\xab"),
+    (np.uint16(0x1234), b"\x34\x12"),
+    (np.float16(1.0), b"\x00\x3c"),
+    (np.uint32(0xDEADBEEF), b"\xef\xbe\xad\xde"),
+    (np.float32(1.0), b"\x00\x00\x80\x3f"),
+    (np.int32(-2), b"\xfe\xff\xff\xff"),
+    (b"\x01\x02", b"\x01\x02"),
+]
+
+
+def _sentinel_buffer(device, nbytes: int = 64):
+    return device.buffer(np.full(nbytes, SENTINEL, np.uint8))
+
+
+def _expect_fill(nbytes: int, offset: int, length: int, pattern: bytes) -> np.ndarray:
+    want = np.full(nbytes, SENTINEL, np.uint8)
+    unit = np.frombuffer(pattern, np.uint8)
+    want[offset : offset + length] = np.tile(unit, length // len(pattern))
+    return want
+
+
+@pytest.mark.generic
+@pytest.mark.parametrize("value,pattern", FILL_VALUES, ids=[repr(v) for v, _ in FILL_VALUES])
+@pytest.mark.parametrize("offset,length", [(0, 64), (8, 16), (4, 4), (12, 0)])
+def test_fill_is_byte_exact_direct_and_in_slots(device, value, pattern, offset, length):
+    # direct: a view of a buffer whose other bytes must stay untouched
+    buf = _sentinel_buffer(device)
+    device.fill(buf.view(offset, length), value).wait(WAIT_S)
+    np.testing.assert_array_equal(buf.to_numpy(), _expect_fill(64, offset, length, pattern))
+    # a slot view, replayed over two buffers: the view's length is kept (not the rest)
+    cb = device.command_buffer()
+    cb.fill(cb.binding(0).view(offset, length), value)
+    cb.finalize()
+    for _ in range(2):
+        other = _sentinel_buffer(device)
+        device.submit(cb, [other]).wait(WAIT_S)
+        np.testing.assert_array_equal(other.to_numpy(), _expect_fill(64, offset, length, pattern))
+        other.free()
+    buf.free()
+
+
+@pytest.mark.generic
+@pytest.mark.parametrize("offset,length,value,pattern", [
+    (1, 5, 9, b"\x09"), (3, 6, np.uint16(0xBEEF), b"\xef\xbe"), (2, 12, b"abcd", b"abcd"),
+])
+def test_direct_fill_at_unaligned_ranges(device, offset, length, value, pattern):
+    buf = _sentinel_buffer(device)
+    device.fill(buf.view(offset, length), value).wait(WAIT_S)
+    np.testing.assert_array_equal(buf.to_numpy(), _expect_fill(64, offset, length, pattern))
+    buf.free()
+
+
+@pytest.mark.generic
+@pytest.mark.parametrize("doff,soff,length", [(0, 0, 64), (4, 8, 32), (12, 0, 4), (1, 3, 7)])
+def test_copy_is_byte_exact_direct(device, doff, soff, length):
+    data = np.arange(128, dtype=np.uint8)
+    src, dst = device.buffer(data), _sentinel_buffer(device, 128)
+    device.copy(dst.view(doff, length), src.view(soff, length)).wait(WAIT_S)
+    want = np.full(128, SENTINEL, np.uint8)
+    want[doff : doff + length] = data[soff : soff + length]
+    np.testing.assert_array_equal(dst.to_numpy(), want)
+    src.free(), dst.free()
+
+
+@pytest.mark.generic
+@pytest.mark.parametrize("doff,soff,length", [(0, 0, 64), (4, 8, 32), (12, 0, 4)])
+def test_copy_is_byte_exact_in_slots(device, doff, soff, length):
+    cb = device.command_buffer()
+    cb.copy(cb.binding(1).view(doff), cb.binding(0).view(soff), length)
+    cb.finalize()
+    for seed in range(2):
+        data = np.random.default_rng(seed).integers(0, 256, 128, dtype=np.uint8)
+        src, dst = device.buffer(data), _sentinel_buffer(device, 128)
+        device.submit(cb, [src, dst]).wait(WAIT_S)
+        want = np.full(128, SENTINEL, np.uint8)
+        want[doff : doff + length] = data[soff : soff + length]
+        np.testing.assert_array_equal(dst.to_numpy(), want)
+        src.free(), dst.free()
+
+
+@pytest.mark.generic
+def test_updates_at_offsets_are_byte_exact(device):
+    buf = _sentinel_buffer(device)
+    buf.write(np.array([1, 2, 3], np.uint8), offset=5)
+    buf.view(16, 8).write(np.uint32([0x11223344, 0x55667788]))
+    want = np.full(64, SENTINEL, np.uint8)
+    want[5:8] = [1, 2, 3]
+    want[16:24] = np.uint32([0x11223344, 0x55667788]).view(np.uint8)
+    np.testing.assert_array_equal(buf.to_numpy(), want)
+    buf.free()
+
+
+@pytest.mark.generic
+def test_barrier_is_a_timeline_point_after_its_waits(device):
+    from amdgpu.device import TimelinePoint
+
+    p0 = empty_submission(device, 0)
+    p1 = device.barrier(1, wait=[p0])
+    assert isinstance(p1, TimelinePoint) and p1.lane == 1
+    p1.wait(WAIT_S)
+    assert p0.done() and p1.done()
+
+
+# --- one error vocabulary: the same class for the same mistake on every backend ------------
+@pytest.mark.generic
+def test_the_same_mistakes_raise_the_same_errors(device):
+    buf = device.buffer(64)
+    for lane in (device.lanes, 99, -1, "0", None):
+        with pytest.raises(DeviceError, match="lanes"):
+            device.lane(lane)
+    with pytest.raises(DeviceError):
+        device.barrier(lane=device.lanes)
+    with pytest.raises(KernelArgumentError):
+        device.dispatch(None, 1)
+    with pytest.raises(DeviceError, match="numpy scalar"):
+        device.buffer(np.int32(5))
+    for value in (300, 1.0, np.float64(1.0), True, "x", b"abc"):
+        with pytest.raises(DeviceError):
+            device.fill(buf, value)
+    with pytest.raises(DeviceError, match="whole number"):
+        device.fill(buf, np.float32(1.0), 6)
+    with pytest.raises(BufferRangeError):
+        device.fill(buf, 0, 65)
+    cb = device.command_buffer()
+    with pytest.raises(DeviceError, match="whole number"):
+        cb.fill(cb.binding(0), np.float32(1.0), 6)
+    with pytest.raises(DeviceError):
+        cb.fill(cb.binding(0), 1.5)
+    with pytest.raises(KernelArgumentError):
+        cb.fill("not a buffer", 0)
+    with pytest.raises(KernelArgumentError):
+        cb.binding(-1)
+    cb.fill(cb.binding(0), 1, 16)
+    with pytest.raises(DeviceError, match="finalize"):
+        device.submit(cb, [buf])
+    cb.finalize()
+    with pytest.raises(DeviceError, match="finalized"):
+        cb.fill(cb.binding(0), 1, 16)
+    with pytest.raises(KernelArgumentError, match="binding slot"):
+        device.submit(cb, [])
+    with pytest.raises(KernelArgumentError, match="smaller"):
+        device.submit(cb, [device.buffer(8)])
+    with pytest.raises(KernelArgumentError):
+        device.submit(cb, ["not a buffer"])
+    with pytest.raises(KernelArgumentError):
+        device.submit(cb, [buf], wait=[1])
+    gone = device.buffer(64)
+    gone.free()
+    with pytest.raises(KernelArgumentError, match="freed"):
+        device.submit(cb, [gone])
+    with pytest.raises(DeviceError, match="freed"):
+        device.fill(gone, 0)
+    device.submit(cb, [buf]).wait(WAIT_S)  # and the device keeps working
+    assert (buf.to_numpy()[:16] == 1).all()
+    buf.free()
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_bad_launch_geometry_is_a_kernel_argument_error(device):
+    from amdgpu.program import ProgramRunner
+
+    kernel = ProgramRunner(device, library_bundle(device, "saxpy")).kernels[0]
+    for grid in (0, -4, 1.5, True, (1, 2, 3, 4), (), "64", None):
+        with pytest.raises(KernelArgumentError):
+            device.dispatch(kernel, grid, None, ())
+    with pytest.raises(KernelArgumentError):
+        device.dispatch(kernel, 64, None, "not a sequence")
+    empty_submission(device, 0).wait(WAIT_S)
+
+
 # --- trace capture ---------------------------------------------------------------------------
 @pytest.mark.hsa
 def test_trace_of_a_dispatch_shows_its_packet(fresh_device, trace_sink):

@@ -189,7 +189,7 @@ def test_fill_and_copy_record_as_library_blit_kernels(dev, monkeypatch):
     cb = dev.command_buffer()
     cb.fill(cb.binding(0), np.float32(1.5), 4096)
     cb.copy(cb.binding(1), cb.binding(0).view(64), 1024)
-    cb.fill(cb.binding(1), 0x7F800001, 64)  # a signalling NaN pattern: kept on the host
+    cb.fill(cb.binding(1), np.uint32(0x7F800001), 64)  # a signalling NaN pattern: kept on the host
     cb.finalize()
     assert cb.segments == 2  # one packet block, then the host fill
     decoded = packets.decode_many(cb.packets[0])

@@ -48,8 +48,7 @@ import numpy as np
 import packets
 from amdgpu.command_buffer import BindingSlot, CommandBuffer
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import DeviceError, KernelArgumentError
-from amdgpu.fill import fill_pattern
+from amdgpu.errors import KernelArgumentError
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
 
@@ -131,8 +130,11 @@ class HsaCommandBuffer(CommandBuffer):
 
     # --- recording -----------------------------------------------------------------------
     def _check_recording(self) -> None:
-        if self._segments is not None:
-            raise DeviceError("this command buffer is finalized: record a new one")
+        self.check_recording()
+
+    @property
+    def finalized_(self) -> bool:
+        return self._segments is not None
 
     def dispatch(
         self,
@@ -157,6 +159,7 @@ class HsaCommandBuffer(CommandBuffer):
             if isinstance(value, BindingSlot):
                 sites.append((layout.explicit[arg_index].offset, value.index, value.offset))
                 self._bindings_needed = max(self._bindings_needed, value.index + 1)
+                self.check_target(value, value.nbytes, "a dispatch argument")
                 return 0
             return None
 
@@ -185,27 +188,24 @@ class HsaCommandBuffer(CommandBuffer):
     def fill(self, buffer: Any, value: Any, nbytes: int | None = None) -> None:
         """Fill with a 1-, 2- or 4-byte pattern: the library `fill` kernel where the agent
         runs kernels and the size is known, else a host operation (see the module doc)."""
-        self._check_recording()
+        pattern, nbytes = self.check_fill(buffer, value, nbytes)
         self._note_binding(buffer)
-        if nbytes is None and not isinstance(buffer, BindingSlot):
-            nbytes = buffer.nbytes
-        word = _fill_word(value, nbytes, buffer)
+        word = _fill_word(pattern, nbytes, buffer)
         blits = self.device.blit_kernels() if word is not None else None
         if blits is not None:
             self._pending_barrier = True  # after what came before, before what comes after
             n = nbytes // 4
             self.dispatch(blits["fill"], n, 256, (buffer, word, np.uint32(n)))
         else:
-            self._ops.append(_HostOp("fill", buffer, value, nbytes))
+            self._ops.append(_HostOp("fill", buffer, bytes(pattern), nbytes))
         self._pending_barrier = True  # later dispatches see the fill
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
         """Copy `nbytes`: the library `copy` kernel (32-bit words) where the agent runs
         kernels and everything is 4-byte aligned, else a host operation."""
-        self._check_recording()
+        nbytes = self.check_copy(dst, src, nbytes)
         self._note_binding(dst)
         self._note_binding(src)
-        nbytes = int(nbytes)
         aligned = nbytes % 4 == 0 and all(_offset(x) % 4 == 0 for x in (dst, src))
         blits = self.device.blit_kernels() if aligned and nbytes else None
         if blits is not None:
@@ -334,30 +334,14 @@ class HsaCommandBuffer(CommandBuffer):
     # --- replay --------------------------------------------------------------------------
     def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> tuple:
         """The binding addresses as ints, then the queue address (binding index -1)."""
-        need = self._bindings_needed
-        if len(bindings) < need:
-            raise KernelArgumentError(
-                f"this command buffer uses {need} binding(s), submit got {len(bindings)}: pass "
-                f"one buffer per cb.binding(i)"
-            )
-        addrs = []
-        for i, b in enumerate(bindings):
-            a = getattr(b, "address", b)
-            if a.__class__ is not int:
-                if not isinstance(a, (int, np.integer)):
-                    raise KernelArgumentError(
-                        f"binding {i} is a {type(b).__name__}, not a Buffer"
-                    )
-                a = int(a)
-            addrs.append(a)
-        addrs.append(queue_address)
-        return tuple(addrs)
+        self.check_bindings(bindings, self._bindings_needed)
+        return (*[b.address for b in bindings], queue_address)
 
     def _submit(
         self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint]
     ) -> TimelinePoint:
         if self._segments is None:
-            raise DeviceError("submit a finalized command buffer: call cb.finalize() first")
+            self.check_finalized()
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         first = True
         for seg in self._segments:
@@ -449,7 +433,7 @@ class HsaCommandBuffer(CommandBuffer):
         def resolve(x: Any) -> Any:
             if isinstance(x, BindingSlot):
                 buf = bindings[x.index]
-                return buf.view(x.offset) if x.offset else buf
+                return buf.view(x.offset, x.nbytes) if x.offset or x.nbytes is not None else buf
             return x
 
         dst = resolve(op.dst)
@@ -479,16 +463,10 @@ def _offset(x: Any) -> int:
     return x.offset if isinstance(x, BindingSlot) else int(getattr(x, "address", 0))
 
 
-def _fill_word(value: Any, nbytes: int | None, target: Any) -> np.float32 | None:
-    """The fill pattern widened to one 32-bit word (as the float32 the library `fill` kernel
-    takes), or None when the kernel cannot do this fill exactly."""
+def _fill_word(pattern: np.ndarray, nbytes: int | None, target: Any) -> np.float32 | None:
+    """The fill pattern (`amdgpu.fill`) widened to one 32-bit word (as the float32 the
+    library `fill` kernel takes), or None when the kernel cannot do this fill exactly."""
     if nbytes is None or nbytes <= 0 or nbytes % 4 or _offset(target) % 4:
-        return None
-    try:
-        pattern = fill_pattern(value)
-    except DeviceError:
-        return None
-    if pattern.size not in (1, 2, 4):
         return None
     word = np.tile(pattern, 4 // pattern.size).view(np.float32)[0]
     # a signalling NaN could be quieted on its way through a float argument: host fill

@@ -18,7 +18,7 @@ import packets
 from amdgpu.buffer import Buffer, as_host_array
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
-from amdgpu.fill import fill_pattern
+from amdgpu.fill import check_fill_length, fill_pattern
 from amdgpu.hsa_backend import system as systems
 from amdgpu.hsa_backend.command_buffer import _fill_word
 from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
@@ -98,12 +98,8 @@ class HsaDevice(Device):
         return len(self.lanes_)
 
     def lane(self, index: int) -> QueueLane:
-        try:
-            return self.lanes_[index]
-        except (IndexError, TypeError):
-            raise DeviceError(
-                f"{self.spec} has lanes 0..{len(self.lanes_) - 1}, not {index!r}"
-            ) from None
+        """Lane `index`: an AQL queue with its timeline signal and kernarg ring."""
+        return self.lanes_[self.check_lane(index)]
 
     # --- memory --------------------------------------------------------------------------
     def buffer(self, array_or_nbytes: Any, dtype: Any = None) -> Buffer:
@@ -146,10 +142,7 @@ class HsaDevice(Device):
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
         """Host-side fill (the lanes are idle): a pattern in staging, then memory_copy."""
         pattern = fill_pattern(value)
-        if nbytes % pattern.size:
-            raise DeviceError(
-                f"fill of {nbytes} bytes is not a multiple of the {pattern.size}-byte value"
-            )
+        check_fill_length(pattern, nbytes)
         view = self._staging(nbytes)
         view.reshape(-1, pattern.size)[:] = pattern
         self.provider.memory_copy(address, self._staging_address, nbytes)
@@ -165,9 +158,7 @@ class HsaDevice(Device):
         """Copy `nbytes` from src to dst. On one device with 4-byte aligned ranges it is the
         library `copy` kernel on `lane` (ordered like a dispatch); otherwise (another
         device of the same system, no kernels) the host copies after waiting for the lanes."""
-        nbytes = min(dst.nbytes, src.nbytes) if nbytes is None else int(nbytes)
-        dst._check_range(0, nbytes)
-        src._check_range(0, nbytes)
+        nbytes = self.check_copy(dst, src, nbytes)
         if (
             src.device is self
             and dst.device is self
@@ -206,9 +197,8 @@ class HsaDevice(Device):
     ) -> TimelinePoint:
         """Fill with a 1-, 2- or 4-byte pattern (the library `fill` kernel where it can do
         it exactly, else on the host after waiting for the lanes)."""
-        nbytes = dst.nbytes if nbytes is None else int(nbytes)
-        dst._check_range(0, nbytes)
-        word = _fill_word(value, nbytes, dst) if dst.device is self else None
+        pattern, nbytes = self.check_fill(dst, value, nbytes)
+        word = _fill_word(pattern, nbytes, dst)
         blits = self.blit_kernels() if word is not None else None
         if blits is not None:
             n = nbytes // 4
@@ -217,7 +207,7 @@ class HsaDevice(Device):
         for point in wait:
             point.wait(self.default_timeout)
         self._settle()
-        self._fill_now(dst.address, nbytes, value)
+        self._fill_now(dst.address, nbytes, bytes(pattern))
         return self._point(lane)
 
     @property
@@ -276,6 +266,8 @@ class HsaDevice(Device):
         )
         if ln.failed:  # set by the queue's error callback
             ln.check()
+        if wait:
+            self.check_wait(wait)
         if kernel.__class__ is not HsaKernel or kernel.device is not self:
             raise KernelArgumentError(
                 "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
@@ -358,6 +350,8 @@ class HsaDevice(Device):
         ln.check()
         if getattr(cb, "device", None) is not self:
             raise DeviceError("this command buffer was recorded on another device: record it here")
+        if wait:
+            self.check_wait(wait)
         return cb._submit(ln, bindings, wait)
 
     def barrier(self, lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
@@ -367,6 +361,8 @@ class HsaDevice(Device):
 
         ln = self.lane(lane)
         ln.check()
+        if wait:
+            self.check_wait(wait)
         value = ln.submitted + 1
         pre = ln.wait_packets(wait, value)
         last = packets.barrier_and_batch(

@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.geometry import dim3
 from amdgpu.hsa_backend.kernargs import KernargLayout
 from amdgpu.hsa_backend.tracing import announce_all
 
@@ -59,7 +60,7 @@ class HsaKernel:
             return self._geometry[key]
         except (KeyError, TypeError):
             pass
-        g = _dim3(grid, "grid", self.name)
+        g = dim3(grid, "grid", self.name)
         dims = 1 if not isinstance(grid, (tuple, list)) else len(grid)
         if block is None:
             if self.workgroup_size is not None:
@@ -71,7 +72,7 @@ class HsaKernel:
                 while b[0] * b[1] * b[2] > limit:
                     b = (max(b[0] // 2, 1), b[1], b[2])
         else:
-            b = _dim3(block, "block", self.name)
+            b = dim3(block, "block", self.name)
             dims = max(dims, 1 if not isinstance(block, (tuple, list)) else len(block))
         if b[0] * b[1] * b[2] > self.max_workgroup_size:
             raise KernelArgumentError(
@@ -217,22 +218,3 @@ def load_bundle(device: Any, bundle: Any) -> HsaExecutable:
     if sink is not None:  # let packet-trace name the kernels behind kernel_object
         announce_all(sink, exe.kernels.values(), force=True)
     return exe
-
-
-def _dim3(value: Any, what: str, kernel: str) -> tuple[int, int, int]:
-    if isinstance(value, (tuple, list)):
-        if not 1 <= len(value) <= 3:
-            raise KernelArgumentError(f"kernel {kernel!r}: {what} {value!r} needs 1 to 3 sizes")
-        vals = [int(v) for v in value] + [1] * (3 - len(value))
-    else:
-        try:
-            vals = [int(value), 1, 1]
-        except (TypeError, ValueError):
-            raise KernelArgumentError(
-                f"kernel {kernel!r}: {what} must be an int or a tuple of ints, got {value!r}"
-            ) from None
-    if min(vals) < 1 or max(vals) > 0xFFFFFFFF:
-        raise KernelArgumentError(
-            f"kernel {kernel!r}: {what} {tuple(vals)} has a size out of range"
-        )
-    return vals[0], vals[1], vals[2]

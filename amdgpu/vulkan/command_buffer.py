@@ -35,7 +35,8 @@ from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import BindingSlot
 from amdgpu.command_buffer import CommandBuffer as CommandBufferAPI
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import KernelArgumentError, VulkanError
+from amdgpu.errors import DeviceError, KernelArgumentError, VulkanError
+from amdgpu.fill import fill_word
 
 from .executable import POOL_UPDATE_AFTER_BIND, Kernel
 from .instance import check, vk
@@ -61,7 +62,7 @@ class BufferRef:
         """(VkBuffer, offset in it, size, device address)."""
         b = self.buffer if self.slot < 0 else bound[self.slot]  # type: ignore[index]
         size = self.nbytes if self.nbytes is not None else b.nbytes - self.offset
-        if self.offset < 0 or self.offset + size > b.nbytes:
+        if self.offset < 0 or size < 0 or self.offset + size > b.nbytes:
             raise KernelArgumentError(
                 f"binding {self.slot}: bytes [{self.offset}, {self.offset + size}) are outside "
                 f"its buffer of {b.nbytes} bytes; bind a larger buffer"
@@ -173,16 +174,22 @@ class CommandBuffer(CommandBufferAPI):
     def _ref(self, arg) -> BufferRef:
         if isinstance(arg, BindingSlot):
             self.slot_count = max(self.slot_count, arg.index + 1)
-            return BufferRef(arg.index, None, arg.offset, getattr(arg, "nbytes", None))
+            return BufferRef(arg.index, None, arg.offset, arg.nbytes)
         if isinstance(arg, Buffer):
             if arg.device is not self.device:
-                raise KernelArgumentError("a buffer of another device was passed")
+                raise DeviceError(
+                    f"{arg!r} belongs to another device: use a buffer of {self.device.spec}"
+                )
+            arg._check_alive()
             return BufferRef(-1, arg, 0, arg.nbytes)
         raise KernelArgumentError(f"{arg!r} is not a buffer or a binding slot")
 
     def _check_open(self) -> None:
-        if self.finalized:
-            raise VulkanError("the command buffer is finalized; record a new one")
+        self.check_recording()
+
+    @property
+    def finalized_(self) -> bool:
+        return self.finalized
 
     def dispatch(self, kernel: Kernel, grid, block=None, args: Sequence = ()) -> None:
         """Record a dispatch; grid in work-items, args = buffers/slots then 32-bit constants."""
@@ -206,17 +213,25 @@ class CommandBuffer(CommandBufferAPI):
             )
         self.ops.append(_Dispatch(kernel, tuple(groups), refs, np.array(constants, np.uint32)))
 
-    def fill(self, buffer, value: int, nbytes: int | None = None) -> None:
-        """Fill the buffer (or slot) with a repeated 32-bit value."""
-        self._check_open()
+    def fill(self, buffer, value, nbytes: int | None = None) -> None:
+        """Fill the buffer (or slot) with `value`'s 1-, 2- or 4-byte pattern (`amdgpu.fill`).
+        vkCmdFillBuffer writes whole 32-bit words: the start and length must be multiples
+        of 4 bytes (a DeviceError says so; `dev.fill` fills other ranges on the host)."""
+        pattern, nbytes = self.check_fill(buffer, value, nbytes)
         ref = self._ref(buffer)
         if nbytes is not None:
             ref = BufferRef(ref.slot, ref.buffer, ref.offset, nbytes)
-        self.ops.append(_Fill(ref, to_u32(value)))
+        start = ref.offset + (ref.buffer.offset if ref.buffer is not None else 0)
+        if start % 4 or (nbytes is not None and nbytes % 4):
+            raise DeviceError(
+                f"a Vulkan command-buffer fill covers whole 32-bit words: start {start} and "
+                f"length {nbytes} must be multiples of 4 (use dev.fill for other ranges)"
+            )
+        self.ops.append(_Fill(ref, fill_word(pattern)))
 
     def copy(self, dst, src, nbytes: int) -> None:
-        self._check_open()
-        self.ops.append(_Copy(self._ref(dst), self._ref(src), int(nbytes)))
+        nbytes = self.check_copy(dst, src, nbytes)
+        self.ops.append(_Copy(self._ref(dst), self._ref(src), nbytes))
 
     def barrier(self) -> None:
         """Order everything before against everything after (compute and transfer)."""
@@ -224,8 +239,10 @@ class CommandBuffer(CommandBufferAPI):
         self.ops.append(_Barrier())
 
     def finalize(self) -> CommandBuffer:
-        """Close recording and plan the binding tables; the first bda instance is recorded."""
-        self._check_open()
+        """Close recording and plan the binding tables; the first bda instance is recorded.
+        Finalizing again returns the same command buffer."""
+        if self.finalized:
+            return self
         self.finalized = True
         baked: set[int] = set()
         tables: dict[tuple, int] = {}
@@ -427,8 +444,13 @@ class CommandBuffer(CommandBufferAPI):
                 lib.vkCmdPipelineBarrier2(cb, next(barriers))
             elif isinstance(op, _Fill):
                 buf, off, size, _ = op.ref.resolve(bound)  # type: ignore[arg-type]
-                if size >= 4:  # vkCmdFillBuffer writes whole 32-bit words
-                    lib.vkCmdFillBuffer(cb, buf, off, size & ~3, op.value)
+                if off % 4 or size % 4:  # a slot's range, known only now
+                    raise DeviceError(
+                        f"a Vulkan fill covers whole 32-bit words: the bound range [{off}, "
+                        f"{off + size}) must start and end on multiples of 4"
+                    )
+                if size:
+                    lib.vkCmdFillBuffer(cb, buf, off, size, op.value)
             elif isinstance(op, _Copy):
                 dbuf, doff, _, _ = op.dst.resolve(bound)  # type: ignore[arg-type]
                 sbuf, soff, _, _ = op.src.resolve(bound)  # type: ignore[arg-type]
@@ -454,7 +476,7 @@ class CommandBuffer(CommandBufferAPI):
             for side in self._barrier_sides():
                 info = memo.get(side)
                 if info is None:
-                    info = memo[side] = self.device.barrier(*side)
+                    info = memo[side] = self.device.dependency_info(*side)
                 infos.append(info)
             self._barrier_cache[mode] = infos
         return infos
@@ -672,18 +694,9 @@ class CommandBuffer(CommandBufferAPI):
 
     def submit(self, bindings: Sequence[Buffer], lane: int, wait) -> TimelinePoint:
         if not self.finalized:
-            self.finalize()
-        if len(bindings) != self.slot_count:
-            raise KernelArgumentError(
-                f"the command buffer uses {self.slot_count} binding slots; got "
-                f"{len(bindings)} buffers"
-            )
-        device = self.device
+            self.check_finalized()
+        self.check_bindings(bindings, self.slot_count)
         for b, need in zip(bindings, self._min_sizes, strict=True):
-            if getattr(b, "device", None) is not device:
-                raise KernelArgumentError(f"binding {b!r} is not a buffer of {device.spec}")
-            if b.root._freed:
-                raise KernelArgumentError(f"binding {b!r} was freed; allocate a new one")
             if b.nbytes < need:
                 raise KernelArgumentError(
                     f"binding {b!r} is smaller than the {need} bytes the command buffer "

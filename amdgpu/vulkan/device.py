@@ -13,7 +13,7 @@ import numpy as np
 
 from amdgpu.buffer import Buffer, as_host_array
 from amdgpu.device import Device, TimelinePoint
-from amdgpu.errors import KernelArgumentError, VulkanError
+from amdgpu.errors import DeviceError, KernelArgumentError, VulkanError
 
 from .command_buffer import CommandBuffer, to_u32
 from .executable import PATHS, Executable, Kernel
@@ -237,7 +237,7 @@ class VulkanDevice(Device):
         """The VkCommandBufferBeginInfo that recordings use under the current tuning."""
         return self.begin_info if self.tuning.simultaneous_use else self._begin_plain
 
-    def barrier(self, before: int, after: int):
+    def dependency_info(self, before: int, after: int):
         """The VkDependencyInfo of a barrier between work of kinds `before` and `after`
         (sync.COMPUTE | sync.TRANSFER; 0 = unknown) under the current tuning."""
         return self._barriers.get(self.tuning.barrier, before, after)
@@ -272,10 +272,8 @@ class VulkanDevice(Device):
         return LANES
 
     def lane(self, index: int) -> Lane:
-        try:
-            lane = self._lanes[index]
-        except (IndexError, TypeError):
-            raise KernelArgumentError(f"lane {index} does not exist; use 0..{LANES - 1}") from None
+        """Lane `index`: its timeline (`submitted`, `wait`, `poll`)."""
+        lane = self._lanes[self.check_lane(index)]
         if lane is None:
             self._check_open()
             queue, lock = self.queues[index % self.queue_count]
@@ -413,9 +411,31 @@ class VulkanDevice(Device):
         wait: Sequence[TimelinePoint] = (),
     ) -> TimelinePoint:
         """Replay a recorded command buffer with these buffers in its binding slots."""
-        if cb.device is not self:
-            raise KernelArgumentError("the command buffer belongs to another device")
+        if getattr(cb, "device", None) is not self:
+            raise DeviceError("this command buffer was recorded on another device: record it here")
+        if wait:
+            self.check_wait(wait)
         return cb.submit(bindings, lane, wait)
+
+    def fill(
+        self,
+        dst: Buffer,
+        value,
+        nbytes: int | None = None,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """Fill with `value`'s pattern: vkCmdFillBuffer for whole 32-bit words, else on the
+        host after the lanes (and the points in `wait`) are done."""
+        pattern, nbytes = self.check_fill(dst, value, nbytes)
+        if (dst.offset | nbytes) % 4 == 0:
+            return super().fill(dst, value, nbytes, lane, wait)
+        self.check_wait(wait)
+        for point in wait:
+            point.wait(self.timeout)
+        if nbytes:
+            dst.write(np.tile(pattern, nbytes // pattern.size))
+        return self.barrier(lane)
 
     def dispatch(
         self,
@@ -427,6 +447,17 @@ class VulkanDevice(Device):
         wait: Sequence[TimelinePoint] = (),
     ) -> TimelinePoint:
         """Run one kernel now (asynchronously); returns its timeline point."""
+        if not isinstance(kernel, Kernel) or kernel.executable.device is not self:
+            raise KernelArgumentError(
+                "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
+                f"got {kernel!r}"
+            )
+        if not isinstance(args, (list, tuple)):
+            raise KernelArgumentError(
+                f"args must be a list or tuple, got {type(args).__name__}"
+            )
+        if wait:
+            self.check_wait(wait)
         groups = kernel.groups(grid, block)
         buffers = [a for a in args if isinstance(a, Buffer)]
         constants = tuple(to_u32(a) for a in args if not isinstance(a, Buffer))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from amdgpu.errors import KernelArgumentError, VulkanError
+from amdgpu.geometry import dim3, workgroups
 
 from .instance import check, vk
 from .spirv import EntryInterface, ShaderInterface, missing_features, reflect
@@ -239,17 +240,26 @@ class Kernel:
 
     def groups(self, grid, block=None) -> tuple[int, int, int]:
         """Workgroup counts for a grid in work-items (ceil-div by the workgroup size)."""
-        g = (grid,) if isinstance(grid, int) else tuple(int(v) for v in grid)
-        g = tuple(g) + (1,) * (3 - len(g))
+        cache = self.__dict__.setdefault("_groups", {})
+        try:
+            return cache[(grid, block)]
+        except (KeyError, TypeError):
+            pass
+        g = dim3(grid, "grid", self.name)
         if block is not None:
-            b = (block,) if isinstance(block, int) else tuple(int(v) for v in block)
-            b = tuple(b) + (1,) * (3 - len(b))
-            if b != self.workgroup_size:
+            b = dim3(block, "block", self.name)
+            if b != tuple(self.workgroup_size):
                 raise KernelArgumentError(
                     f"kernel {self.name} was compiled for workgroup size "
                     f"{list(self.workgroup_size)}, got block={list(b)}; pass block=None"
                 )
-        return tuple(-(-g[i] // self.workgroup_size[i]) for i in range(3))  # type: ignore
+        groups = workgroups(g, tuple(self.workgroup_size))  # type: ignore[arg-type]
+        if len(cache) < 1024:
+            try:
+                cache[(grid, block)] = groups
+            except TypeError:  # lists: not cached
+                pass
+        return groups
 
     def __repr__(self) -> str:
         return (
