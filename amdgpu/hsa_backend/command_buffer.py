@@ -70,6 +70,7 @@ class _Dispatch:
     template: bytes
     sites: list[tuple[int, int, int]]  # (kernarg byte offset, binding index, binding offset)
     barrier: bool
+    cluster: Any = None  # gfx1250 workgroups per cluster (None: the default, 1)
 
 
 @dataclass
@@ -144,6 +145,7 @@ class HsaCommandBuffer(CommandBuffer):
         args: Sequence[Any] = (),
         *,
         dynamic_lds: int = 0,
+        cluster: Any = None,
     ) -> None:
         self._check_recording()
         if not isinstance(kernel, HsaKernel) or kernel.executable.device is not self.device:
@@ -152,6 +154,8 @@ class HsaCommandBuffer(CommandBuffer):
                 f"got {kernel!r}"
             )
         g, b, dims = kernel.geometry(grid, block)
+        if cluster is not None or self.device.target == "gfx1250":
+            kernel.packet_template(g, b, dims, dynamic_lds, 0, cluster)  # checks the shape now
         layout = kernel.layout
         sites: list[tuple[int, int, int]] = []
 
@@ -175,7 +179,8 @@ class HsaCommandBuffer(CommandBuffer):
         for off in layout.queue_ptr_offsets:
             sites.append((off, -1, 0))
         self._ops.append(
-            _Dispatch(kernel, g, b, dims, dynamic_lds, template, sites, self._pending_barrier)
+            _Dispatch(kernel, g, b, dims, dynamic_lds, template, sites, self._pending_barrier,
+                      cluster)
         )
         self._pending_barrier = False
         self.dispatches += 1
@@ -267,7 +272,17 @@ class HsaCommandBuffer(CommandBuffer):
             pos += len(d.template)
         pos += (-pos) % 16
         template = np.frombuffer(b"".join(pieces).ljust(pos, b"\0"), np.uint8).copy()
-        if n:
+        if n and self.device.target == "gfx1250":
+            barrier = np.array([d.barrier for d in run], bool)
+            barrier[0] = True  # lane order: wait for the previous submission
+            # gfx1250: each dispatch's own packet (the extended one, or classic where a grid
+            # has partial workgroups), the barrier bit set per dispatch
+            disp = np.frombuffer(b"".join(
+                d.kernel.packet_template(d.grid, d.block, d.dims, d.dynamic_lds, 0, d.cluster)
+                for d in run), packets.PACKET).copy()
+            head = disp.view(np.uint16).reshape(n, 32)
+            head[:, 0] = (head[:, 0] & ~np.uint16(0x100)) | (barrier.astype(np.uint16) << 8)
+        elif n:
             barrier = np.array([d.barrier for d in run], bool)
             barrier[0] = True  # lane order: wait for the previous submission
             disp = packets.kernel_dispatch_batch(

@@ -257,8 +257,10 @@ class HsaDevice(Device):
         wait: Sequence[TimelinePoint] = (),
         *,
         dynamic_lds: int = 0,
+        cluster: Any = None,
     ) -> TimelinePoint:
-        """Launch `kernel` over `grid` work-items in workgroups of `block`."""
+        """Launch `kernel` over `grid` work-items in workgroups of `block`; on gfx1250 in
+        clusters of `cluster` workgroups (the extended dispatch packet; 1 by default)."""
         ln = (
             self.lanes_[lane]
             if type(lane) is int and 0 <= lane < len(self.lanes_)
@@ -273,10 +275,13 @@ class HsaDevice(Device):
                 "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
                 f"got {kernel!r}"
             )
-        try:
-            launch = kernel._launches[(grid, block, dynamic_lds, ln)]
-        except (KeyError, TypeError):
-            launch = kernel.launch(grid, block, dynamic_lds, ln)
+        if cluster is None:
+            try:
+                launch = kernel._launches[(grid, block, dynamic_lds, ln)]
+            except (KeyError, TypeError):
+                launch = kernel.launch(grid, block, dynamic_lds, ln)
+        else:
+            launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
         size, explicit, fast, hidden_start, hidden, head, tail, geom = launch
         value = ln.submitted + 1
         ring = ln.kernargs  # its allocate() fast path, inlined: this is the hot path

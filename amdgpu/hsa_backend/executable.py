@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.errors import DeviceError, KernelArgumentError, PacketError
 from amdgpu.geometry import dim3
 from amdgpu.hsa_backend.kernargs import KernargLayout
 from amdgpu.hsa_backend.tracing import announce_all
@@ -94,10 +94,17 @@ class HsaKernel:
             pass
         return result
 
-    def packet_template(self, grid, block, dims: int, dynamic_lds: int, signal: int) -> bytes:
-        """The 64-byte dispatch packet with kernarg_address 0x10 (patched per dispatch)."""
-        key = (grid, block, dims, dynamic_lds, signal)
+    def packet_template(self, grid, block, dims: int, dynamic_lds: int, signal: int,
+                        cluster: Any = None) -> bytes:
+        """The 64-byte dispatch packet with kernarg_address 0x10 (patched per dispatch):
+        on gfx1250 the extended packet (workgroup clusters, size 1 unless `cluster` asks),
+        elsewhere the classic one."""
+        key = (grid, block, dims, dynamic_lds, signal, cluster)
         pkt = self._packets.get(key)
+        if pkt is None and (cluster is not None or self.device.target == "gfx1250"):
+            pkt = self._ext_packet(grid, block, dims, dynamic_lds, signal, cluster)
+            if pkt is not None:
+                self._packets[key] = pkt
         if pkt is None:
             import packets
 
@@ -115,12 +122,55 @@ class HsaKernel:
             self._packets[key] = pkt
         return pkt
 
-    def launch(self, grid: Any, block: Any, dynamic_lds: int, lane: Any) -> tuple:
+    def _ext_packet(self, grid, block, dims: int, dynamic_lds: int, signal: int,
+                    cluster: Any) -> bytes | None:
+        """gfx1250's extended dispatch packet, or None where the classic one must carry the
+        dispatch: a grid of partial workgroups (the extended packet counts whole clusters of
+        whole workgroups) with no clusters asked for."""
+        import packets
+
+        if self.device.target != "gfx1250":
+            raise KernelArgumentError(
+                f"kernel {self.name!r}: cluster={cluster!r} needs a gfx1250 device (workgroup "
+                f"clusters), this is {self.device.target}: leave cluster out"
+            )
+        c = (1, 1, 1) if cluster is None else dim3(cluster, "cluster", self.name)
+        whole = all(grid[a] % (block[a] * c[a]) == 0 for a in range(3))
+        if not whole:
+            if cluster is None:
+                return None
+            raise KernelArgumentError(
+                f"kernel {self.name!r}: grid {grid} is not whole clusters of {c} workgroups of "
+                f"{block}: make each grid dimension a multiple of block x cluster"
+            )
+        dims = max([dims] + [a + 1 for a in range(3) if c[a] != 1])
+        try:
+            return packets.ext_kernel_dispatch(
+                workgroup_size=block[:dims],
+                cluster_count=tuple(grid[a] // (block[a] * c[a]) for a in range(dims)),
+                cluster_size=c[:dims],
+                dims=dims,
+                private_segment_size=self.private_segment_size,
+                group_segment_size=self.group_segment_size + dynamic_lds,
+                kernel_object=self.kernel_object,
+                kernarg_address=16,
+                completion_signal=signal,
+                barrier=True,
+            )
+        except PacketError as exc:
+            raise KernelArgumentError(f"kernel {self.name!r}: {exc}") from None
+
+    def launch(self, grid: Any, block: Any, dynamic_lds: int, lane: Any,
+               cluster: Any = None) -> tuple:
         """Everything an immediate dispatch of this shape on this lane reuses, cached:
         (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
         hidden-args bytes, packet bytes before kernarg_address, packet bytes after it,
-        (grid, block, dims))."""
-        key = (grid, block, dynamic_lds, lane)
+        (grid, block, dims)). `cluster` (gfx1250): workgroups per cluster."""
+        if cluster is None:
+            key = (grid, block, dynamic_lds, lane)
+        else:
+            cluster = dim3(cluster, "cluster", self.name)
+            key = (grid, block, dynamic_lds, lane, cluster)
         try:
             return self._launches[key]
         except KeyError:
@@ -129,7 +179,7 @@ class HsaKernel:
             key = None
         g, b, dims = self.geometry(grid, block)
         layout = self.layout
-        pkt = self.packet_template(g, b, dims, dynamic_lds, lane.signal)
+        pkt = self.packet_template(g, b, dims, dynamic_lds, lane.signal, cluster)
         if layout._fast is not None:
             hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
             entry = (

@@ -36,6 +36,24 @@ class Dispatch:
     target: str  # the agent's target id, "gfx1100"
     wavefront_size: int
     kernel_name: str  # symbol behind kernel_object, or a hex address if unknown
+    # gfx1250 workgroup clusters (the extended dispatch packet's cluster_size); (1, 1, 1)
+    # for a classic packet. See cluster_ids for what the kernel sees.
+    cluster_size: tuple[int, int, int] = (1, 1, 1)
+
+
+def cluster_ids(workgroup_id: tuple[int, int, int], cluster_size: tuple[int, int, int]
+                ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(cluster id, workgroup id within its cluster, TTMP6) of a workgroup, as gfx1250
+    reports them. LLVM's gfx1250 lowering (llvm.amdgcn.cluster.workgroup.id.*) reads the
+    workgroup's place in its cluster from TTMP6 bits [3:0] x, [7:4] y, [11:8] z, and the
+    cluster's largest such id (cluster_size - 1; llvm.amdgcn.cluster.workgroup.max.id.*)
+    from bits [15:12], [19:16], [23:20]; the cluster id is the workgroup id divided by the
+    cluster size."""
+    cluster = tuple(w // s for w, s in zip(workgroup_id, cluster_size, strict=True))
+    inner = tuple(w % s for w, s in zip(workgroup_id, cluster_size, strict=True))
+    ttmp6 = (inner[0] | inner[1] << 4 | inner[2] << 8 | (cluster_size[0] - 1) << 12
+             | (cluster_size[1] - 1) << 16 | (cluster_size[2] - 1) << 20)
+    return cluster, inner, ttmp6
 
 
 class IsaExecutor(Protocol):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import packets
-from amdgpu.errors import HsaError, QueueError
+from amdgpu.errors import HsaError, PacketError, QueueError
 from hsa.provider import Queue
 from hsa.status import (
     HSA_STATUS_ERROR,
@@ -60,6 +60,7 @@ BARRIER_AND = int(PacketType.BARRIER_AND)
 AGENT_DISPATCH = int(PacketType.AGENT_DISPATCH)
 BARRIER_OR = int(PacketType.BARRIER_OR)
 AMD_BARRIER_VALUE = int(AmdVendorFormat.BARRIER_VALUE)
+AMD_EXT_KERNEL_DISPATCH = int(AmdVendorFormat.EXT_KERNEL_DISPATCH)
 _TYPE_NAMES = {int(t): t.name for t in PacketType}
 _M16, _M32, _M64 = 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 # CPython 3.10+ with a GIL: see VirtualQueue's write-index methods (3.13t may run without
@@ -374,11 +375,14 @@ class PacketProcessor:
             self._dispatch(packet_id, slot, words)
         elif ptype == VENDOR_SPECIFIC:
             amd_format = (words[0] >> 16) & 0xFF
+            if amd_format == AMD_EXT_KERNEL_DISPATCH:
+                self._ext_dispatch(packet_id, slot, words)
+                return
             if amd_format != AMD_BARRIER_VALUE:
                 raise self._bad_packet(
                     packet_id, words,
-                    f"vendor-specific packet with AmdFormat {amd_format} (only BARRIER_VALUE=2 "
-                    "is known)",
+                    f"vendor-specific packet with AmdFormat {amd_format} (BARRIER_VALUE=2 and "
+                    "EXT_KERNEL_DISPATCH=3 are known)",
                 )
             self._barrier_value(packet_id, words)
         elif ptype == AGENT_DISPATCH:
@@ -483,10 +487,36 @@ class PacketProcessor:
         if result is None:
             raise _Stopped
 
-    def _dispatch(self, packet_id: int, slot: int, words: list[int]) -> None:
+    def _ext_dispatch(self, packet_id: int, slot: int, words: list[int]) -> None:
+        """gfx1250's extended dispatch packet: ROCr's rules, then dep_signal (0: none) must
+        reach 0, then the grid of cluster_count x cluster_size x workgroup_size runs."""
+        if self.agent.info.isa.split(":")[0] != "gfx1250":
+            raise self._bad_packet(
+                packet_id, words,
+                f"EXT_KERNEL_DISPATCH packet on a queue of {self.agent.info.isa} agent "
+                f"{self.agent.info.name}; only gfx1250 runs it: use a classic "
+                "KERNEL_DISPATCH packet",
+            )
+        pkt = packets.decode(_packet_bytes(words))
+        xyz = "xyz"
+        wg = tuple(pkt[f"workgroup_size_{d}"] for d in xyz)
+        size = tuple(pkt[f"cluster_size_{d}"] for d in xyz)
+        try:
+            packets.ext_dispatch_check(pkt["setup"], wg,
+                                       tuple(pkt[f"cluster_count_{d}"] for d in xyz), size,
+                                       pkt["reserved0"])
+        except PacketError as exc:
+            raise self._bad_packet(packet_id, words, str(exc)) from None
+        if pkt["dep_signal"]:
+            self._wait_signals(packet_id, [pkt["dep_signal"]], _all_zero, VENDOR_SPECIFIC)
+        self._dispatch(packet_id, slot, words, pkt, size)
+
+    def _dispatch(self, packet_id: int, slot: int, words: list[int], pkt: dict | None = None,
+                  cluster_size: tuple[int, int, int] = (1, 1, 1)) -> None:
         # Barriers take a fast path on raw words; a dispatch is decoded by the packets layer
         # (a few microseconds, small next to running the kernel).
-        pkt = packets.decode(_packet_bytes(words))
+        if pkt is None:
+            pkt = packets.decode(_packet_bytes(words))
         dims = pkt["setup"] & 0x3
         wg = (pkt["workgroup_size_x"], pkt["workgroup_size_y"], pkt["workgroup_size_z"])
         grid = (pkt["grid_size_x"], pkt["grid_size_y"], pkt["grid_size_z"])
@@ -576,6 +606,7 @@ class PacketProcessor:
             target=self.agent.info.isa,
             wavefront_size=wave,
             kernel_name=name,
+            cluster_size=cluster_size,
         )
         executor.run(dispatch, memory)
 
