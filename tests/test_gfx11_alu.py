@@ -494,6 +494,8 @@ CASES.update({
                                   "s_waitcnt vmcnt(0)", "f32",
                                   lambda a, b, c: np.where(F(a) > F(b), c ^ u32(0x80000000),
                                                            a), None),
+    "mov_b16_e64_true16": ("v_mov_b32 v4, v3\nv_mov_b16_e64 v4.h, v1.l", "u32",
+                           lambda a, b, c: (c & u32(0xFFFF)) | (a << u32(16)), None),
     "pk_fmac_f16": ("v_mov_b32 v4, v3\nv_pk_fmac_f16 v4, v1, v2", "f16x2",
                     lambda a, b, c: h16(fma16(f16lo(a), f16lo(b), f16lo(c)))
                     | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),

@@ -178,6 +178,54 @@ def operand_fields(text: str, sregs: dict[int, str], vregs: dict[int, str]) -> l
     return result
 
 
+# Instructions that LLVM 19's disassembler cannot decode though newer LLVM emits them (true16
+# VOP3 forms, e.g. `v_mov_b16_e64 v194.h, v204.l` in Triton 3.9 output): their encodings come
+# from clang 22's assembler (the `ziglang` wheel) instead.
+CLANG22_ONLY = [("VOP3", "v_mov_b16_e64 v16.l, v32.l")]
+
+
+def assemble_clang22(source: str) -> tuple[bytes, str]:
+    """(.text bytes, stderr) of `source` assembled for gfx1100 by clang 22 from the ziglang
+    wheel; empty bytes when it reports errors."""
+    import struct
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
+        src.write_text(source)
+        run = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-target",
+                              "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-c", "-x", "assembler",
+                              str(src), "-o", str(obj)], capture_output=True, text=True)
+        if run.returncode:
+            return b"", run.stderr
+        elf = obj.read_bytes()
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQ", elf, shoff + k * shentsize) for k in range(shnum)]
+    strtab = sections[shstrndx][4]
+    for name, _type, _flags, _addr, offset, size in sections:
+        if elf[strtab + name:elf.index(b"\0", strtab + name)] == b".text":
+            return elf[offset:offset + size], run.stderr
+    return b"", run.stderr
+
+
+def clang22_entries(tables: dict[str, dict[str, dict]]) -> None:
+    """Add CLANG22_ONLY to `tables`, the opcode read from clang 22's encoding."""
+    from hsa.virtual.gfx11.decoder import decode_one
+
+    for enc, text in CLANG22_ONLY:
+        code, err = assemble_clang22(text + "\n")
+        if not code:
+            raise RuntimeError(f"clang 22 cannot assemble {text!r}: {err.strip()}")
+        words = [int.from_bytes(code[k:k + 4], "little") for k in range(0, len(code), 4)]
+        inst = decode_one(words + [0, 0], 0, 0)
+        assert inst.encoding == enc, (text, inst.encoding)
+        tables[enc][str(inst.op)] = {
+            "name": text.split()[0], "sample": text, "source": "clang 22",
+            "operands": operand_fields(text, {}, {VDST: "vdst", VSRC0: "src0"})}
+
+
 def build() -> dict[str, dict[str, dict]]:
     tables: dict[str, dict[str, dict]] = {}
     for enc, items in candidates().items():
@@ -203,6 +251,7 @@ def build() -> dict[str, dict[str, dict]]:
                               "operands": operand_fields(text, sregs, vregs), "sample": text}
         tables[enc] = table
         print(f"{enc}: {len(table)} opcodes")
+    clang22_entries(tables)
     return tables
 
 
