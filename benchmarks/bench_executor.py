@@ -5,6 +5,7 @@ instructions count 32, like the vector ones: the figure is instructions x 32 x w
 Runs, each several times, best time kept:
   * clang saxpy (OpenCL C, -O2) over 2^20 floats, workgroups of 256;
   * IREE matmul f16 (WMMA), 256x256x256 (or --matmul 64: the kernel library's own);
+  * IREE matmul i8 -> i32 (v_wmma_i32_16x16x16_iu8), same size, checked exact;
 and, in the same run, numpy computing the saxpy directly, to state the overhead ratio.
 
     python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3] [--json]
@@ -95,6 +96,46 @@ def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
     }
 
 
+MATMUL_I8 = """
+func.func @matmul_i8(%a: tensor<{n}x{n}xi8>, %b: tensor<{n}x{n}xi8>) -> tensor<{n}x{n}xi32> {{
+  %c0 = arith.constant 0 : i32
+  %e = tensor.empty() : tensor<{n}x{n}xi32>
+  %f = linalg.fill ins(%c0 : i32) outs(%e : tensor<{n}x{n}xi32>) -> tensor<{n}x{n}xi32>
+  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}xi8>, tensor<{n}x{n}xi8>)
+                     outs(%f : tensor<{n}x{n}xi32>) -> tensor<{n}x{n}xi32>
+  return %r : tensor<{n}x{n}xi32>
+}}
+"""
+
+
+def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
+    """IREE's matmul i8 x i8 -> i32: int8 WMMA; the result must equal numpy's exactly."""
+    try:
+        import compiler
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"matmul_i8_{size}.mlir"
+            path.write_text(MATMUL_I8.format(n=size))
+            bundle = compiler.compile(path, targets=["gfx1100"], abi=())
+    except Exception as e:  # noqa: BLE001
+        return {"kernel": "iree matmul_i8", "skipped": str(e)}
+    rng = np.random.default_rng(2)
+    a, b = (rng.integers(-128, 128, (size, size), dtype=np.int8) for _ in range(2))
+    got = run_program(h, bundle, [a, b])[0]
+    want = a.astype(np.int32) @ b.astype(np.int32)
+    if not np.array_equal(got, want):
+        raise SystemExit("matmul i8 on the executor differs from numpy")
+    seconds = _best(lambda: run_program(h, bundle, [a, b]), repeat)
+    a32, b32 = a.astype(np.int32), b.astype(np.int32)
+    numpy_seconds = _best(lambda: a32 @ b32, max(repeat, 5))
+    lane_instr = h.executor.last_lane_instructions
+    return {
+        "kernel": "iree matmul_i8 (WMMA iu8)", "shape": [[size, size]] * 2,
+        "seconds": seconds, "instructions": h.executor.last_instructions,
+        "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
+        "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 20)
@@ -103,7 +144,8 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     h = Harness()
-    results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul)]
+    results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul),
+               bench_matmul_i8(h, args.repeat, max(args.matmul, 64))]
     if args.json:
         print(json.dumps(results, indent=1))
         return
