@@ -23,26 +23,12 @@ from typing import Any
 import numpy as np
 
 from amdgpu.errors import KernelArgumentError, SignalTimeout
+from hsa.abi.hidden_args import GEOMETRY_KINDS, geometry_value
 
 KERNARG_ALIGNMENT = 16  # HSA: kernarg buffers are at least 16-byte aligned
 
-# Hidden args that the driver fills from the dispatch shape, by value_kind.
-_GEOMETRY_KINDS = {
-    "hidden_block_count_x": ("block_count", 0),
-    "hidden_block_count_y": ("block_count", 1),
-    "hidden_block_count_z": ("block_count", 2),
-    "hidden_group_size_x": ("group_size", 0),
-    "hidden_group_size_y": ("group_size", 1),
-    "hidden_group_size_z": ("group_size", 2),
-    "hidden_remainder_x": ("remainder", 0),
-    "hidden_remainder_y": ("remainder", 1),
-    "hidden_remainder_z": ("remainder", 2),
-    "hidden_global_offset_x": ("global_offset", 0),
-    "hidden_global_offset_y": ("global_offset", 1),
-    "hidden_global_offset_z": ("global_offset", 2),
-    "hidden_grid_dims": ("grid_dims", 0),
-    "hidden_dynamic_lds_size": ("dynamic_lds", 0),
-}
+# Hidden args that the driver fills from the dispatch shape: hsa.abi.hidden_args.
+_GEOMETRY_KINDS = GEOMETRY_KINDS
 # Hidden pointers the driver does not support (yet): written as null, so a kernel that
 # uses printf or hostcalls faults visibly instead of writing into random memory.
 _NULL_KINDS = {
@@ -399,17 +385,7 @@ class KernargLayout:
 
     def _fill_hidden(self, vals: list, grid, block, dims, dynamic_lds, queue_ptr) -> None:
         for p, source, axis in self._hidden_slots:
-            if source == "block_count":
-                vals[p] = grid[axis] // block[axis]
-            elif source == "group_size":
-                vals[p] = block[axis]
-            elif source == "remainder":
-                vals[p] = grid[axis] % block[axis]
-            elif source == "grid_dims":
-                vals[p] = dims
-            elif source == "dynamic_lds":
-                vals[p] = dynamic_lds
-            # global_offset stays 0
+            vals[p] = geometry_value(source, axis, grid, block, dims, dynamic_lds)
         for p in self._queue_ptr_pos:
             vals[p] = queue_ptr
 

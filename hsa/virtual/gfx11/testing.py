@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from hsa.abi.codeobject import CodeObject, KernelInfo, read_code_object
+from hsa.abi.hidden_args import hidden_value
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.gfx11 import shared_executor
 from hsa.virtual.memory import MemoryMap
@@ -275,31 +276,10 @@ def build_kernargs(kernel: KernelInfo, args: list, grid: tuple[int, int, int],
         else:
             raw = int(value).to_bytes(arg.size, "little", signed=int(value) < 0)
         buf[arg.offset: arg.offset + arg.size] = raw[: arg.size]
-    for arg in kernel.hidden_args:
-        o = arg.offset
-        kind = arg.value_kind
-        counts = [-(-grid[i] // block[i]) for i in range(3)]
-        if kind == "hidden_block_count_x":
-            struct.pack_into("<III", buf, o, *counts)
-        elif kind == "hidden_group_size_x":
-            struct.pack_into("<HHH", buf, o, *block)
-        elif kind == "hidden_remainder_x":
-            struct.pack_into("<HHH", buf, o, *(grid[i] % block[i] for i in range(3)))
-        elif kind in ("hidden_block_count_y", "hidden_block_count_z",
-                      "hidden_group_size_y", "hidden_group_size_z",
-                      "hidden_remainder_y", "hidden_remainder_z"):
-            axis = "xyz".index(kind[-1])
-            if kind.startswith("hidden_block_count"):
-                struct.pack_into("<I", buf, o, counts[axis])
-            elif kind.startswith("hidden_group_size"):
-                struct.pack_into("<H", buf, o, block[axis])
-            else:
-                struct.pack_into("<H", buf, o, grid[axis] % block[axis])
-        elif kind == "hidden_grid_dims":
-            struct.pack_into("<H", buf, o, dims)
-        elif kind in ("hidden_global_offset_x", "hidden_global_offset_y",
-                      "hidden_global_offset_z"):
-            struct.pack_into("<Q", buf, o, 0)
+    for arg in kernel.hidden_args:  # the driver's own definitions (hsa.abi.hidden_args)
+        value = hidden_value(arg.value_kind, grid, block, dims)
+        if value is not None:
+            buf[arg.offset : arg.offset + arg.size] = value.to_bytes(arg.size, "little")
     return bytes(buf)
 
 
