@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import amdgpu
-from amdgpu.errors import HsaUnavailable
+from amdgpu.errors import HsaUnavailable, MemoryFault
 from hsa.emulated import build, driver
 from hsa.status import HSA_STATUS_ERROR_INVALID_PACKET_FORMAT
 
@@ -207,3 +207,112 @@ def test_c_program_runs_on_real_rocr_with_ld_library_path(thunk, tmp_path):
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "agent gfx90a: barrier completed, signal 0" in run.stdout
+
+
+# --- a GPU memory fault through the real path --------------------------------------------
+OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+          "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+
+
+def test_out_of_bounds_kernel_reaches_rocrs_fault_handling(thunk, tmp_path):
+    """The executor's fault -> the VM-fault event (HSA_EVENTID_MEMORY_FATAL_PROCESS) ->
+    ROCr's VMFaultHandler -> the provider's system event handler -> MemoryFault from the
+    wait; the queue's callback gets MEMORY_APERTURE_VIOLATION; the process survives and
+    the device can be opened again."""
+    from hsa.emulated import EmulatedProvider, runs_kernels
+    from hsa.provider import SignalCondition
+    from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
+    from packets import kernel_dispatch
+
+    if not runs_kernels():
+        pytest.skip("the emulated gfx90a needs hsa/virtual's gfx9 executor, not here yet")
+    import test_provider_conformance as conformance
+
+    data = conformance.compile_cl(OOB_CL, "gfx90a", tmp_path)
+    provider = EmulatedProvider()
+    try:
+        gpu = provider.gpu_agents()[0].handle
+        exe = conformance._load(provider, gpu, data)
+        sym = provider.executable_get_symbol_by_name(exe, "oob.kd", gpu)
+        out = provider.memory_pool_allocate(conformance._device_pool(provider, gpu), 4096)
+        kernarg = provider.memory_pool_allocate(conformance._kernarg_pool(provider), 4096)
+        provider.agents_allow_access([gpu], kernarg)
+        args = provider.host_view(kernarg, 4096)
+        args[:] = 0
+        args[0:8].view(np.uint64)[0] = out
+        args[8:16].view(np.uint64)[0] = 0x10  # outside every allocation
+        seen = []
+        queue = provider.queue_create(gpu, 64, callback=lambda status, q: seen.append(status))
+        done = provider.signal_create(1)
+        conformance.publish(queue, kernel_dispatch(
+            workgroup_size=(64, 1, 1), grid_size=(64, 1, 1), dims=1,
+            kernel_object=sym.kernel_object, kernarg_address=kernarg, private_segment_size=0,
+            group_segment_size=0, completion_signal=done))
+        with pytest.raises(MemoryFault) as info:
+            provider.signal_wait(done, SignalCondition.EQ, 0, 5.0)
+        assert info.value.address == 0x10
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == [HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION]
+        provider.queue_destroy(queue)
+    finally:
+        provider.shut_down()
+    again = EmulatedProvider()
+    try:
+        assert again.gpu_agents()[0].isa.startswith("gfx90a")
+    finally:
+        again.shut_down()
+
+
+# --- ROCr's PM4-IB vendor packet (hsa_executable_freeze's icache invalidate) ---------------
+def _pm4_ib_packet(ib_address: int, dwords: int) -> np.ndarray:
+    words = np.zeros(8, dtype=np.uint64)
+    jump = [(3 << 30) | ((4 - 2) << 16) | (0x3F << 8),  # type-3 INDIRECT_BUFFER, 4 dwords
+            ib_address & 0xFFFFFFFC, ib_address >> 32, dwords | (1 << 23)]
+    words[0] = 0 | (1 << 16) | (jump[0] << 32)  # VENDOR_SPECIFIC, AmdFormat PM4_IB
+    words[1] = jump[1] | (jump[2] << 32)
+    words[2] = jump[3] | (0xA << 32)  # dw_cnt_remain as ROCr writes it
+    return words
+
+
+def _ring(queue, words: np.ndarray) -> int:
+    idx = queue.add_write_index(1)
+    off = (idx % queue.size) * 64
+    queue.ring[off + 4: off + 64] = words.view(np.uint8)[4:]
+    queue.ring[off: off + 4].view(np.uint32)[0] = np.uint32(words[0] & 0xFFFFFFFF)
+    queue.doorbell(idx)
+    return idx
+
+
+@pytest.mark.parametrize("opcode, accepted", [(0x58, True), (0x37, False)])
+def test_pm4_indirect_buffer(thunk, opcode, accepted):
+    """ACQUIRE_MEM (ROCr's InvalidateCodeCaches) is run; any other PM4 opcode (here
+    WRITE_DATA) is a bad packet, reported through ROCr to the queue's callback."""
+    from hsa.emulated import EmulatedProvider
+
+    provider = EmulatedProvider()
+    try:
+        gpu = provider.gpu_agents()[0].handle
+        cpu_pool = provider.agent_pools(provider.cpu_agents()[0].handle)[0].handle
+        ib = provider.memory_pool_allocate(cpu_pool, 4096)
+        provider.agents_allow_access([gpu], ib)
+        body = provider.host_view(ib, 4096).view(np.uint32)
+        body[:8] = 0
+        body[0] = (3 << 30) | ((7 - 1) << 16) | (opcode << 8)  # 7 body dwords follow
+        seen = []
+        queue = provider.queue_create(gpu, 64, callback=lambda status, q: seen.append(status))
+        idx = _ring(queue, _pm4_ib_packet(ib, 8))
+        deadline = time.monotonic() + 5
+        while queue.load_read_index() <= idx and not seen and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if accepted:
+            assert queue.load_read_index() == idx + 1 and not seen
+        else:
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert seen == [HSA_STATUS_ERROR_INVALID_PACKET_FORMAT]
+        provider.queue_destroy(queue)
+        provider.memory_pool_free(ib)
+    finally:
+        provider.shut_down()

@@ -992,10 +992,15 @@ EXPORT int hsakmt_emu_memory_fault(uint64_t address, uint32_t write) {
     pending_fault.VirtualAddress = address;
     pending_fault.Failure.NotPresent = 1;
     pending_fault.Failure.ReadOnly = write ? 1 : 0;
+    /* fatal to the process's GPU context, as KFD reports a GPU page fault: ROCr's wait on
+     * its VM-fault signal returns for this flag and its handler reads the data from the
+     * HsaEvent itself */
+    pending_fault.Flags = HSA_EVENTID_MEMORY_FATAL_PROCESS;
     have_fault = 1;
     int fired = 0;
     for (int i = 1; i < MAX_EVENTS; i++)
         if (events[i].live && events[i].pub.EventData.EventType == HSA_EVENTTYPE_MEMORY) {
+            events[i].pub.EventData.EventData.MemoryAccessFault = pending_fault;
             set_event_locked(&events[i]);
             fired++;
         }
