@@ -2,7 +2,11 @@
 # Both set the machine up first (Debian packages when missing, .venv with the package).
 PY := .venv/bin/python
 
-.PHONY: setup demo test bench lint
+.PHONY: setup demo test test-fast bench lint
+
+# The public API that `make lint` type-checks.
+TYPED := amdgpu/device.py amdgpu/command_buffer.py amdgpu/buffer.py amdgpu/fill.py \
+	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py
 
 setup:
 	@bash scripts/setup.sh
@@ -13,8 +17,13 @@ demo: setup
 test: setup
 	@$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# The inner loop: everything but the tests marked slow.
+test-fast: setup
+	@$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lint: setup
 	@$(PY) -m ruff check .
+	@$(PY) -m mypy $(TYPED)

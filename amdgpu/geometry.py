@@ -31,17 +31,18 @@ def dim3(value: Any, what: str, kernel: str) -> tuple[int, int, int]:
         vals = [_size(v) for v in value]
     else:
         vals = [_size(value)]
-    if any(v is None for v in vals):
+    sizes = [v for v in vals if v is not None]
+    if len(sizes) != len(vals):
         raise KernelArgumentError(
             f"kernel {kernel!r}: {what} must be a positive int or a tuple of 1 to 3 of them, "
             f"got {value!r}"
         )
-    sizes = [*vals, 1, 1][:3] if len(vals) < 3 else vals
-    if min(sizes) < 1 or max(sizes) > MAX_SIZE:  # type: ignore[type-var]
+    sizes += [1] * (3 - len(sizes))
+    if min(sizes) < 1 or max(sizes) > MAX_SIZE:
         raise KernelArgumentError(
             f"kernel {kernel!r}: {what} {tuple(sizes)} has a size out of range (1..{MAX_SIZE})"
         )
-    return sizes[0], sizes[1], sizes[2]  # type: ignore[return-value]
+    return sizes[0], sizes[1], sizes[2]
 
 
 def rank(value: Any) -> int:

@@ -1,4 +1,5 @@
-"""AQL packets: layouts (hsa.h, hsa_ext_amd.h incl. gfx1250's extended dispatch), checked builders, batch builders, decoder, ring publishing
+"""AQL packets: layouts (hsa.h, hsa_ext_amd.h incl. gfx1250's extended dispatch), checked
+builders, batch builders, decoder, ring publishing
 and trace records. Imports nothing of the project but `amdgpu.errors`.
 
     import packets
@@ -30,7 +31,15 @@ from .build import (
     invalid,
     kernel_dispatch,
 )
-from .decode import DISPATCH_KINDS, decode, decode_many, encode, format_packet, format_packets, packet_bytes
+from .decode import (
+    DISPATCH_KINDS,
+    decode,
+    decode_many,
+    encode,
+    format_packet,
+    format_packets,
+    packet_bytes,
+)
 from .layout import (
     AGENT_DISPATCH,
     BARRIER_AND,

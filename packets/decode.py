@@ -2,7 +2,8 @@
 format them as text (one line for logs and traces, several lines for inspection).
 
 A decoded dict always holds "kind" (kernel_dispatch, ext_kernel_dispatch, barrier_and,
-barrier_or, agent_dispatch, barrier_value, vendor_specific, invalid or unknown), "type" (PacketType, or
+barrier_or, agent_dispatch, barrier_value, vendor_specific, invalid or unknown), "type"
+(PacketType, or
 the raw number), "header", "barrier", "acquire_fence_scope" and "release_fence_scope", then
 the hsa.h fields of that packet. Two names differ from hsa.h: the agent dispatch packet's
 `type` field is "agent_type" (so "type" stays the packet type), and the vendor header's

@@ -1,7 +1,8 @@
 """AQL packet layouts: enums, numpy structured dtypes and header/setup bit fields.
 
 Every layout is 64 bytes with the field names and offsets of `hsa.h` (and `hsa_ext_amd.h`
-for the AMD vendor BARRIER_VALUE and EXT_KERNEL_DISPATCH packets). The byte-exact test compiles a C program against
+for the AMD vendor BARRIER_VALUE and EXT_KERNEL_DISPATCH packets). The byte-exact test compiles a
+C program against
 the installed headers and compares offsets and encoded bytes with these dtypes.
 """
 
@@ -158,7 +159,10 @@ PACKET = np.dtype((np.void, PACKET_SIZE))
 MAX_DEP_SIGNALS = 5
 MAX_WORKGROUP_PRODUCT = 1024
 
-for _dt in (KERNEL_DISPATCH, EXT_KERNEL_DISPATCH, AGENT_DISPATCH, BARRIER_AND, BARRIER_OR, BARRIER_VALUE, PACKET):
+for _dt in (
+    KERNEL_DISPATCH, EXT_KERNEL_DISPATCH, AGENT_DISPATCH, BARRIER_AND, BARRIER_OR,
+    BARRIER_VALUE, PACKET,
+):
     assert _dt.itemsize == PACKET_SIZE, _dt
 
 
@@ -224,6 +228,7 @@ def dtype_for(packet_type: int, amd_format: int | None = None) -> np.dtype:
         return AGENT_DISPATCH
     if packet_type == PacketType.VENDOR_SPECIFIC and amd_format == AmdVendorFormat.BARRIER_VALUE:
         return BARRIER_VALUE
-    if packet_type == PacketType.VENDOR_SPECIFIC and amd_format == AmdVendorFormat.EXT_KERNEL_DISPATCH:
+    vendor = packet_type == PacketType.VENDOR_SPECIFIC
+    if vendor and amd_format == AmdVendorFormat.EXT_KERNEL_DISPATCH:
         return EXT_KERNEL_DISPATCH
     return PACKET

@@ -110,7 +110,7 @@ def test_builders_encode_byte_for_byte_like_gcc(oracle):
     cases = [_random_case(rng) for _ in range(300)]
     lines = _run(oracle, "encode", "\n".join(line for _, line in cases) + "\n")
     assert len(lines) == len(cases)
-    for (kw, _), hexed in zip(cases, lines):
+    for (kw, _), hexed in zip(cases, lines, strict=True):
         want = bytes.fromhex(hexed)
         got = packets.ext_kernel_dispatch(**kw)
         assert got == want, kw

@@ -135,7 +135,7 @@ def test_bytes_after_the_last_checksum_are_damage(small, tmp_path):
     extra = struct.pack("<IHHQQQQQ64s", 104, 1, 0, 0, 99, 1, 2, 3, dispatch(0, 1280))
     f = tmp_path / "tail.aqltrace"
     f.write_bytes(data + extra)
-    for name, read in every_reader(f).items():
+    for _name, read in every_reader(f).items():
         with pytest.raises(TraceFormatError, match=f"between byte {len(data)} and "
                            f"{len(data) + len(extra)}: no checksum record covers"):
             read()

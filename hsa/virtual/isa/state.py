@@ -5,7 +5,8 @@ A `WaveGroup` holds every wave that is at the same program counter: scalar regis
 108-123, NULL 124, M0 125, EXEC 126-127), SCC per wave, and vector registers
 `v[reg, wave, lane]` as uint32 (lanes = the wave size; AccVGPRs, where a family has them,
 are rows from 256 on). Lane masks (EXEC, VCC, compare results) are one SGPR in wave32 and
-an SGPR pair in wave64. A VGPR read gives a (waves, lanes) array, an SGPR read a (waves, 1) column, a constant a 0-d value: numpy
+an SGPR pair in wave64. A VGPR read gives a (waves, lanes) array, an SGPR read a (waves, 1)
+column, a constant a 0-d value: numpy
 broadcasting makes one code path serve all three. Waves split into separate groups when a
 scalar branch goes different ways, and merge again when their program counters meet.
 """
