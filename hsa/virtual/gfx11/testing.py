@@ -217,10 +217,13 @@ def _zig(*args: str) -> None:
         raise RuntimeError(f"zig {args[0]} failed: {run.stderr.strip()[:2000]}")
 
 
-def build_code_object(source: str, language: str) -> bytes:
+def build_code_object(source: str, language: str, mcpu: str = "gfx1100") -> bytes:
     """Compile OpenCL C (language "cl") or assemble AMDGPU assembly ("assembler") for
-    gfx1100, code object v5, linked with ld.lld; cached on disk by source hash."""
-    key = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()[:24]
+    `mcpu` (gfx1100 by default), code object v5, linked with ld.lld; cached on disk by
+    source hash."""
+    key = hashlib.sha256(f"{language}\0{mcpu}\0{source}".encode()).hexdigest()[:24]
+    if mcpu == "gfx1100":  # the key the gfx1100 cache has always used
+        key = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()[:24]
     out = _CACHE_DIR / f"{key}.hsaco"
     if out.exists():
         return out.read_bytes()
@@ -229,7 +232,7 @@ def build_code_object(source: str, language: str) -> bytes:
         src = Path(tmp) / ("k.cl" if language == "cl" else "k.s")
         src.write_text(source)
         obj = Path(tmp) / "k.o"
-        flags = ["-x", language, "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100",
+        flags = ["-x", language, "-target", "amdgcn-amd-amdhsa", f"-mcpu={mcpu}",
                  "-mcode-object-version=5"]
         if language == "cl":
             flags += ["-cl-std=CL2.0", "-nogpulib", "-cl-no-stdinc", "-O2"]
@@ -286,9 +289,16 @@ def build_kernargs(kernel: KernelInfo, args: list, grid: tuple[int, int, int],
 class Harness:
     """Memory + loaded code + dispatches for executor tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str = "gfx1100") -> None:
+        from compiler.targets import TargetId
+        from hsa.virtual.executor import executor_for
+
         self.memory = MemoryMap()
-        self.executor = shared_executor()
+        self.target = target
+        info = TargetId.parse(target).target
+        self.wavefront_size = info.wave_size
+        self.executor = shared_executor() if info.family == "gfx11" else executor_for(
+            info.family)
         self.loaded: dict[bytes, LoadedCode] = {}
 
     # --- memory ------------------------------------------------------------------------
@@ -351,7 +361,8 @@ class Harness:
             packet_address=packet_address, queue_address=0, dispatch_id=0, dims=dims,
             workgroup_size=block, grid_size=grid, private_segment_size=private,
             group_segment_size=group, kernel_object=code.kernel_object(name),
-            kernarg_address=kernarg, agent=AGENT, target="gfx1100", wavefront_size=32,
+            kernarg_address=kernarg, agent=AGENT, target=self.target,
+            wavefront_size=self.wavefront_size,
             kernel_name=name)
         self.executor.run(dispatch, self.memory)
         return dispatch

@@ -95,6 +95,9 @@ class Family:
     kernarg_preload: bool = False  # gfx940+ firmware preloads kernargs into user SGPRs
     # the private segment buffer V# the hardware gives (non-architected scratch), or None
     private_buffer: Callable[[int], tuple[int, int, int, int]] | None = None
+    # Instruction -> Compiled for the family's own instructions and renames (default: the
+    # core's compile_instruction)
+    compile: Callable[[d.Instruction], Compiled] | None = None
 
 
 @dataclass
@@ -115,7 +118,7 @@ class Program:
                 inst = d.Instruction(pc, 4, "UNKNOWN", 0, "<outside code>", {}, None, (0,))
             else:
                 inst = self.family.decode_one(self.code, index, pc)
-            c = compile_instruction(inst)
+            c = (self.family.compile or compile_instruction)(inst)
             self.cache[pc] = c
         return c
 

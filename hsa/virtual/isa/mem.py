@@ -453,6 +453,15 @@ _FORMAT_AS_DWORDS = {"format_x": "b32", "format_xy": "b64", "format_xyz": "b96",
                      "format_xyzw": "b128"}
 
 
+# base[47:32] of the private segment buffer V# the virtual GPU hands gfx9 kernels
+PRIVATE_VSHARP_HI = 0xFFFF
+
+
+def private_vsharp(private_size: int) -> tuple[int, int, int, int]:
+    """The 4 SGPRs of the private segment buffer: base marker, no stride, all records."""
+    return (0, PRIVATE_VSHARP_HI, 0xFFFFFFFF, 1 << 23)  # word 3: ADD_TID_ENABLE
+
+
 def compile_mubuf(inst: d.Instruction) -> Callable | None:
     """MUBUF (buffer_*) and MTBUF (tbuffer_*) instructions through V# descriptors."""
     name = inst.name
@@ -497,6 +506,23 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         offset &= u64(0xFFFFFFFF)  # the buffer offset is 32-bit: -16 + 16 is 0, not 2**32
         soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
                                (g.count, 1))
+        if op in ("load", "store") and np.all((w1 & u64(0xFFFF)) == PRIVATE_VSHARP_HI) and (
+                np.all(w0 == 0)):
+            # the private segment buffer (gfx9 non-architected scratch): swizzled per lane,
+            # so a lane's byte offset is offset + soffset / 64 (soffset is wave-scaled)
+            addr = _sel(offset + soff // u64(64), idx)
+            space = ctx.scratch_space(g, inst, idx)
+            if op == "load":
+                _load_into(g, f["vdata"], idx, kind, lambda dt: space.gather(addr, dt),
+                           lambda n: space.gather_words(addr, n))
+            else:
+                typed, words = _store_values(g, f["vdata"], idx, kind)
+                if typed is not None:
+                    space.scatter(addr, typed)
+                else:
+                    for k, w in enumerate(words):
+                        space.scatter(addr + u64(4 * k), w)
+            return
         structured = (stride != 0)[:, None]
         if np.any(structured):
             # in range when index < num_records and offset < stride

@@ -585,7 +585,7 @@ class AluForm:
     """Operands of one VALU instruction in any of its encodings."""
 
     __slots__ = ("name", "srcs", "vdst", "sdst", "abs", "neg", "opsel", "clamp", "omod",
-                 "literal", "dpp", "enc", "inst")
+                 "literal", "dpp", "enc", "inst", "zero_hi16")
 
     def __init__(self, inst: d.Instruction) -> None:
         f = inst.f
@@ -599,6 +599,8 @@ class AluForm:
         self.opsel = f.get("opsel", 0)
         self.clamp = f.get("clamp", 0)
         self.omod = f.get("omod", 0)
+        # gfx9: a 16-bit result not written to the high half (op_sel) zeroes bits 31:16
+        self.zero_hi16 = bool(f.get("zero_hi16", 0))
         self.sdst = f.get("sdst", d.VCC_LO)
         self.vdst = f.get("vdst", 0)
         if inst.encoding == "VOP3":
@@ -661,6 +663,8 @@ def write_result(g: WaveGroup, form: AluForm, value, t: str,
         old = g.v[form.vdst]
         if (form.opsel >> 3) & 1:
             bits = (old & u32(0xFFFF)) | (np.asarray(bits, u32) << u32(16))
+        elif form.zero_hi16:
+            bits = np.asarray(bits, u32) & u32(0xFFFF)
         else:
             bits = (old & u32(0xFFFF0000)) | np.asarray(bits, u32)
     g.vwrite(form.vdst, bits, mask)

@@ -1,0 +1,433 @@
+"""gfx9's renames onto the core's canonical mnemonics, and what only gfx9 has.
+
+Most gfx9 instructions are core instructions under older names (v_addc_co_u32 is RDNA's
+v_add_co_ci_u32, global_load_dword is global_load_b32, s_andn2_b64 is s_and_not1_b64):
+`canonical()` renames them and the core compiles them. Here live the instructions the core
+does not know: MFMA and the AccVGPR moves, packed fp32 (v_pk_fma/mul/add/mov), v_mov_b64,
+v_lshl_add_u64, the unfused mac/mad forms, SDWA operand selects, and s_memtime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from hsa.virtual.isa import executor as core
+from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
+from hsa.virtual.isa.valu import AluForm, _fma, base_name, read_src, to_type, write_result
+
+u32, u64, f32, f64 = np.uint32, np.uint64, np.float32, np.float64
+
+# --- renames ---------------------------------------------------------------------------------
+_EXACT = {
+    "v_add_u32": "v_add_nc_u32", "v_sub_u32": "v_sub_nc_u32", "v_subrev_u32": "v_subrev_nc_u32",
+    "v_addc_co_u32": "v_add_co_ci_u32", "v_subb_co_u32": "v_sub_co_ci_u32",
+    "v_subbrev_co_u32": "v_subrev_co_ci_u32", "v_add_i32": "v_add_nc_i32",
+    "v_sub_i32": "v_sub_nc_i32", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
+    "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
+    "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_dot2c_f32_f16": "v_dot2acc_f32_f16",
+    "v_fma_legacy_f32": "v_fma_dx9_zero_f32",
+    "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64",
+    "s_flbit_i32_b32": "s_clz_i32_u32", "s_flbit_i32_b64": "s_clz_i32_u64",
+    "s_flbit_i32": "s_cls_i32", "s_flbit_i32_i64": "s_cls_i32_i64",
+    "s_andn1_saveexec_b64": "s_and_not0_saveexec_b64",
+    "s_orn1_saveexec_b64": "s_or_not0_saveexec_b64",
+    "s_andn1_wrexec_b64": "s_and_not0_wrexec_b64", "s_andn2_wrexec_b64": "s_and_not1_wrexec_b64",
+    "ds_wrxchg_rtn_b32": "ds_storexchg_rtn_b32", "ds_wrxchg_rtn_b64": "ds_storexchg_rtn_b64",
+    "ds_cmpst_b32": "ds_cmpstore_b32", "ds_cmpst_rtn_b32": "ds_cmpstore_rtn_b32",
+    "ds_cmpst_b64": "ds_cmpstore_b64", "ds_cmpst_rtn_b64": "ds_cmpstore_rtn_b64",
+}
+_MEM_SUFFIX = {  # gfx9 type suffixes of loads/stores -> RDNA's
+    "dword": "b32", "dwordx2": "b64", "dwordx3": "b96", "dwordx4": "b128", "ubyte": "u8",
+    "sbyte": "i8", "ushort": "u16", "sshort": "i16", "byte": "b8", "short": "b16",
+    "byte_d16_hi": "d16_hi_b8", "short_d16_hi": "d16_hi_b16", "ubyte_d16": "d16_u8",
+    "ubyte_d16_hi": "d16_hi_u8", "sbyte_d16": "d16_i8", "sbyte_d16_hi": "d16_hi_i8",
+    "short_d16": "d16_b16",
+}
+_ATOMIC = {"swap": "swap_b32", "cmpswap": "cmpswap_b32", "add": "add_u32", "sub": "sub_u32",
+           "smin": "min_i32", "umin": "min_u32", "smax": "max_i32", "umax": "max_u32",
+           "and": "and_b32", "or": "or_b32", "xor": "xor_b32", "inc": "inc_u32",
+           "dec": "dec_u32"}
+_ATOMIC.update({k + "_x2": v[:-2] + "64" for k, v in _ATOMIC.items()})
+_SMEM_SUFFIX = {"dword": "b32", "dwordx2": "b64", "dwordx4": "b128", "dwordx8": "b256",
+                "dwordx16": "b512"}
+_DS_SUFFIX = {"b32": "b32", "b64": "b64", "b96": "b96", "b128": "b128", "u8": "u8",
+              "i8": "i8", "u16": "u16", "i16": "i16", "u8_d16": "u8_d16",
+              "u8_d16_hi": "u8_d16_hi", "i8_d16": "i8_d16", "i8_d16_hi": "i8_d16_hi",
+              "u16_d16": "u16_d16", "u16_d16_hi": "u16_d16_hi", "b8": "b8", "b16": "b16",
+              "b8_d16_hi": "b8_d16_hi", "b16_d16_hi": "b16_d16_hi"}
+
+
+def canonical(name: str) -> str:
+    """The core's (RDNA) mnemonic for a gfx9 one without encoding suffixes."""
+    if name in _EXACT:
+        return _EXACT[name]
+    m = re.match(r"^(s_\w+?)n2(_\w+)$", name)  # s_andn2_b64 -> s_and_not1_b64
+    if m and m.group(1) in ("s_and", "s_or"):
+        return f"{m.group(1)}_not1{m.group(2)}"
+    m = re.match(r"^(global|flat|scratch|buffer)_(load|store)_(\w+)$", name)
+    if m and m.group(3) in _MEM_SUFFIX:
+        return f"{m.group(1)}_{m.group(2)}_{_MEM_SUFFIX[m.group(3)]}"
+    m = re.match(r"^(global|flat|buffer)_atomic_(\w+)$", name)
+    if m and m.group(2) in _ATOMIC:
+        return f"{m.group(1)}_atomic_{_ATOMIC[m.group(2)]}"
+    m = re.match(r"^(s_load|s_buffer_load)_(\w+)$", name)
+    if m and m.group(2) in _SMEM_SUFFIX:
+        return f"{m.group(1)}_{_SMEM_SUFFIX[m.group(2)]}"
+    m = re.match(r"^ds_(read|write)(2st64|2)?_(\w+)$", name)
+    if m and m.group(3) in _DS_SUFFIX:
+        op = "load" if m.group(1) == "read" else "store"
+        two = {"2": "_2addr", "2st64": "_2addr_stride64"}.get(m.group(2) or "", "")
+        return f"ds_{op}{two}_{_DS_SUFFIX[m.group(3)]}"
+    return name
+
+
+# --- gfx9-only semantics -----------------------------------------------------------------------
+def _mac(t: str, mode: str) -> Callable[[WaveGroup, AluForm], None]:
+    """Unfused multiply-add: mac (D += S0*S1), mad (S0*S1+S2), madmk (S0*K+S1), madak
+    (S0*S1+K), legacy (0 * anything = 0)."""
+    ft = np.float16 if t == "f16" else f32
+
+    def run(g: WaveGroup, form: AluForm) -> None:
+        a = read_src(g, form, 0, t)
+        if mode == "madmk":
+            b, c = to_type(np.uint32(form.literal), t), read_src(g, form, 1, t)
+        else:
+            b = read_src(g, form, 1, t)
+            c = (to_type(g.v[form.vdst], t) if mode == "mac" else
+                 to_type(np.uint32(form.literal), t) if mode == "madak" else
+                 read_src(g, form, 2, t))
+        prod = (np.asarray(a, ft) * np.asarray(b, ft)).astype(ft)
+        if mode == "legacy":
+            prod = np.where((np.asarray(a) == 0) | (np.asarray(b) == 0), ft(0), prod)
+        write_result(g, form, (prod + np.asarray(c, ft)).astype(ft), t)
+
+    return run
+
+
+def _split64(x) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, u64)
+    return (x & u64(0xFFFFFFFF)).astype(u32), (x >> u64(32)).astype(u32)
+
+
+def _pk_halves(g: WaveGroup, inst: d.Instruction, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) uint32 words of a 64-bit packed-f32 source (a constant fills both)."""
+    code = inst.f[f"src{k}"]
+    if code >= d.VGPR0 or code < 128:
+        return _split64(g.vread(code, inst.literal, "64"))
+    c = np.asarray(g.vread(code, inst.literal, "32"), u32)
+    return c, c
+
+
+def _pk_f32(op: str) -> Callable[[WaveGroup], None] | None:
+    fns = {"v_pk_fma_f32": (3, _fma), "v_pk_mul_f32": (2, lambda a, b: a * b),
+           "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mov_b32": (2, None)}
+    if op not in fns:
+        return None
+    nsrc, fn = fns[op]
+
+    def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
+        f = inst.f
+
+        def run(g: WaveGroup) -> None:
+            srcs = [_pk_halves(g, inst, k) for k in range(nsrc)]
+            out = []
+            for hi in (0, 1):
+                sel = f["opsel_hi"] if hi else f["opsel"]
+                neg = f["neg_hi"] if hi else f["neg"]
+                if fn is None:  # v_pk_mov_b32: lo from src0, hi from src1, halves by op_sel
+                    out.append(srcs[hi][(sel >> hi) & 1])
+                    continue
+                args = []
+                for k in range(nsrc):
+                    v = np.asarray(srcs[k][(sel >> k) & 1], u32).view(f32)
+                    args.append(-v if (neg >> k) & 1 else v)
+                out.append(np.asarray(fn(*args), f32).view(u32))
+            lo, hi = (np.broadcast_to(x, (g.count, g.lanes)) for x in out)
+            g.vwrite(f["vdst"], lo)
+            g.vwrite(f["vdst"] + 1, hi)
+
+        return run
+
+    return compile_
+
+
+def _alu(fn: Callable[[WaveGroup, AluForm], None]) -> Callable:
+    return lambda inst: (lambda form: (lambda g: fn(g, form)))(AluForm(inst))
+
+
+def _mov_b64(g: WaveGroup, form: AluForm) -> None:
+    g.vwrite64(form.vdst, np.asarray(g.vread(form.srcs[0], form.literal, "64"), u64))
+
+
+def _lshl_add_u64(g: WaveGroup, form: AluForm) -> None:
+    a = np.asarray(g.vread(form.srcs[0], form.literal, "64"), u64)
+    s = np.asarray(g.vread(form.srcs[1], form.literal, "32"), u64) & u64(7)
+    c = np.asarray(g.vread(form.srcs[2], form.literal, "64"), u64)
+    g.vwrite64(form.vdst, (a << s) + c)
+
+
+def _fmac_f64(g: WaveGroup, form: AluForm) -> None:
+    a, b = read_src(g, form, 0, "f64"), read_src(g, form, 1, "f64")
+    c = to_type(g.vread(d.VGPR0 + form.vdst, None, "64"), "f64")
+    write_result(g, form, np.asarray(a, f64) * b + c, "f64")
+
+
+def _accvgpr(which: str) -> Callable:
+    def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
+        f = inst.f
+        src, dst = f["src0"], f["vdst"]
+
+        def run(g: WaveGroup) -> None:
+            if which == "read":  # VGPR <- AGPR
+                g.vwrite(dst, g.v[AGPR_ROW + src - d.VGPR0])
+            elif which == "write":  # AGPR <- VGPR or constant
+                g.vwrite(AGPR_ROW + dst, np.broadcast_to(
+                    np.asarray(g.vread(src, inst.literal), u32), (g.count, g.lanes)))
+            else:  # AGPR <- AGPR
+                g.vwrite(AGPR_ROW + dst, g.v[AGPR_ROW + src - d.VGPR0])
+
+        return run
+
+    return compile_
+
+
+# --- MFMA --------------------------------------------------------------------------------------
+_MFMA = re.compile(r"^v_mfma_(f32|i32)_(\d+)x(\d+)x(\d+)_?(f16|bf16_1k|bf16|xf32|f32|i8)$")
+_BYTES = {"f16": 2, "bf16": 2, "bf16_1k": 2, "f32": 4, "xf32": 4, "i8": 1}
+
+
+def _to_tf32(x: np.ndarray) -> np.ndarray:
+    b = np.asarray(x, f32).view(u32)
+    b = (b + u32(0xFFF) + ((b >> u32(13)) & u32(1))) & u32(0xFFFFE000)
+    return b.view(f32)
+
+
+def mfma_operand(g: WaveGroup, row: int, rows: int, kind: str, vals: int) -> np.ndarray:
+    """(waves, 64 lanes, vals) values of an MFMA A or B operand starting at v[row]."""
+    words = np.ascontiguousarray(g.v[row: row + rows].transpose(1, 2, 0))  # (W, 64, rows)
+    if kind == "i8":
+        return words.view(np.int8)[..., :vals].astype(np.int64)
+    if kind in ("f16",):
+        return words.view(np.float16)[..., :vals].astype(f64)
+    if kind in ("bf16", "bf16_1k"):
+        h = words.view(np.uint16)[..., :vals].astype(u32) << u32(16)
+        return h.view(f32).astype(f64)
+    x = words.view(f32)[..., :vals]
+    return (_to_tf32(x) if kind == "xf32" else x).astype(f64)
+
+
+def mfma_layout(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The CDNA single-block layout: per lane the A row / B column and its k offset, and
+    per (D register, lane) the output row and column."""
+    lane = np.arange(64)
+    vals = m * k // 64
+    a_row, k0 = lane % m, (lane // m) * vals
+    regs = m * n // 64
+    r = np.arange(regs)[:, None]
+    d_col = np.broadcast_to(lane % n, (regs, 64))
+    d_row = (r // 4) * (4 * (64 // n)) + 4 * (lane // n)[None, :] + r % 4
+    return a_row, k0, d_row, d_col
+
+
+def compile_mfma(inst: d.Instruction, sample: str) -> Callable[[WaveGroup], None] | None:
+    m_ = _MFMA.match(base_name(inst.name))
+    if m_ is None:
+        return None
+    out_t, m, n, k, kind = m_.group(1), *map(int, m_.groups()[1:4]), m_.group(5)
+    regs = m * n // 64
+    widths = [int(b) - int(a) + 1 for a, b in re.findall(r"[va]\[(\d+):(\d+)\]", sample)]
+    if m != n or not widths or widths[0] != regs:
+        return None  # multi-block shapes (4x4, 32x32x1 ...): not modelled
+    vals = m * k // 64
+    in_rows = max(1, vals * _BYTES[kind] // 4)
+    f = inst.f
+    a_row, k0, d_row, d_col = mfma_layout(m, n, k)
+    ks = k0[:, None] + np.arange(vals)[None, :]  # (64, vals) k index of each value
+
+    def reg(code: int, acc: bool) -> int:
+        return (AGPR_ROW if acc else 0) + code - d.VGPR0
+
+    def run(g: WaveGroup) -> None:
+        if f["cbsz"] or f["abid"] or f["blgp"]:
+            raise NotImplementedError("MFMA broadcast controls (cbsz/abid/blgp)")
+        A = mfma_operand(g, reg(f["src0"], bool(f["acc"] & 1)), in_rows, kind, vals)
+        B = mfma_operand(g, reg(f["src1"], bool(f["acc"] & 2)), in_rows, kind, vals)
+        W = g.count
+        am = np.zeros((W, m, k), A.dtype)
+        bm = np.zeros((W, k, n), B.dtype)
+        am[:, a_row[:, None], ks] = A
+        bm[:, ks, (np.arange(64) % n)[:, None]] = B
+        prod = np.einsum("wmk,wkn->wmn", am, bm)  # exact in f64 / int64
+        dvals = prod[:, d_row, d_col]  # (W, regs, 64)
+        acc = bool(f["acc_cd"])
+        if f["src2"] >= d.VGPR0:
+            c = g.v[reg(f["src2"], acc): reg(f["src2"], acc) + regs].transpose(1, 0, 2)
+        else:
+            c = np.broadcast_to(np.asarray(g.vread(f["src2"], inst.literal), u32), (W, regs, 64))
+        if out_t == "f32":
+            res = (dvals + c.view(f32).astype(f64)).astype(f32).view(u32)
+        else:
+            res = (dvals + c.astype(np.int32).astype(np.int64)).astype(np.int64).astype(u32)
+        res = res.transpose(1, 0, 2)
+        dst = reg(d.VGPR0 + f["vdst"], acc)
+        g.v[dst: dst + regs] = res  # MFMA ignores EXEC
+
+    return run
+
+
+# --- SDWA --------------------------------------------------------------------------------------
+def _select(value: np.ndarray, sel: int, sext: bool) -> np.ndarray:
+    value = np.asarray(value, u32)
+    if sel == 6:
+        return value
+    shift, bits = ((sel * 8, 8) if sel < 4 else ((sel - 4) * 16, 16))
+    x = (value >> u32(shift)) & u32((1 << bits) - 1)
+    if sext:
+        x = ((x.astype(np.int64) ^ (1 << (bits - 1))) - (1 << (bits - 1))).astype(u32)
+    return x
+
+
+def compile_sdwa(inst: d.Instruction, inner_compile: Callable) -> Callable | None:
+    """Run the instruction on selected bytes/words of its sources: they go into spare rows
+    at the end of v[], the plain instruction runs on those, and its result is merged into
+    vdst by dst_sel/dst_unused."""
+    ext = inst.f["sdwa"]
+    f = dict(inst.f)
+    del f["sdwa"]
+    s0_scalar, s1_scalar = (ext >> 23) & 1, (ext >> 31) & 1
+    src0 = (ext & 0xFF) if s0_scalar else d.VGPR0 + (ext & 0xFF)
+    if s0_scalar:
+        from hsa.virtual.gfx9.decoder import scalar
+        src0 = scalar(src0)
+    vsrc1 = f.get("vsrc1")
+    if vsrc1 is not None and s1_scalar:
+        from hsa.virtual.gfx9.decoder import scalar
+        vsrc1 = scalar(vsrc1 - d.VGPR0)
+    sel0, sext0 = (ext >> 16) & 7, bool((ext >> 19) & 1)
+    sel1, sext1 = (ext >> 24) & 7, bool((ext >> 27) & 1)
+    neg = ((ext >> 20) & 1) | ((ext >> 28) & 1) << 1
+    absb = ((ext >> 21) & 1) | ((ext >> 29) & 1) << 1
+    enc = inst.encoding
+    vopc = enc == "VOPC"
+    dst_sel, dst_unused = (ext >> 8) & 7, (ext >> 11) & 3
+    holder: dict[str, Callable] = {}
+
+    def run(g: WaveGroup) -> None:
+        t0 = g.v.shape[0] - 3
+        if "fn" not in holder:
+            g_f = dict(f, src0=d.VGPR0 + t0, abs=absb, neg=neg)
+            if vsrc1 is not None:
+                g_f["vsrc1"] = d.VGPR0 + t0 + 1
+            if vopc:  # VOPC: the result goes to VCC or the extension's sdst
+                from hsa.virtual.gfx9.decoder import scalar
+                sdst = scalar((ext >> 8) & 0x7F) if (ext >> 15) & 1 else d.VCC_LO
+                g_f.update(vdst=sdst, src1=g_f.pop("vsrc1"), src2=0, opsel=0, clamp=0,
+                           omod=0)
+                new = dataclasses.replace(inst, encoding="VOP3", f=g_f, name=inst.name)
+            else:
+                g_f.update(vdst=t0 + 2, clamp=(ext >> 13) & 1, omod=(ext >> 14) & 3)
+                new = dataclasses.replace(inst, f=g_f)
+            holder["fn"] = inner_compile(new)
+            if holder["fn"] is None:
+                raise NotImplementedError(f"{inst.name} with SDWA")
+        v0 = np.broadcast_to(np.asarray(g.vread(src0, inst.literal), u32), (g.count, g.lanes))
+        g.v[t0] = _select(v0, sel0, sext0)
+        if vsrc1 is not None:
+            v1 = np.broadcast_to(np.asarray(g.vread(vsrc1, inst.literal), u32),
+                                 (g.count, g.lanes))
+            g.v[t0 + 1] = _select(v1, sel1, sext1)
+        if not vopc:
+            g.v[t0 + 2] = g.v[f["vdst"]]
+        holder["fn"](g)
+        if vopc:
+            return
+        result = g.v[t0 + 2]
+        if dst_sel == 6:
+            g.vwrite(f["vdst"], result)
+            return
+        shift, bits = ((dst_sel * 8, 8) if dst_sel < 4 else ((dst_sel - 4) * 16, 16))
+        field_mask = u32(((1 << bits) - 1) << shift)
+        placed = (result << u32(shift)) & field_mask
+        old = g.v[f["vdst"]]
+        if dst_unused == 2:  # preserve
+            out = (old & ~field_mask) | placed
+        elif dst_unused == 1:  # sign-extend into the bits above
+            top = (result >> u32(bits - 1)) & u32(1)
+            above = u32(0xFFFFFFFF) << u32(shift + bits) if shift + bits < 32 else u32(0)
+            out = placed | np.where(top.astype(bool), above, u32(0))
+        else:
+            out = placed
+        g.vwrite(f["vdst"], out)
+
+    return run
+
+
+# --- the family's compile hook ---------------------------------------------------------------
+def _smem_time(inst: d.Instruction):
+    def run(g: WaveGroup, ctx) -> None:
+        g.swrite(inst.f["sdata"], np.broadcast_to(u64(time.monotonic_ns() // 10), (g.count,)),
+                 wide=True)
+    return run
+
+
+_NOP_MEMORY = ("s_dcache_wb", "s_dcache_inv_vol", "s_dcache_wb_vol", "buffer_wbinvl1",
+               "buffer_wbinvl1_vol", "buffer_wbl2", "buffer_inv", "s_dcache_inv")
+_GFX9_ALU: dict[str, Callable] = {
+    "v_mac_f32": _alu(_mac("f32", "mac")), "v_mad_f32": _alu(_mac("f32", "mad")),
+    "v_madmk_f32": _alu(_mac("f32", "madmk")), "v_madak_f32": _alu(_mac("f32", "madak")),
+    "v_mac_f16": _alu(_mac("f16", "mac")), "v_mad_f16": _alu(_mac("f16", "mad")),
+    "v_madmk_f16": _alu(_mac("f16", "madmk")), "v_madak_f16": _alu(_mac("f16", "madak")),
+    "v_mad_legacy_f32": _alu(_mac("f32", "legacy")),
+    "v_mov_b64": _alu(_mov_b64), "v_fmac_f64": _alu(_fmac_f64), "v_lshl_add_u64": _alu(_lshl_add_u64),
+    "v_accvgpr_read_b32": _accvgpr("read"), "v_accvgpr_write_b32": _accvgpr("write"),
+    "v_accvgpr_mov_b32": _accvgpr("mov"),
+}
+for _n in ("v_pk_fma_f32", "v_pk_mul_f32", "v_pk_add_f32", "v_pk_mov_b32"):
+    _GFX9_ALU[_n] = _pk_f32(_n)
+
+
+def make_compile(samples: Callable[[d.Instruction], str]) -> Callable[[d.Instruction], core.Compiled]:
+    """The Family.compile hook: gfx9-only semantics first, else the core under the
+    canonical name. `samples(inst)` gives LLVM's sample text of the opcode (MFMA shapes)."""
+
+    def compile_inst(inst: d.Instruction) -> core.Compiled:
+        if inst.name in ("<unknown>", "<outside code>"):
+            return core.compile_instruction(inst)
+        base = base_name(inst.name)
+        canon = canonical(base)
+        renamed = dataclasses.replace(inst, name=canon)
+        if canon.startswith("ds_cmpstore"):  # gfx9 ds_cmpst: data0 = compare, data1 = new
+            renamed.f = dict(inst.f, data0=inst.f["data1"], data1=inst.f["data0"])
+        if "sdwa" in inst.f:
+            fn = compile_sdwa(renamed, lambda i: _compile_alu(i, samples))
+            return core.Compiled(inst, core.SIMPLE, fn, None if fn else "not implemented")
+        if canon in _NOP_MEMORY:
+            return core.Compiled(inst, core.MEMORY, lambda g, ctx: None)
+        if canon in ("s_memtime", "s_memrealtime"):
+            return core.Compiled(inst, core.MEMORY, _smem_time(inst))
+        fn = _compile_alu(renamed, samples)
+        if fn is not None:
+            return core.Compiled(inst, core.SIMPLE, fn)
+        c = core.compile_instruction(renamed)
+        return core.Compiled(inst, c.kind, c.fn, c.error)
+
+    return compile_inst
+
+
+def _compile_alu(inst: d.Instruction, samples) -> Callable | None:
+    """gfx9-only ALU semantics (inst already renamed), or None."""
+    name = inst.name
+    if name in _GFX9_ALU:
+        return _GFX9_ALU[name](inst)
+    if name.startswith("v_mfma_"):
+        return compile_mfma(inst, samples(inst))
+    if "sdwa" in inst.f or not inst.name.startswith("v_"):
+        return None
+    c = core.compile_instruction(inst)
+    return c.fn if c.kind == core.SIMPLE and c.fn is not None else None
