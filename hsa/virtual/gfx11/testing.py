@@ -290,7 +290,7 @@ class Harness:
     """Memory + loaded code + dispatches for executor tests."""
 
     def __init__(self, target: str = "gfx1100") -> None:
-        from compiler.targets import TargetId
+        from hsa.abi.targets import TargetId
         from hsa.virtual.executor import executor_for
 
         self.memory = MemoryMap()
