@@ -148,7 +148,7 @@ def _emulated_report(isa: str) -> DeviceReport:
     why = unavailable_reason()
     kernels = runs_kernels()
     paths = {"executor:gfx9": Capability(kernels, "" if kernels else (
-        "ROCr's blit packets are not emulated yet: queues, signals, memory and barriers only"))}
+        "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and barriers only"))}
     spec = "amdgpu:emulated" if isa == DEFAULT_EMULATED_GPU else f"amdgpu:emulated:{isa}"
     return DeviceReport(spec, "hsa", isa, isa, not why, why,  # the name ROCr gives the agent
                         paths, {"provider": "rocr over the emulated driver"})

@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(
         reason="runs GPU machine code (a kernel or ROCr's blit kernels): the emulated gfx90a "
-               "needs ROCr's blit packets in the emulated packet processor, not there yet")
+               "needs hsa/virtual's gfx9 executor, not on this branch yet")
     for item in items:
         if item.get_closest_marker("hsa_rocr") is None:
             continue

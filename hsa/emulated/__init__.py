@@ -28,16 +28,9 @@ _live_lock = threading.Lock()
 _live = 0  # EmulatedProviders not shut down: while any is, this process's ROCr is emulated
 
 
-# hsa/virtual has a gfx9 executor now (issue 13); ROCr's blit kernels are launched with an
-# AMD vendor packet (AmdFormat 1) that the emulated packet processor does not take yet, and
-# ROCr aborts the process when its blit queue fails. Flip this once it does.
-VENDOR_PACKETS = False
-
-
 def runs_kernels() -> bool:
-    """Whether the emulated GPU can run machine code: a gfx9 executor in hsa/virtual and
-    the packets ROCr's blit path sends."""
-    return VENDOR_PACKETS and executor_registry.has_executor(FAMILY)
+    """Whether the emulated GPU can run machine code: hsa/virtual has a gfx9 executor."""
+    return executor_registry.has_executor(FAMILY)
 
 
 class EmulatedProvider(RocrProvider):
@@ -79,9 +72,8 @@ class EmulatedProvider(RocrProvider):
         if not runs_kernels():
             raise HsaError(
                 HSA_STATUS_ERROR_INVALID_ISA,
-                f"{call} on amdgpu:emulated runs ROCr's gfx90a blit kernels, which the "
-                "emulated packet processor cannot launch yet (AMD vendor packets); use "
-                "amdgpu:virtual for copies and kernels",
+                f"{call} on amdgpu:emulated runs ROCr's gfx90a blit kernels, and hsa/virtual "
+                "has no gfx9 ISA executor yet; use amdgpu:virtual for copies and kernels",
                 call,
             )
 
