@@ -194,6 +194,7 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int) -> Instr
                  slc=(w0 >> 12) & 1, vaddr=w1 & 0xFF, vdata=(w1 >> 8) & 0xFF,
                  srsrc=((w1 >> 16) & 0x1F) * 4, tfe=(w1 >> 21) & 1, offen=(w1 >> 22) & 1,
                  idxen=(w1 >> 23) & 1, soffset=(w1 >> 24) & 0xFF)
+        srcs = [f["soffset"]]  # soffset 255: a literal dword follows, as LLVM decodes it
     elif enc == "VINTERP":
         w1 = word(1)
         size = 8

@@ -494,7 +494,8 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
         stride = (w1 >> u64(16)) & u64(0x3FFF)
         num_records = w2
-        soff = np.asarray(g.sread(f["soffset"], None), u64) if f["soffset"] != d.NULL else u64(0)
+        soff = (np.asarray(g.sread(f["soffset"], inst.literal), u64)
+                if f["soffset"] != d.NULL else u64(0))
         offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])
         vreg = f["vaddr"]
         index = np.zeros((g.count, g.lanes), dtype=u64)
