@@ -304,3 +304,20 @@ def test_random_encodings_agree_with_llvm():
                                       if c["right"] != c["checked"]}
     for fmt in ("VINTERP", "LDSDIR", "MIMG", "EXP", "MUBUF", "VOP3P"):
         assert results[fmt]["checked"] and results[fmt]["right"] == results[fmt]["checked"]
+
+
+@pytest.mark.skipif(shutil.which("llvm-mc-19") is None, reason="llvm-mc-19 is not installed")
+def test_listing_of_scalar_memory_matches_llvm():
+    """s_buffer_load lists its V# (it was dropped), s_dcache_inv lists nothing (an s0 came
+    from its soffset bits); checked against llvm-mc-19's disassembly of clang 22's bytes."""
+    from hsa.virtual.gfx11.gen_tables import disassemble_many
+
+    code = _assemble("s_buffer_load_b32 s5, s[8:11], 0x10\n"
+                     "s_buffer_load_b128 s[4:7], s[12:15], s2\ns_dcache_inv\n"
+                     "s_load_b64 s[0:1], s[2:3], 0x40\n")
+    insts = d.decode_all(code, 0)
+    texts = disassemble_many([list(i.words) for i in insts])
+    assert len(insts) == 4 and all(texts)
+    for inst, text in zip(insts, texts, strict=True):
+        operands = text.split(None, 1)[1] if " " in text else ""
+        assert register_operands(inst) == llvm_registers(operands), text

@@ -79,6 +79,8 @@ def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
                 name = _range("v", f["addr"], 1)
             elif enc == "SCRATCH" and field == "addr" and not f["sve"]:
                 name = "off"
+            elif enc == "SMEM" and field.startswith("s["):  # s_buffer_*: the V# at sbase
+                name = _range("s", f["sbase"] & ~3, width)
             elif enc in ("MUBUF", "MTBUF") and field == "vaddr":
                 n = f["offen"] + f["idxen"]
                 name = _range("v", f["vaddr"], n) if n else "off"
@@ -105,7 +107,8 @@ def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
     if enc in ("FLAT", "GLOBAL", "SCRATCH") and "_atomic_" in inst.name and f["glc"]:
         width = 2 if inst.name.endswith(("_b64", "_u64", "_i64", "_f64")) else 1
         out.insert(0, _range("v", f["vdst"], width))  # returns the old value (glc)
-    if enc == "SMEM" and "sbase" in f:  # LLVM spells a zero offset with no SGPR as "null"
+    if enc == "SMEM" and "sbase" in f and info["operands"]:  # (s_dcache_inv has none)
+        # LLVM spells a zero offset with no SGPR as "null"
         if f["soffset"] != d.NULL:
             out.append(scalar_name(f["soffset"]) or "")
         elif f["offset"] == 0 and inst.name.startswith("s_"):
