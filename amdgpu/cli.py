@@ -119,6 +119,13 @@ def _summary(result: Any, console: Any) -> None:
         )
     if result.device_us is not None:
         rows.append(("device us", f"{result.device_us:.2f}"))
+    for k in result.kernel_device or ():
+        rows.append(("kernel device us", f"{k['kernel']} x{k['dispatches']}: min "
+                     f"{k['min_ns'] / 1e3:.2f} / median {k['median_ns'] / 1e3:.2f} / max "
+                     f"{k['max_ns'] / 1e3:.2f}"))
+    if result.host_device_ratio is not None:
+        rows.append(("host / device", f"{result.host_device_ratio:.3f} (host us per dispatch "
+                     "/ mean device us per dispatch)"))
     rows.append(("compile / run s", f"{result.compile_s:.2f} / {result.run_s:.2f}"))
     for k, v in rows:
         t.add_row(k, v)

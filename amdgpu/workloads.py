@@ -45,6 +45,19 @@ class RunResult:
     run_s: float = 0.0
     path: str = ""  # dispatch path: "hsa" / Vulkan's "bda", "push_descriptors", ...
     notes: list[str] = field(default_factory=list)
+    # Per-kernel device time of one more repetition under dev.time_dispatches() (HSA with
+    # the profiling path): [{kernel, dispatches, min_ns, median_ns, max_ns, total_ns}].
+    kernel_device: list[dict] | None = None
+
+    @property
+    def host_device_ratio(self) -> float | None:
+        """Host us per dispatch over the mean per-dispatch device us (all kernels)."""
+        if not self.kernel_device:
+            return None
+        total = sum(k["total_ns"] for k in self.kernel_device)
+        count = sum(k["dispatches"] for k in self.kernel_device)
+        per = total / count / 1e3 if count else 0
+        return self.host_us_per_dispatch / per if per > 0 else None
 
     def to_dict(self) -> dict:
         d = {
@@ -65,6 +78,10 @@ class RunResult:
             d["replay_host_us"] = round(self.replay_host_us, 3)
         if self.device_us is not None:
             d["device_us"] = round(self.device_us, 3)
+        if self.kernel_device is not None:
+            d["kernel_device"] = self.kernel_device
+            ratio = self.host_device_ratio
+            d["host_device_ratio"] = round(ratio, 4) if ratio is not None else None
         if self.notes:
             d["notes"] = list(self.notes)
         return d
@@ -242,6 +259,7 @@ def _run_program(
                 progress(1)
         outputs = runner.read_outputs(buffers)
         correct, err = _compare(outputs, reference, _has_f16(runner.program))
+        kernel_device = _timed_repetition(device, lambda: runner.run_immediate(buffers))
         replay_us = None
         if replay:
             runner.record()
@@ -274,7 +292,20 @@ def _run_program(
         compile_s=compile_s,
         run_s=time.perf_counter() - t_run,
         path=_path_name(device),
+        kernel_device=kernel_device,
     )
+
+
+def _timed_repetition(device: Any, run: Any) -> list[dict] | None:
+    """One more run under a dispatch timer (kept apart from the host-timed repetitions, whose
+    figures the timer's extra packet would change): per-kernel device times, or None where
+    the device has no per-dispatch timing."""
+    if not (_can_mark(device) and hasattr(device, "time_dispatches")):
+        return None
+    with device.time_dispatches() as timer:
+        run()
+    device.synchronize(60.0)
+    return [k.to_json() for k in timer.per_kernel()]
 
 
 def _can_mark(device: Any) -> bool:

@@ -300,6 +300,14 @@ class HsaProvider(abc.ABC):
         """hsa_amd_profiling_get_dispatch_time: (start, end) in nanoseconds of the packet
         whose completion signal this is."""
 
+    @abc.abstractmethod
+    def system_timestamp_ns(self) -> int:
+        """hsa_system_get_info(HSA_SYSTEM_INFO_TIMESTAMP) in ns: the clock `dispatch_time`
+        reads in (host/device clock correlation samples it next to time.monotonic_ns)."""
+
+    # Whether the provider's packet processor writes packet-trace completion records itself.
+    records_completions = False
+
     # --- executables ---------------------------------------------------------------------
     @abc.abstractmethod
     def code_object_reader_create_from_memory(self, data: bytes) -> int: ...

@@ -35,6 +35,7 @@ HSA_PATHS = ("barrier_value", "profiling", "async_copy")
 class HsaDevice(Device):
     backend = "hsa"
     driver = "amdgpu"
+    _timer = None  # the active DispatchTimer (dev.time_dispatches())
 
     def __init__(
         self,
@@ -309,7 +310,9 @@ class HsaDevice(Device):
                 kernel.last_args, kernel.last_launch, kernel.last_block = args, launch, data
         ln.kernarg_view[off : off + size] = data  # the whole block in one store
         pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
-        if _TRACE.sink is not None:  # the one check of the untraced path
+        if self._timer is not None:  # per-dispatch device time (amdgpu.hsa_backend.timing)
+            self._timer.publish(ln, kernel, pkt, ln.wait_packets(wait, value) if wait else None)
+        elif _TRACE.sink is not None:  # the one check of the untraced path
             self._publish_traced(ln, kernel, pkt, data, wait, value)
         elif not wait or (pre := ln.wait_packets(wait, value)) is None:
             ln.ring.publish(pkt)
@@ -383,6 +386,15 @@ class HsaDevice(Device):
         return TimelinePoint(ln.index, value, ln)
 
     # --- device timestamps ---------------------------------------------------------------
+    def time_dispatches(self):
+        """`with dev.time_dispatches() as t:` times every immediate dispatch on the device
+        (start/end per packet, on the host clock): t.times, t.per_kernel(). Needs the
+        `profiling` path. See amdgpu/hsa_backend/timing.py for how it is batched."""
+        from amdgpu.hsa_backend.timing import DispatchTimer
+
+        self._check_open()
+        return DispatchTimer(self)
+
     def mark(self, lane: int = 0) -> int:
         """A timestamp mark on `lane`: a barrier-AND (barrier bit, no deps) whose completion
         signal (from the pool, not the timeline) records when everything before it on the

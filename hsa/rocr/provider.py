@@ -713,6 +713,9 @@ class RocrProvider(HsaProvider):
         self._optional("hsa_amd_profiling_get_dispatch_time")(agent, signal, byref(times))
         return self._ticks_to_ns(times.start), self._ticks_to_ns(times.end)
 
+    def system_timestamp_ns(self) -> int:
+        return self._ticks_to_ns(self._system_u64(S.HSA_SYSTEM_INFO_TIMESTAMP))
+
     def _ticks_to_ns(self, ticks: int) -> int:
         return ticks * 10**9 // self._timestamp_hz
 

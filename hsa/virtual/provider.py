@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -595,6 +596,11 @@ class VirtualProvider(HsaProvider):
             raise HsaError(HSA_STATUS_ERROR_INVALID_QUEUE, f"{queue!r} is not a live queue",
                            "hsa_amd_profiling_set_profiler_enabled")
         queue.profiling = bool(enabled)  # type: ignore[attr-defined]
+
+    records_completions = True  # its packet processor writes them (hsa/virtual/queues.py)
+
+    def system_timestamp_ns(self) -> int:
+        return time.monotonic_ns()  # the clock of its dispatch timestamps
 
     def dispatch_time(self, agent: int, signal: int) -> tuple[int, int]:
         call = "hsa_amd_profiling_get_dispatch_time"
