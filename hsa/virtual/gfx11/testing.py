@@ -368,6 +368,11 @@ class Harness:
         return dispatch
 
 
+def _storage(dtype: str) -> str:
+    """numpy has no bfloat16: such tensors travel as their uint16 bit patterns."""
+    return "uint16" if dtype == "bfloat16" else dtype
+
+
 def run_program(harness: Harness, bundle, inputs: list[np.ndarray],
                 target: str = "gfx1100") -> list[np.ndarray]:
     """Run an IREE-compiled bundle (`compiler.compile(x.mlir)`) dispatch by dispatch:
@@ -377,11 +382,11 @@ def run_program(harness: Harness, bundle, inputs: list[np.ndarray],
     code = harness.loaded.get(data)
     if code is None:  # load each code object once, like an executable
         code = harness.loaded[data] = harness.load(data)
-    in_addr = [harness.buffer(np.ascontiguousarray(x, dtype=spec["dtype"]).reshape(-1))
+    in_addr = [harness.buffer(np.ascontiguousarray(x, dtype=_storage(spec["dtype"])).reshape(-1))
                for x, spec in zip(inputs, program["inputs"], strict=True)]
     outs = program["outputs"]
     out_addr = [harness.alloc(int(o.get("size") or np.prod(o["shape"], dtype=np.int64)
-                                  * np.dtype(o["dtype"]).itemsize)) for o in outs]
+                                  * np.dtype(_storage(o["dtype"])).itemsize)) for o in outs]
     tr_addr = [harness.alloc(int(t["size"])) for t in program.get("transients", [])]
     spaces = {"input": in_addr, "output": out_addr, "transient": tr_addr}
     for disp in program["dispatches"]:
@@ -393,5 +398,5 @@ def run_program(harness: Harness, bundle, inputs: list[np.ndarray],
     results = []
     for o, a in zip(outs, out_addr, strict=True):
         count = int(np.prod(o["shape"], dtype=np.int64))
-        results.append(harness.read(a, o["dtype"], count).reshape(o["shape"]))
+        results.append(harness.read(a, _storage(o["dtype"]), count).reshape(o["shape"]))
     return results
