@@ -145,6 +145,19 @@ def main() -> None:
             workgroup_size=256, grid_size=1 << 20, kernel_object=0x7F0000001000,
             kernarg_address=0x7F0000100000, completion_signal=0x7F00AA00)
 
+    def build_form(wg, grid):
+        def build() -> None:
+            packets.kernel_dispatch(
+                workgroup_size=wg, grid_size=grid, kernel_object=0x7F0000001000,
+                kernarg_address=0x7F0000100000, completion_signal=0x7F00AA00)
+        return build
+
+    forms = {  # the size forms kernel_dispatch takes: each should cost about an int's
+        "3-tuples": build_form((256, 1, 1), (1 << 20, 1, 1)),
+        "2-tuples": build_form((16, 16), (1024, 1024)),
+        "lists": build_form([256], [1 << 20]),
+    }
+
     with tempfile.TemporaryDirectory() as tmp:
         writer = packets.TraceWriter(os.path.join(tmp, "bench.amdtrace"))
 
@@ -153,6 +166,7 @@ def main() -> None:
 
         figures = interleaved_ns({
             "build": (build_only, 1, calls, None),
+            **{f"build {k}": (fn, 1, calls, None) for k, fn in forms.items()},
             "one": (one, 1, calls, None),
             "base_one": (naive_one, 1, calls, None),
             "traced_one": (one, 1, calls, tracing),
@@ -167,6 +181,7 @@ def main() -> None:
 
     rows = [
         ("kernel_dispatch build only (checked)", build_only_ns, None),
+        *((f"  the same with {k}", figures[f"build {k}"], build_only_ns) for k in forms),
         ("one dispatch: build + publish", ours_one, base_one),
         ("  baseline: ctypes field-by-field + publish", base_one, None),
         ("batch of 1000: build + publish, per packet", ours_batch, base_batch),
@@ -177,10 +192,13 @@ def main() -> None:
     print(f"packets benchmark (python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"{os.cpu_count()} cpus{', quick' if quick else ''})")
     for name, ns, ref in rows:
-        ratio = f"  x{ns / ref:.2f} of {'baseline' if 'Trace' not in name else 'untraced'}" \
-            if ref else ""
+        of = "untraced" if "Trace" in name else "int sizes" if "with" in name else "baseline"
+        ratio = f"  x{ns / ref:.2f} of {of}" if ref else ""
         print(f"  {name:<52} {ns / 1000:8.3f} us{ratio}")
-    print(f"  goals: one <= 2 us -> {'met' if ours_one <= 2000 else 'MISSED'}; "
+    worst_form = max(figures[f"build {k}"] for k in forms)
+    print(f"  goals: any size form <= 1 us -> {'met' if worst_form <= 1000 else 'MISSED'} "
+          f"(worst {worst_form / 1000:.3f} us); one <= 2 us -> "
+          f"{'met' if ours_one <= 2000 else 'MISSED'}; "
           f"batch <= 0.2 us/packet -> {'met' if ours_batch <= 200 else 'MISSED'}; "
           f"trace overhead one {100 * (traced_one / ours_one - 1):.0f}%, "
           f"batch {100 * (traced_batch / ours_batch - 1):.0f}%")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from amdgpu.errors import PacketError
 
@@ -65,14 +66,28 @@ def kernel_dispatch(
 ) -> bytes:
     """hsa_kernel_dispatch_packet_t. Sizes are an int (1-D) or a tuple of up to 3 ints;
     `grid_size` counts work-items, not workgroups. `dims` defaults to the longer tuple."""
-    if type(workgroup_size) is int:
+    # An int inline, tuples and lists through _size3's fast path (the common forms cost
+    # about the same as an int); everything else through the general normaliser.
+    t = type(workgroup_size)
+    if t is int:
         wx, wy, wz, nw = workgroup_size, 1, 1, 1
+    elif t is tuple and len(workgroup_size) == 3:  # type: ignore[arg-type]
+        wx, wy, wz = workgroup_size  # type: ignore[misc]
+        nw = 3
+        if type(wx) is not int or type(wy) is not int or type(wz) is not int:
+            wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)
     else:
-        wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)
-    if type(grid_size) is int:
+        wx, wy, wz, nw = _size3("workgroup_size", workgroup_size)
+    t = type(grid_size)
+    if t is int:
         gx, gy, gz, ng = grid_size, 1, 1, 1
+    elif t is tuple and len(grid_size) == 3:  # type: ignore[arg-type]
+        gx, gy, gz = grid_size  # type: ignore[misc]
+        ng = 3
+        if type(gx) is not int or type(gy) is not int or type(gz) is not int:
+            gx, gy, gz, ng = _dim3("grid_size", grid_size)
     else:
-        gx, gy, gz, ng = _dim3("grid_size", grid_size)
+        gx, gy, gz, ng = _size3("grid_size", grid_size)
     if dims is None:
         dims = nw if nw > ng else ng
     elif dims not in (1, 2, 3):
@@ -88,7 +103,10 @@ def kernel_dispatch(
         raise PacketError("kernel_object is 0; pass the kernel descriptor address (symbol .kd)")
     if not kernarg_address or kernarg_address & 15:
         _kernarg_error(kernarg_address)
-    header = header_word(2, barrier, acquire_fence_scope, release_fence_scope)
+    if acquire_fence_scope == 2 and release_fence_scope == 2:  # the default: system scope
+        header = 0x1502 if barrier else 0x1402
+    else:
+        header = header_word(2, barrier, acquire_fence_scope, release_fence_scope)
     try:
         return _KERNEL_DISPATCH.pack(
             header, dims, wx, wy, wz, 0, gx, gy, gz,
@@ -298,13 +316,32 @@ def invalid() -> bytes:
 # --- diagnosis (runs only after a fast check failed) -------------------------------------
 
 
+def _size3(name: str, value: Any) -> tuple[int, int, int, int]:
+    """(x, y, z, rank) of a size given as a tuple or list of 1 to 3 ints, without building
+    anything; other forms (numpy integers, wrong lengths, bad items) go to _dim3."""
+    if type(value) is tuple or type(value) is list:
+        n = len(value)
+        if n == 3:
+            x, y, z = value
+        elif n == 2:
+            (x, y), z = value, 1
+        elif n == 1:
+            x, y, z = value[0], 1, 1
+        else:
+            return _dim3(name, value)
+        if type(x) is int and type(y) is int and type(z) is int:
+            return x, y, z, n
+    return _dim3(name, value)
+
+
 def _dim3(name: str, value: Sequence[int]) -> tuple[int, int, int, int]:
+    if type(value) is not tuple and type(value) is not list:
+        try:
+            return operator.index(value), 1, 1, 1  # a numpy integer scalar
+        except TypeError:
+            pass
     try:
-        return operator.index(value), 1, 1, 1  # a numpy integer scalar
-    except TypeError:
-        pass
-    try:
-        items = [operator.index(v) for v in value]
+        items = [v if type(v) is int else operator.index(v) for v in value]
     except TypeError:
         raise PacketError(
             f"{name}={value!r} is not an int or a sequence of 1 to 3 ints"
