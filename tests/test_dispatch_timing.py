@@ -139,3 +139,54 @@ def test_emulated_rocr_system_clock_is_the_host_monotonic_clock():
         assert abs(offset) < 1_000_000 + error  # one clock, sampled between two host reads
     finally:
         d.close()
+
+
+@pytest.fixture
+def emulated():
+    try:
+        d = amdgpu.open("amdgpu:emulated")
+    except Exception as e:  # noqa: BLE001 - not built here
+        pytest.skip(f"amdgpu:emulated unavailable: {e}")
+    if not d.runs_kernels:
+        d.close()
+        pytest.skip("amdgpu:emulated runs no kernels here")
+    yield d
+    d.close()
+
+
+@pytest.mark.hsa_rocr
+def test_emulated_rocr_times_each_dispatch_and_the_trace_gets_completions(emulated, tmp_path):
+    """Real ROCr (hsa_amd_profiling_get_dispatch_time) over the emulated KFD."""
+    import compiler
+    from tools.packet_trace import stats
+
+    dev = emulated
+    fill = dev.load(compiler.compile("fill", targets=[dev.target])).kernel("fill")
+    z = dev.buffer(256 * 4)
+    path = tmp_path / "emulated.aqltrace"
+    writer = packets.TraceWriter(path)
+    packets.set_sink(writer)
+    before = time.monotonic_ns()
+    try:
+        with dev.time_dispatches() as t:
+            for i in range(3):
+                dev.dispatch(fill, 256, 64, (z, np.float32(i + 1), 256))
+    finally:
+        packets.set_sink(None)
+        writer.close()
+    assert (z.to_numpy(np.float32) == 3.0).all()
+    assert [x.kernel for x in t.times] == ["fill"] * 3
+    slack = t.offset_error_ns + 1000
+    for x in t.times:
+        assert before - slack <= x.host_submit_ns <= x.start_ns + slack
+        assert x.start_ns < x.end_ns
+    for a, b in zip(t.times, t.times[1:], strict=False):
+        assert b.start_ns >= a.end_ns - slack
+    # The timer's completion records (ROCr's timestamps, on the host clock) name the
+    # dispatch packets. (The emulated device side adds records of its own, keyed by its
+    # KFD queue id, which equals ROCr's queue id only in a process's first ROCr session.)
+    done = {(r.queue_id, r.packet_id, r.start_ns, r.end_ns) for r in packets.read_trace(path)
+            if isinstance(r, packets.trace.CompletionRecord)}
+    assert {(x.queue_id, x.packet_id, x.start_ns, x.end_ns) for x in t.times} <= done
+    fill_stats = next(k for k in stats.compute(path)["per_kernel"] if k["kernel"] == "fill")
+    assert fill_stats["dispatches"] == 3 and fill_stats["device"]["count"] >= 3
