@@ -496,6 +496,25 @@ CASES.update({
                                                            a), None),
     "mov_b16_e64_true16": ("v_mov_b32 v4, v3\nv_mov_b16_e64 v4.h, v1.l", "u32",
                            lambda a, b, c: (c & u32(0xFFFF)) | (a << u32(16)), None),
+    "ds_append": ("v_mov_b32 v5, 0\nv_mov_b32 v6, 100\nds_store_b32 v5, v6 offset:16\n"
+                  "s_waitcnt lgkmcnt(0)\ns_mov_b32 m0, 0\nv_mov_b32 v4, 5\n"
+                  "s_mov_b32 s16, exec_lo\nv_and_b32 v7, 1, v1\nv_cmpx_ne_u32_e32 0, v7\n"
+                  "ds_append v4 offset:16\ns_waitcnt lgkmcnt(0)\ns_mov_b32 exec_lo, s16\n"
+                  "ds_load_b32 v8, v5 offset:16\ns_waitcnt lgkmcnt(0)\n"
+                  "v_add_nc_u32 v4, v4, v8", "u32",
+                  lambda a, b, c: np.where(a & 1, u32(100), u32(5)) + u32(100) + np.repeat(
+                      (a & 1).reshape(-1, 32).sum(axis=1), 32).astype(u32), None),
+    "ds_mskor": ("v_lshlrev_b32 v9, 2, v0\nds_store_b32 v9, v3\ns_waitcnt lgkmcnt(0)\n"
+                 "ds_mskor_rtn_b32 v4, v9, v1, v2\ns_waitcnt lgkmcnt(0)\n"
+                 "ds_load_b32 v8, v9\ns_waitcnt lgkmcnt(0)\nv_xor_b32 v4, v4, v8", "u32",
+                 lambda a, b, c: c ^ ((c & ~a) | b), None),
+    # compares as floats: the stored -0.0 matches the compare value +0.0
+    "ds_cmpstore_f32": ("v_xor_b32 v3, 0x80000000, v3\nv_lshlrev_b32 v9, 2, v0\n"
+                        "ds_store_b32 v9, v3\ns_waitcnt lgkmcnt(0)\nv_add_f32 v7, 0, v3\n"
+                        "v_cmp_gt_f32 vcc_lo, v1, v2\nv_cndmask_b32 v7, v7, v2, vcc_lo\n"
+                        "ds_cmpstore_rtn_f32 v5, v9, v1, v7\ns_waitcnt lgkmcnt(0)\n"
+                        "ds_load_b32 v4, v9\ns_waitcnt lgkmcnt(0)", "f32",
+                        lambda a, b, c: np.where(F(a) > F(b), c ^ u32(0x80000000), a), None),
     "pk_fmac_f16": ("v_mov_b32 v4, v3\nv_pk_fmac_f16 v4, v1, v2", "f16x2",
                     lambda a, b, c: h16(fma16(f16lo(a), f16lo(b), f16lo(c)))
                     | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),

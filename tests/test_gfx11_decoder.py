@@ -163,7 +163,7 @@ def test_most_table_opcodes_have_semantics():
     supported = sum(c[0] for c in cov.values())
     total = sum(c[1] for c in cov.values())
     assert total > 1300
-    assert supported >= 1265, f"{supported} of {total} opcodes have semantics"
+    assert supported >= 1275, f"{supported} of {total} opcodes have semantics"
     for name in ("v_wmma_i32_16x16x16_iu8", "v_dot4_i32_iu8", "v_cndmask_b16",
                  "v_sub_nc_i32", "s_bitset1_b32", "v_movrels_b32", "s_sendmsg_rtn_b64"):
         assert not any(name in m for _, _, m in cov.values()), name

@@ -229,7 +229,8 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
     def same(a, b):
         a, b = np.asarray(a, dtype), np.asarray(b, dtype)
         if float_compare:
-            return a.view(np.float32) == b.view(np.float32)
+            ft = np.float64 if dtype == np.dtype(u64) else np.float32
+            return a.view(ft) == b.view(ft)
         return a == b
     uniq = np.unique(addresses)
     if uniq.size == addresses.size:
@@ -642,12 +643,15 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         return store
     if name in ("ds_swizzle_b32", "ds_bpermute_b32", "ds_permute_b32"):
         return lambda g, ctx: _ds_lane_op(g, inst, name, offset)
+    if name in ("ds_append", "ds_consume"):
+        return lambda g, ctx: _ds_append(g, ctx, inst, offset, name == "ds_consume")
     # LDS atomics: ds_<op>[_rtn]_<type>, 32- and 64-bit
     rtn = "rtn" in parts
     core = "_".join(p for p in parts[1:] if p != "rtn")
-    cmpstore = core.startswith("cmpstore_") and not core.endswith(("f32", "f64"))
-    fn = None if cmpstore else _atomic_fn(core)
-    if fn is None and not cmpstore:
+    cmpstore = core.startswith("cmpstore_")
+    mskor = core.startswith("mskor_")  # old = (old & ~data0) | data1
+    fn = None if cmpstore or mskor else _atomic_fn(core)
+    if fn is None and not (cmpstore or mskor):
         return None
     wide = core.endswith(_WIDE)
     dtype = np.dtype(u64 if wide else u32)
@@ -663,9 +667,17 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         data0 = lanes(g, f["data0"], idx)[inside]
         # ds_cmpstore: data0 = the new value, data1 = the compare value
         compare = lanes(g, f["data1"], idx)[inside] if cmpstore else None
+        op = fn
+        if mskor:  # the values are lane numbers, so that each lane's pair is found
+            clear, setv = data0, lanes(g, f["data1"], idx)[inside]
+            data0 = np.arange(clear.size, dtype=dtype)
+
+            def op(old, k):
+                k = np.asarray(k).astype(np.int64)
+                return (old & ~clear[k]) | setv[k]
         old = np.zeros(pos.size, dtype)
         old[inside] = atomic_rmw(lambda x: flat.gather(x, dtype), flat.scatter, pos[inside],
-                                 data0, fn, compare)
+                                 data0, op, compare, float_compare=core.endswith(("f32", "f64")))
         if rtn and wide:
             _put(g, f["vdst"], idx, (old & u64(0xFFFFFFFF)).astype(u32))
             _put(g, f["vdst"] + 1, idx, (old >> u64(32)).astype(u32))
@@ -673,6 +685,31 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
             _put(g, f["vdst"], idx, old)
 
     return atomic
+
+
+def _ds_append(g: WaveGroup, ctx: BatchContext, inst: d.Instruction, offset: int,
+               consume: bool) -> None:
+    """ds_append / ds_consume: per wave, the LDS dword at M0[15:0] + offset grows (shrinks)
+    by the number of active lanes; every active lane gets the value from before. Waves
+    take their turn in wave order."""
+    f = inst.f
+    ex = g.exec_mask()
+    counts = ex.sum(axis=1).astype(np.int64)
+    lane_addr = np.broadcast_to(((g.s[:, d.M0].astype(np.int64) & 0xFFFF) + offset)[:, None],
+                                ex.shape).reshape(-1)
+    space, addr = ctx.lds_space(g, inst, lane_addr, None)
+    flat, pos = space.absolute(addr, 4)
+    pos = pos.reshape(ex.shape)[:, 0]
+    result = np.zeros(g.count, u32)
+    for w in range(g.count):
+        if counts[w] == 0 or pos[w] < 0:
+            continue  # no active lane, or outside the LDS: nothing changes, 0 returned
+        p = pos[w:w + 1]
+        old = flat.gather(p, np.dtype(u32))[0]
+        result[w] = old
+        new = (int(old) - int(counts[w]) if consume else int(old) + int(counts[w])) & 0xFFFFFFFF
+        flat.scatter(p, np.array([new], u32))
+    g.vwrite(f["vdst"], np.broadcast_to(result[:, None], ex.shape))
 
 
 def _ds_lane_op(g: WaveGroup, inst: d.Instruction, name: str, offset: int) -> None:
