@@ -125,7 +125,7 @@ def _variants(words: list[int], fields: list[Field]) -> list[list[int]]:
     return result
 
 
-def disassemble_many(items: list[list[int]]) -> list[str | None]:
+def disassemble_many(items: list[list[int]], mcpu: str = "gfx1100") -> list[str | None]:
     """Disassemble many instructions in one llvm-mc run. Each item is on its own input line,
     followed by three s_nop 0 (room for garbage that an invalid item may decode into) and the
     marker s_nop 7; an item is valid when LLVM reports no invalid encoding at its first byte,
@@ -135,7 +135,7 @@ def disassemble_many(items: list[list[int]]) -> list[str | None]:
         data = b"".join(w.to_bytes(4, "little") for w in ws + [NOP, NOP, NOP, MARKER])
         lines.append(",".join(f"0x{b:02x}" for b in data))
     run = subprocess.run(
-        [LLVM_MC, "--disassemble", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx1100"],
+        [LLVM_MC, "--disassemble", "-triple=amdgcn-amd-amdhsa", f"-mcpu={mcpu}"],
         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True,
     )
     invalid = {int(m.group(1)) for m in re.finditer(
@@ -226,14 +226,17 @@ def clang22_entries(tables: dict[str, dict[str, dict]]) -> None:
             "operands": operand_fields(text, {}, {VDST: "vdst", VSRC0: "src0"})}
 
 
-def build() -> dict[str, dict[str, dict]]:
+def build(cands: dict[str, list[Candidate]] | None = None,
+          mcpu: str = "gfx1100") -> dict[str, dict[str, dict]]:
+    """Tables for `cands` (default: gfx11's candidates) as LLVM disassembles them for
+    `mcpu` (gfx12's generator reuses this with its own encodings)."""
     tables: dict[str, dict[str, dict]] = {}
-    for enc, items in candidates().items():
+    for enc, items in (candidates() if cands is None else cands).items():
         tries = [_variants(words, fields) for _, words, fields, _, _ in items]
         found: dict[int, str] = {}
         for level in range(max(len(t) for t in tries)):
             todo = [i for i in range(len(items)) if i not in found and level < len(tries[i])]
-            texts = disassemble_many([tries[i][level] for i in todo]) if todo else []
+            texts = disassemble_many([tries[i][level] for i in todo], mcpu) if todo else []
             for i, text in zip(todo, texts, strict=True):
                 if not text or text.startswith("."):
                     continue
@@ -251,7 +254,8 @@ def build() -> dict[str, dict[str, dict]]:
                               "operands": operand_fields(text, sregs, vregs), "sample": text}
         tables[enc] = table
         print(f"{enc}: {len(table)} opcodes")
-    clang22_entries(tables)
+    if cands is None:  # gfx11's own tables
+        clang22_entries(tables)
     return tables
 
 

@@ -98,6 +98,9 @@ class Family:
     # Instruction -> Compiled for the family's own instructions and renames (default: the
     # core's compile_instruction)
     compile: Callable[[d.Instruction], Compiled] | None = None
+    # architected SGPRs (gfx12): writes the TTMP registers of each wave, called with
+    # (s rows of the waves, dispatch, workgroup x, y, z of each wave)
+    init_sgprs: Callable | None = None
 
 
 @dataclass
@@ -141,7 +144,7 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
         words = " ".join(f"{w:08x}" for w in inst.words)
         return Compiled(inst, SIMPLE, None, f"unknown opcode, words {words}")
     if enc == "SOPP" or (enc == "SOP1" and inst.name in (
-            "s_getpc_b64", "s_setpc_b64", "s_swappc_b64")):
+            "s_getpc_b64", "s_setpc_b64", "s_swappc_b64", "s_barrier_signal")):
         return Compiled(inst, CONTROL, control_fn(inst))
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK"):
         fn = salu.compile_salu(inst)
@@ -174,8 +177,11 @@ def control_fn(inst: d.Instruction) -> Callable | None:
         return lambda g: END
     if name == "s_branch":
         return lambda g: target
-    if name == "s_barrier":
+    if name in ("s_barrier", "s_barrier_wait"):  # gfx12 splits it: signal, then wait
         return lambda g: BARRIER
+    if name == "s_barrier_signal" or name.startswith("s_wait_") or name.startswith(
+            "s_prefetch_"):  # gfx12's split counters: memory is complete when issued here
+        return lambda g: nxt
     if name.startswith("s_cbranch_"):
         cond = name[len("s_cbranch_"):]
         tests = {
@@ -455,6 +461,8 @@ class Executor:
         if desc.rsrc2 & 1:  # private segment wave byte offset: scratch is per lane here
             s[:, k] = 0
             k += 1
+        if self.isa.init_sgprs is not None:
+            self.isa.init_sgprs(s, dispatch, gx[wave_wg], gy[wave_wg], gz[wave_wg])
         scc = np.zeros(W, dtype=bool)
         group = WaveGroup(s, v, scc, np.arange(W), entry)
         group.write_lane_mask(d.EXEC_LO, valid)

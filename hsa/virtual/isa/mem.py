@@ -66,12 +66,15 @@ def scatter_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
 # --- SMEM ----------------------------------------------------------------------------------
 def compile_smem(inst: d.Instruction) -> Callable | None:
     name = inst.name
-    if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv"):
+    if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv") or name.startswith("s_prefetch_"):
         return lambda g, ctx: None
+    f = inst.f
+    small = _SMEM_SMALL.get(name.replace("s_buffer_load_", "s_load_"))
+    if small is not None:  # gfx12 s_load_u8/i8/u16/i16: one zero/sign-extended dword
+        return _smem_small(inst, name.startswith("s_buffer"), *small)
     if not (name.startswith("s_load_b") or name.startswith("s_buffer_load_b")):
         return None
     nwords = int(name.rsplit("_b", 1)[1]) // 32
-    f = inst.f
 
     def run(g: WaveGroup, ctx: BatchContext) -> None:
         offset = np.uint64(f["offset"] & 0xFFFFFFFFFFFFFFFF) if f["offset"] >= 0 else None
@@ -90,6 +93,27 @@ def compile_smem(inst: d.Instruction) -> Callable | None:
         else:
             words = gather_words(ctx, inst, addr, nwords)
             g.s[:, f["sdata"]: f["sdata"] + nwords] = words
+
+    return run
+
+
+# gfx12 sub-dword scalar loads: (bytes, numpy type of the value)
+_SMEM_SMALL = {"s_load_u8": (1, np.uint8), "s_load_i8": (1, np.int8),
+               "s_load_u16": (2, np.uint16), "s_load_i16": (2, np.int16)}
+
+
+def _smem_small(inst: d.Instruction, buffer: bool, nbytes: int, kind) -> Callable:
+    f = inst.f
+
+    def run(g: WaveGroup, ctx: BatchContext) -> None:
+        base = g.s[:, f["sbase"]].astype(u64) | (g.s[:, f["sbase"] + 1].astype(u64) << u64(32))
+        if buffer:
+            base = base & u64(0xFFFFFFFFFFFF)
+        addr = (base.astype(np.int64) + f["offset"]).astype(u64)
+        if f["soffset"] != d.NULL:
+            addr = addr + np.asarray(g.sread(f["soffset"], None), u64)
+        values = ctx.memory.gather(addr, kind, ctx.agent)
+        g.s[:, f["sdata"]] = np.asarray(values).astype(np.int64).astype(u32)
 
     return run
 
@@ -294,6 +318,8 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
     seg = inst.encoding  # FLAT, GLOBAL, SCRATCH
     prefix, _, rest = name.partition("_")
     op, _, suffix = rest.partition("_")
+    if op in ("inv", "wb", "wbinv", "prefetch"):  # gfx12 cache control: coherent here
+        return lambda g, ctx: None
     if op == "load":
         kind = _LOADS.get(suffix)
     elif op == "store":

@@ -142,6 +142,10 @@ SOP2: dict[str, tuple[bool, Callable]] = {
     "s_ashr_i32": (False, lambda a, b: _ash(a, b, False)),
     "s_ashr_i64": (True, lambda a, b: _ash(a, b, True)),
     "s_mul_i32": (False, lambda a, b: ((np.asarray(a, u32) * b).astype(u32), None)),
+    # gfx12 64-bit scalar integer ops: no carry, SCC unchanged
+    "s_add_nc_u64": (True, lambda a, b: ((np.asarray(a, u64) + np.asarray(b, u64)), None)),
+    "s_sub_nc_u64": (True, lambda a, b: ((np.asarray(a, u64) - np.asarray(b, u64)), None)),
+    "s_mul_u64": (True, lambda a, b: ((np.asarray(a, u64) * np.asarray(b, u64)), None)),
     "s_mul_hi_u32": (False, lambda a, b: (_mul_hi(a, b, u64), None)),
     "s_mul_hi_i32": (False, lambda a, b: (_mul_hi(_s32(a), _s32(b), i64), None)),
     "s_bfe_u32": (False, lambda a, b: _bfe(a, b, False, False)),

@@ -328,11 +328,17 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_ashrrev_i64": ("u64", ("u32", "i64"),
                       lambda a, b: (b >> (np.asarray(a, i64) & 63)).astype(u64)),
     "v_add_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a + b),
+    "v_add_nc_u64": ("u64", ("u64", "u64"), lambda a, b: a + b),  # gfx1250
+    "v_sub_nc_u64": ("u64", ("u64", "u64"), lambda a, b: a - b),
+    "v_mul_u64": ("u64", ("u64", "u64"), lambda a, b: a * b),
     "v_sub_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a - b),
     "v_subrev_nc_u32": ("u32", ("u32", "u32"), lambda a, b: b - a),
     "v_add3_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a + b + c),
     "v_lshl_or_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a << (b & u32(31))) | c),
     "v_lshl_add_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a << (b & u32(31))) + c),
+    # gfx940/gfx1250: D.u64 = (S0.u64 << S1[2:0]) + S2.u64
+    "v_lshl_add_u64": ("u64", ("u64", "u32", "u64"),
+                       lambda a, b, c: (a << (np.asarray(b, u64) & u64(7))) + c),
     "v_add_lshl_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a + b) << (c & u32(31))),
     "v_and_or_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: (a & b) | c),
     "v_or3_b32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a | b | c),
@@ -799,7 +805,8 @@ def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -
     _write_sdst_mask(g, form, carry)
 
 
-def op_mad_64_32(g: WaveGroup, form: AluForm, signed: bool) -> None:
+def op_mad_64_32(g: WaveGroup, form: AluForm, signed: bool, carry_out: bool = True) -> None:
+    """v_mad_u64_u32 / v_mad_i64_i32; gfx1250's v_mad_nc_* forms have no carry out."""
     t = "i32" if signed else "u32"
     a = np.asarray(read_src(g, form, 0, t), i64 if signed else u64)
     b = np.asarray(read_src(g, form, 1, t), i64 if signed else u64)
@@ -807,13 +814,15 @@ def op_mad_64_32(g: WaveGroup, form: AluForm, signed: bool) -> None:
     if signed:
         r = (a * b).astype(i64) + c
         g.vwrite64(form.vdst, np.asarray(r, i64).view(u64))
-        _write_sdst_mask(g, form, np.zeros((1, 1), bool))
+        if carry_out:
+            _write_sdst_mask(g, form, np.zeros((1, 1), bool))
     else:
         prod = a * b
         r = prod + c
         carry = r < c
         g.vwrite64(form.vdst, r)
-        _write_sdst_mask(g, form, carry)
+        if carry_out:
+            _write_sdst_mask(g, form, carry)
 
 
 def op_div_scale(g: WaveGroup, form: AluForm) -> None:
@@ -1057,6 +1066,8 @@ SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
     "v_subrev_co_ci_u32": lambda g, f: _addsub(g, f, True, True, True),
     "v_mad_u64_u32": lambda g, f: op_mad_64_32(g, f, False),
     "v_mad_i64_i32": lambda g, f: op_mad_64_32(g, f, True),
+    "v_mad_nc_u64_u32": lambda g, f: op_mad_64_32(g, f, False, False),  # gfx1250
+    "v_mad_nc_i64_i32": lambda g, f: op_mad_64_32(g, f, True, False),
     "v_div_scale_f32": op_div_scale,
     "v_div_fmas_f32": op_div_fmas,
     "v_div_fixup_f32": op_div_fixup,

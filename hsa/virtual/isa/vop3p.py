@@ -166,15 +166,34 @@ def _operand16(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
     return vals.astype(np.uint16).view(np.float16).astype(f32)
 
 
+def _operand16_gfx12(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
+    """gfx12's 16-bit A/B layout: 4 VGPRs, lane l holds row (A) or column (B) l % 16 and
+    K = 8 * (l // 16) + 0..7, two halves per VGPR -> (waves, 16, 16) f32."""
+    words = g.v[reg:reg + 4]  # (4, W, 32)
+    halves = np.stack([words & u32(0xFFFF), words >> u32(16)], axis=-1)  # (4, W, 32, 2)
+    halves = halves.transpose(1, 2, 0, 3).reshape(g.count, 2, 16, 8)  # (W, lane//16, m, k)
+    vals = halves.transpose(0, 2, 1, 3).reshape(g.count, 16, 16)  # (W, m, k)
+    if bf16:
+        return _bf16_to_f32(vals)
+    return vals.astype(np.uint16).view(np.float16).astype(f32)
+
+
 def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     f = inst.f
     a_reg, b_reg, c_reg = (f[f"src{k}"] - d.VGPR0 for k in range(3))
     bf16 = "bf16" in name.split("_16x16x16_")[1]
-    a = _operand16(g, a_reg, bf16)  # (W, m, k)
-    b = _operand16(g, b_reg, bf16)  # (W, n, k)
+    gfx12 = bool(f.get("gfx12_wmma"))  # set by the gfx12 decoder: gfx12's register layout
     f32_acc = name.startswith("v_wmma_f32")
+    if gfx12 and not f32_acc:
+        raise NotImplementedError("gfx12 WMMA with a 16-bit accumulator")
+    operand = _operand16_gfx12 if gfx12 else _operand16
+    a = operand(g, a_reg, bf16)  # (W, m, k)
+    b = operand(g, b_reg, bf16)  # (W, n, k)
     lane = np.arange(LANES)
-    rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16  # (8, 32) row of VGPR i, lane l
+    if gfx12:  # D: VGPR i, lane l holds row i + 8 * (l // 16), column l % 16
+        rows = np.arange(8)[:, None] + 8 * (lane[None, :] // 16)
+    else:  # gfx11: row 2 * i + l // 16
+        rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16  # (8, 32)
     cols = np.broadcast_to(lane[None, :] % 16, (8, LANES))
     opsel_hi = bool(f["opsel"] >> 2 & 1)
     if f32_acc:

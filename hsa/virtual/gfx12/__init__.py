@@ -1,0 +1,67 @@
+"""The gfx12 family of the virtual AMD system: gfx1201 (RDNA4) and gfx1250 (CDNA5).
+
+The decoder and opcode tables live here; execution is the shared core in `hsa.virtual.isa`.
+gfx12 has architected SGPRs: the hardware puts the workgroup ids in trap-temporary
+registers (TTMP9 = x, TTMP7 = y | z << 16, as LLVM's gfx12 code reads them) and, on gfx1250,
+the workgroup's place in its cluster in TTMP6 (`hsa.virtual.executor.cluster_ids`); the
+cluster id is then in TTMP9/TTMP7 in place of the workgroup id. Importing this package
+registers the executor as family "gfx12".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hsa.virtual.executor import cluster_ids, register_executor
+from hsa.virtual.gfx12 import decoder
+from hsa.virtual.isa.executor import Executor, Family
+
+TTMP6, TTMP7, TTMP9 = 108 + 6, 108 + 7, 108 + 9
+
+
+def architected_ids(s: np.ndarray, dispatch, gx: np.ndarray, gy: np.ndarray,
+                    gz: np.ndarray) -> None:
+    """TTMP registers of each wave (rows of `s`) from its workgroup coordinates."""
+    size = tuple(int(c) for c in dispatch.cluster_size)
+    if size == (1, 1, 1):
+        s[:, TTMP9] = gx
+        s[:, TTMP7] = (gy & 0xFFFF) | (gz << 16)
+        return
+    for i, (x, y, z) in enumerate(zip(gx.tolist(), gy.tolist(), gz.tolist(), strict=True)):
+        cluster, _, ttmp6 = cluster_ids((x, y, z), size)
+        s[i, TTMP9] = cluster[0]
+        s[i, TTMP7] = (cluster[1] & 0xFFFF) | (cluster[2] << 16)
+        s[i, TTMP6] = ttmp6
+
+
+FAMILIES = {t: Family("gfx12", decoder.decoder_for(t), init_sgprs=architected_ids)
+            for t in decoder.TABLE_FILES}
+
+
+class Gfx12Executor:
+    """One core Executor per gfx12 target (each decodes with its own opcode table)."""
+
+    family = "gfx12"
+
+    def __init__(self) -> None:
+        self.targets = {t: Executor(f) for t, f in FAMILIES.items()}
+
+    def run(self, dispatch, memory) -> None:
+        target = dispatch.target.split(":")[0]
+        self.targets.get(target, self.targets["gfx1201"]).run(dispatch, memory)
+
+
+_SHARED: Gfx12Executor | None = None
+
+
+def shared_executor() -> Gfx12Executor:
+    """The process-wide gfx12 executor (its program caches are shared by every dispatch)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = Gfx12Executor()
+    return _SHARED
+
+
+register_executor("gfx12", shared_executor)
+
+__all__ = ["FAMILIES", "Gfx12Executor", "shared_executor"]

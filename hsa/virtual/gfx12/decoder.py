@@ -1,0 +1,138 @@
+"""Decode gfx12 (gfx1201 RDNA4, gfx1250 CDNA5) machine code into typed `Instruction`s.
+
+gfx12 keeps gfx11's bit layouts for SOP1/SOP2/SOPK/SOPC/SOPP, VOP1/VOP2/VOPC/VOP3/VOP3P,
+VOPD and DS: those are decoded by the gfx11 decoder and named from gfx12's own table
+(`opcodes.json`, generated from LLVM's gfx1201 disassembler by `gen_tables.py`), since gfx12
+renumbers and renames opcodes. SMEM, VFLAT/VGLOBAL/VSCRATCH (96 bits) and VBUFFER (96 bits)
+are gfx12 layouts, decoded here into the field names the shared core reads. Where gfx12
+renamed an instruction whose semantics are gfx11's (`s_add_co_u32` for `s_add_u32`,
+`v_mad_co_u64_u32`, the `*_num_*` min/max...), the Instruction carries the core's name.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from hsa.virtual.gfx11 import decoder as gfx11
+from hsa.virtual.isa.operands import Instruction
+
+# gfx12 mnemonic -> the core's (gfx11) mnemonic for the same operation.
+RENAMED = {
+    "s_add_co_u32": "s_add_u32", "s_sub_co_u32": "s_sub_u32", "s_add_co_i32": "s_add_i32",
+    "s_sub_co_i32": "s_sub_i32", "s_add_co_ci_u32": "s_addc_u32",
+    "s_sub_co_ci_u32": "s_subb_u32", "s_addk_co_i32": "s_addk_i32",
+    "v_mad_co_u64_u32": "v_mad_u64_u32", "v_mad_co_i64_i32": "v_mad_i64_i32",
+    "global_atomic_sub_clamp_u32": "global_atomic_csub_u32",
+    "s_wait_alu": "s_waitcnt_depctr",
+}
+# Top six bits of the gfx12-only layouts.
+SMEM, VFLAT, VBUFFER = 0x3D, 0x3B, 0x31
+FLAT_SEGMENTS = ("FLAT", "SCRATCH", "GLOBAL", "FLAT")
+
+
+# Opcode tables per target: gfx1201 from llvm-mc-19's disassembler (gen_tables.py), gfx1250
+# from clang 22's assembler (gen_gfx1250.py).
+TABLE_FILES = {"gfx1201": "opcodes.json", "gfx1250": "opcodes_gfx1250.json"}
+
+
+@lru_cache(maxsize=4)
+def opcode_tables(target: str = "gfx1201") -> dict[str, dict[int, dict]]:
+    raw = json.loads(Path(__file__).with_name(TABLE_FILES[target]).read_text())
+    return {enc: {int(op): info for op, info in table.items()} for enc, table in raw.items()}
+
+
+@lru_cache(maxsize=1)
+def _core_names() -> frozenset[str]:
+    return frozenset(info["name"] for table in gfx11.opcode_tables().values()
+                     for info in table.values())
+
+
+def core_name(name: str) -> str:
+    """The mnemonic the shared core implements for gfx12's `name`."""
+    if name in RENAMED:
+        return RENAMED[name]
+    if "_num_" in name:  # v_max_num_f32, ds_min_num_f32, v_dual_min_num_f32: IEEE minNum
+        old = name.replace("_num_", "_")
+        if old in _core_names():
+            return old
+    if name.endswith("_num") and name[:-4] in _core_names():
+        return name[:-4]
+    return name
+
+
+def _name(enc: str, op: int, target: str = "gfx1201") -> str:
+    info = opcode_tables(target).get(enc, {}).get(op)
+    return core_name(info["name"]) if info else "<unknown>"
+
+
+def decoder_for(target: str):
+    """decode_one for one gfx12 target (its own opcode table)."""
+    def decode(words, index: int, pc: int) -> Instruction:
+        return decode_one(words, index, pc, target)
+    return decode
+
+
+def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
+               target: str = "gfx1201") -> Instruction:
+    def word(k: int) -> int:
+        return words[index + k] if index + k < len(words) else 0
+
+    w0 = word(0)
+    top6 = w0 >> 26
+    if top6 == SMEM:
+        w1 = word(1)
+        op = (w0 >> 13) & 0x3F  # bit 20 is gfx1250's nv, bits 22:21 the scope
+        f = dict(sdata=(w0 >> 6) & 0x7F, sbase=(w0 & 0x3F) * 2, glc=0, dlc=0,
+                 offset=gfx11._sext(w1 & 0xFFFFFF, 24), soffset=(w1 >> 25) & 0x7F,
+                 th=(w0 >> 23) & 7, scope=(w0 >> 21) & 3)
+        return Instruction(pc, 8, "SMEM", op, _name("SMEM", op, target), f, None, (w0, w1))
+    if top6 == VFLAT:
+        w1, w2 = word(1), word(2)
+        seg = (w0 >> 24) & 3
+        enc = FLAT_SEGMENTS[seg]
+        op = (w0 >> 14) & 0x7F
+        f = dict(seg=seg, offset=gfx11._sext(w2 >> 8, 24), glc=0, slc=0, dlc=0,
+                 addr=w2 & 0xFF, data=(w1 >> 23) & 0xFF, saddr=w0 & 0x7F,
+                 sve=(w1 >> 17) & 1, vdst=w1 & 0xFF, th=(w1 >> 20) & 7,
+                 scope=(w1 >> 18) & 3)
+        return Instruction(pc, 12, enc, op, _name(enc, op, target), f, None, (w0, w1, w2))
+    if top6 == VBUFFER:
+        w1, w2 = word(1), word(2)
+        op = (w0 >> 14) & 0xFF
+        f = dict(offset=w2 >> 8, glc=0, dlc=0, slc=0, vaddr=w2 & 0xFF, vdata=w1 & 0xFF,
+                 srsrc=(w1 >> 9) & 0x1FF, tfe=(w1 >> 22) & 1, offen=(w1 >> 30) & 1,
+                 idxen=(w1 >> 31) & 1, soffset=w0 & 0x7F, format=(w1 >> 23) & 0x7F)
+        name = _name("VBUFFER", op, target)
+        enc = "MTBUF" if name.startswith("tbuffer") else "MUBUF"
+        return Instruction(pc, 12, enc, op, name, f, None, (w0, w1, w2))
+    inst = gfx11.decode_one(words, index, pc)
+    if inst.encoding == "SOP2" and inst.literal is None and _name("SOP2", inst.op, target) in (
+            "s_fmaak_f32", "s_fmamk_f32", "s_fmaak_f16", "s_fmamk_f16"):
+        # gfx12 scalar float: the K constant is a literal dword after the instruction
+        inst.literal = word(1)
+        inst.size = 8
+        inst.words = (w0, word(1))
+    if inst.encoding == "VOPD":
+        x, y = _name("VOPDX", inst.f["opx"], target), _name("VOPDY", inst.f["opy"], target)
+        inst.name = "<unknown>" if "<unknown>" in (x, y) else f"{x} :: {y}"
+    elif inst.name != "<outside code>" and inst.encoding in opcode_tables(target):
+        inst.name = _name(inst.encoding, inst.op, target)
+    if inst.encoding == "VOP3P" and inst.name.startswith("v_wmma_"):
+        inst.f["gfx12_wmma"] = 1  # gfx12's A/B/D register layouts, not gfx11's
+    return inst
+
+
+def decode_all(code: bytes, base: int, target: str = "gfx1201") -> list[Instruction]:
+    """Decode a whole code region linearly (for tests and disassembly listings)."""
+    import numpy as np
+
+    n = len(code) // 4
+    words = np.frombuffer(code[: n * 4], dtype="<u4").tolist()
+    out, i = [], 0
+    while i < n:
+        inst = decode_one(words, i, base + 4 * i, target)
+        out.append(inst)
+        i += inst.size // 4
+    return out
