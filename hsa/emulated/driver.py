@@ -399,9 +399,29 @@ class EmulatedDevice:
         self._signals = RocrSignals(lib, self.memory)
         self._loader = _NoSymbols()
         self._queues: dict[int, EmulatedQueue] = {}
+        self._held: dict[int, int] | None = None  # hold(): queue id -> last doorbell value
         self._thread = threading.Thread(target=self._run, name="emulated-amdgpu-device",
                                         daemon=True)
         self._thread.start()
+
+    def hold(self) -> None:
+        """Benchmarks: stop passing doorbells to the packet processors (they sleep), so a
+        timed publishing loop measures host time only, for any producer (ours or HIP)."""
+        self._held = {}
+
+    def release(self) -> None:
+        """Pass on the doorbells rung while held; processing resumes."""
+        held, self._held = self._held or {}, None
+        for qid, value in held.items():
+            self._ring(qid, value)
+
+    def _ring(self, qid: int, value: int) -> None:
+        queue = self._queues.get(qid)
+        if queue is not None and value >= 0:
+            proc = queue.processor
+            _raise_to(proc._rung, value)
+            if proc._needs_wake:
+                proc.wake()
 
     def kernel_name(self, kernel_object: int) -> str:
         return f"0x{kernel_object:x}"
@@ -423,12 +443,11 @@ class EmulatedDevice:
         if note.kind == NOTE_NEW:
             self._queues[qid] = EmulatedQueue(self, qid, note.ring, note.read_ptr, note.write_ptr)
         elif note.kind == NOTE_DOORBELL:
-            queue = self._queues.get(qid)
-            if queue is not None and note.value >= 0:
-                proc = queue.processor
-                _raise_to(proc._rung, int(note.value))
-                if proc._needs_wake:
-                    proc.wake()
+            held = self._held
+            if held is not None:
+                held[qid] = max(held.get(qid, -1), int(note.value))
+            else:
+                self._ring(qid, int(note.value))
         elif note.kind == NOTE_DESTROY:
             queue = self._queues.pop(qid, None)
             if queue is not None:

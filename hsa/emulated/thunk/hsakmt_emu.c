@@ -347,6 +347,7 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* 
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         p->NumCPUCores = cpus > 0 ? (HSAuint32)cpus : 1;
         p->NumMemoryBanks = 1;
+        p->NumCaches = 3; /* HIP asks ROCr for the CPU agent's caches, and ROCr asserts some */
         p->NumIOLinks = 1;
         p->MaxEngineClockMhzCCompute = 2000;
         ascii_to_u16(p->MarketingName, "Emulated host CPU", HSA_PUBLIC_NAME_SIZE);
@@ -432,6 +433,19 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeCacheProperties(HSAuint32 node, HSAuint32 proc
     if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
     if (!c) return HSAKMT_STATUS_INVALID_PARAMETER;
     memset(c, 0, sizeof *c * n);
+    if (node == 0) { /* L1d, L2, L3 of the host CPU, sizes in KiB */
+        static const HSAuint32 level[3] = {1, 2, 3}, kib[3] = {32, 512, 32768};
+        for (HSAuint32 i = 0; i < n && i < 3; i++) {
+            c[i].ProcessorIdLow = 0;
+            c[i].CacheLevel = level[i];
+            c[i].CacheSize = kib[i];
+            c[i].CacheLineSize = 64;
+            c[i].CacheLinesPerTag = 1;
+            c[i].CacheAssociativity = 8;
+            c[i].CacheType.ui32.Data = 1;
+            c[i].CacheType.ui32.CPU = 1;
+        }
+    }
     if (node == GPU_NODE && n >= 1) {
         c[0].ProcessorIdLow = 0x80000000u;
         c[0].CacheLevel = 2;
@@ -484,9 +498,18 @@ EXPORT HSAKMT_STATUS hsaKmtGetClockCounters(HSAuint32 node, HsaClockCounters* c)
     return HSAKMT_STATUS_SUCCESS;
 }
 
+/* ROCr's image extension (which HIP initialises) asks for it: gfx9 has no tile-mode
+ * tables, and images themselves are not emulated. */
 EXPORT HSAKMT_STATUS hsaKmtGetTileConfig(HSAuint32 node, HsaGpuTileConfig* config) {
-    (void)node; (void)config;
-    return HSAKMT_STATUS_NOT_SUPPORTED; /* images */
+    CHECK_OPEN();
+    if (node != GPU_NODE) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!config) return HSAKMT_STATUS_INVALID_PARAMETER;
+    config->NumTileConfigs = 0;
+    config->NumMacroTileConfigs = 0;
+    config->GbAddrConfig = 0;
+    config->NumBanks = 16;
+    config->NumRanks = 1;
+    return HSAKMT_STATUS_SUCCESS;
 }
 
 EXPORT HSAKMT_STATUS hsaKmtSetTrapHandler(HSAuint32 node, void* base, HSAuint64 size, void* buf,
