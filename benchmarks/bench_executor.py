@@ -6,6 +6,8 @@ Runs, each several times, best time kept:
   * clang saxpy (OpenCL C, -O2) over 2^20 floats, workgroups of 256;
   * IREE matmul f16 (WMMA), 256x256x256 (or --matmul 64: the kernel library's own);
   * IREE matmul i8 -> i32 (v_wmma_i32_16x16x16_iu8), same size, checked exact;
+  * the library's OpenCL copy kernel over --n floats through the driver on
+    amdgpu:virtual:gfx1100, :gfx1201 and :gfx1250 (the gfx11 and gfx12 executors);
 and, in the same run, numpy computing the saxpy directly, to state the overhead ratio.
 
     python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3] [--json]
@@ -136,6 +138,41 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
     }
 
 
+def bench_copy_targets(n: int, repeat: int) -> list[dict]:
+    """The library copy kernel through the driver on each virtual target, same n."""
+    import amdgpu
+    import compiler
+    from hsa.virtual.executor import executor_for
+
+    rows = []
+    src = np.arange(n, dtype=np.float32)
+    numpy_seconds = _best(lambda: src.copy(), max(repeat, 5))
+    for target in ("gfx1100", "gfx1201", "gfx1250"):
+        bundle = compiler.compile("copy", targets=[target])
+        with amdgpu.open(f"amdgpu:virtual:{target}") as dev:
+            k = dev.load(bundle).kernel("copy")
+            a, b = dev.buffer(src), dev.buffer(np.zeros(n, np.float32))
+
+            def run() -> None:
+                dev.dispatch(k, n, 256, (b, a, np.uint32(n)))
+                dev.synchronize()
+
+            run()
+            if not np.array_equal(b.to_numpy(np.float32), src):
+                raise SystemExit(f"copy on {target} differs from its input")
+            seconds = _best(run, repeat)
+        ex = executor_for("gfx11" if target == "gfx1100" else "gfx12")
+        ex = getattr(ex, "targets", {}).get(target, ex)
+        lane_instr = ex.last_lane_instructions
+        rows.append({
+            "kernel": f"clang copy on {target} (driver)", "elements": n, "seconds": seconds,
+            "instructions": ex.last_instructions, "lane_instructions": lane_instr,
+            "lane_instructions_per_s": lane_instr / seconds, "numpy_seconds": numpy_seconds,
+            "overhead_vs_numpy": seconds / numpy_seconds,
+        })
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 20)
@@ -145,7 +182,8 @@ def main() -> None:
     args = p.parse_args()
     h = Harness()
     results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul),
-               bench_matmul_i8(h, args.repeat, max(args.matmul, 64))]
+               bench_matmul_i8(h, args.repeat, max(args.matmul, 64)),
+               *bench_copy_targets(args.n, args.repeat)]
     if args.json:
         print(json.dumps(results, indent=1))
         return
