@@ -1,51 +1,288 @@
-"""A small SPIR-V module reader: what a Vulkan backend needs to bind a compute shader.
+"""The project's one SPIR-V reader: the interface facts a Vulkan pipeline needs and the
+module facts the compiler reports, read from the words.
 
 It reads the binary (SPIR-V spec, section 2.3 "Physical Layout": a 5-word header, then
-instructions whose first word is `word_count << 16 | opcode`) and collects, per module:
-capabilities, extensions, the addressing model, and per GLCompute entry point its name,
-LocalSize, its descriptor bindings (set, binding, NonWritable) and the push-constant block
-size in 32-bit words. No instruction semantics are interpreted.
+instructions whose first word is `word_count << 16 | opcode`): capabilities, extensions,
+the addressing model, entry points, local size, descriptor bindings (set, binding,
+storage class, NonWritable) and the push-constant block (size, member offsets, and which
+members are physical-storage-buffer pointers, which is how IREE's `bda` ABI passes its
+address table). It never validates code.
+
+`reflect` is the Vulkan backend's view (`ShaderInterface`, VulkanError on bad input);
+`read_spirv` the compiler's (`SpirvModule`, CompileError), built from the same reading.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
-from amdgpu.errors import CompileError
+import numpy as np
 
-__all__ = ["SpirvModule", "SpirvEntryPoint", "read_spirv", "split_modules", "CAPABILITY_NAMES"]
+from amdgpu.errors import AmdgpuError, CompileError, VulkanError
 
 MAGIC = 0x07230203
 
-# Opcodes (SPIR-V spec, 3.52) used here.
-_OP_EXTENSION = 10
-_OP_MEMORY_MODEL = 14
-_OP_ENTRY_POINT = 15
-_OP_EXECUTION_MODE = 16
-_OP_CAPABILITY = 17
-_OP_TYPE_INT = 21
-_OP_TYPE_FLOAT = 22
-_OP_TYPE_VECTOR = 23
-_OP_TYPE_ARRAY = 28
-_OP_TYPE_RUNTIME_ARRAY = 29
-_OP_TYPE_STRUCT = 30
-_OP_TYPE_POINTER = 32
-_OP_CONSTANT = 43
-_OP_VARIABLE = 59
-_OP_DECORATE = 71
-_OP_MEMBER_DECORATE = 72
+# Opcodes (SPIR-V spec, "Instructions").
+OP_NAME = 5
+OP_MEMBER_NAME = 6
+OP_ENTRY_POINT = 15
+OP_EXECUTION_MODE = 16
+OP_TYPE_BOOL = 20
+OP_TYPE_INT = 21
+OP_TYPE_FLOAT = 22
+OP_TYPE_VECTOR = 23
+OP_TYPE_ARRAY = 28
+OP_TYPE_RUNTIME_ARRAY = 29
+OP_TYPE_STRUCT = 30
+OP_TYPE_POINTER = 32
+OP_CONSTANT = 43
+OP_SPEC_CONSTANT = 50
+OP_VARIABLE = 59
+OP_DECORATE = 71
+OP_MEMBER_DECORATE = 72
+OP_EXECUTION_MODE_ID = 331
+OP_CAPABILITY = 17
+OP_EXTENSION = 10
+OP_MEMORY_MODEL = 14
 
-_EXEC_MODEL_GLCOMPUTE = 5
-_EXEC_MODE_LOCAL_SIZE = 17
-_DECORATION_BINDING = 33
-_DECORATION_DESCRIPTOR_SET = 34
-_DECORATION_OFFSET = 35
-_DECORATION_NON_WRITABLE = 24
-_STORAGE_UNIFORM = 2
-_STORAGE_PUSH_CONSTANT = 9
-_STORAGE_STORAGE_BUFFER = 12
+# Decorations and enums.
+DEC_BLOCK = 2
+DEC_BUFFER_BLOCK = 3
+DEC_ARRAY_STRIDE = 6
+DEC_SPEC_ID = 1
+DEC_BINDING = 33
+DEC_DESCRIPTOR_SET = 34
+DEC_OFFSET = 35
+DEC_NON_WRITABLE = 24
+MODE_LOCAL_SIZE = 17
+MODE_LOCAL_SIZE_ID = 38
+SC_UNIFORM = 2
+SC_PUSH_CONSTANT = 9
+SC_STORAGE_BUFFER = 12
+SC_PHYSICAL_STORAGE_BUFFER = 5349
+EXEC_MODEL_GLCOMPUTE = 5
 
+
+@dataclass(frozen=True)
+class DescriptorBinding:
+    set: int
+    binding: int
+    storage_class: int  # SC_STORAGE_BUFFER or SC_UNIFORM
+    name: str = ""
+    readonly: bool = False
+
+
+@dataclass(frozen=True)
+class PushConstantMember:
+    offset: int
+    size: int
+    is_pointer: bool  # a PhysicalStorageBuffer pointer (8 bytes): a device address
+
+
+@dataclass
+class EntryInterface:
+    """The resources one compute entry point uses."""
+
+    name: str
+    local_size: tuple[int, int, int] = (1, 1, 1)
+    bindings: list[DescriptorBinding] = field(default_factory=list)
+    push_constant_size: int = 0
+    push_constant_members: list[PushConstantMember] = field(default_factory=list)
+
+    @property
+    def sets(self) -> list[int]:
+        return sorted({b.set for b in self.bindings})
+
+
+@dataclass
+class ShaderInterface:
+    """What one SPIR-V module tells about its compute entry points and resources."""
+
+    version: tuple[int, int] = (1, 0)
+    entries: dict[str, EntryInterface] = field(default_factory=dict)
+    uses_physical_storage_buffer: bool = False
+    capabilities: set[int] = field(default_factory=set)
+    capability_order: list[int] = field(default_factory=list)  # as the module lists them
+    extensions: list[str] = field(default_factory=list)
+    addressing_model: int = 0
+    # Largest struct made only of PhysicalStorageBuffer pointers: the `bda` binding table
+    # as far as the shader reads it (IREE declares it up to the highest binding it uses).
+    bda_table_entries: int = 0
+
+    @property
+    def entry_points(self) -> list[str]:
+        return list(self.entries)
+
+
+def _string(words: np.ndarray, start: int) -> tuple[str, int]:
+    """Decode a nul-terminated literal string; return it and the word index after it."""
+    raw = words[start:].tobytes()
+    end = raw.index(b"\0")
+    return raw[:end].decode("utf-8", "replace"), start + end // 4 + 1
+
+
+def reflect(code: bytes, error: type[AmdgpuError] = VulkanError) -> ShaderInterface:
+    """Read the interface of a SPIR-V module; raise `error` if it is not SPIR-V."""
+    if len(code) < 20 or len(code) % 4:
+        raise error(
+            f"not a SPIR-V module ({len(code)} bytes, not a multiple of 4 or too short); "
+            "pass the bytes of a .spv file"
+        )
+    words = np.frombuffer(code, dtype="<u4")
+    if int(words[0]) != MAGIC:
+        raise error(
+            f"not a SPIR-V module (magic 0x{int(words[0]):08x}, expected 0x{MAGIC:08x}); "
+            "pass the bytes of a .spv file"
+        )
+    names: dict[int, str] = {}
+    decorations: dict[int, dict[int, int]] = {}
+    member_offsets: dict[int, dict[int, int]] = {}
+    types: dict[int, tuple] = {}
+    constants: dict[int, int] = {}
+    variables: list[tuple[int, int, int]] = []  # (result id, pointer type, storage class)
+    entry_ids: dict[int, tuple[str, list[int]]] = {}
+    local_size: dict[int, tuple[int, int, int]] = {}
+    info = ShaderInterface(version=((int(words[1]) >> 16) & 0xFF, (int(words[1]) >> 8) & 0xFF))
+    i, n = 5, len(words)
+    while i < n:
+        head = int(words[i])
+        count, op = head >> 16, head & 0xFFFF
+        if count == 0 or i + count > n:
+            raise error(f"truncated SPIR-V instruction at word {i}; the module is corrupt")
+        ops = words[i + 1 : i + count]
+        if op == OP_CAPABILITY:
+            info.capabilities.add(int(ops[0]))
+            info.capability_order.append(int(ops[0]))
+        elif op == OP_EXTENSION:
+            info.extensions.append(_string(words, i + 1)[0])
+        elif op == OP_MEMORY_MODEL:
+            info.addressing_model = int(ops[0])
+        elif op == OP_NAME:
+            names[int(ops[0])] = _string(words, i + 2)[0]
+        elif op == OP_ENTRY_POINT:
+            if int(ops[0]) == EXEC_MODEL_GLCOMPUTE:
+                name, after = _string(words, i + 3)
+                entry_ids[int(ops[1])] = (name, [int(w) for w in words[after : i + count]])
+        elif op == OP_EXECUTION_MODE and int(ops[1]) == MODE_LOCAL_SIZE:
+            local_size[int(ops[0])] = (int(ops[2]), int(ops[3]), int(ops[4]))
+        elif op == OP_DECORATE:
+            value = int(ops[2]) if len(ops) > 2 else 1
+            decorations.setdefault(int(ops[0]), {})[int(ops[1])] = value
+        elif op == OP_MEMBER_DECORATE and int(ops[2]) == DEC_OFFSET:
+            member_offsets.setdefault(int(ops[0]), {})[int(ops[1])] = int(ops[3])
+        elif op in (OP_TYPE_INT, OP_TYPE_FLOAT):
+            types[int(ops[0])] = ("scalar", int(ops[1]) // 8)
+        elif op == OP_TYPE_BOOL:
+            types[int(ops[0])] = ("scalar", 4)
+        elif op == OP_TYPE_VECTOR:
+            types[int(ops[0])] = ("vector", int(ops[1]), int(ops[2]))
+        elif op == OP_TYPE_ARRAY:
+            types[int(ops[0])] = ("array", int(ops[1]), int(ops[2]))
+        elif op == OP_TYPE_RUNTIME_ARRAY:
+            types[int(ops[0])] = ("runtime_array", int(ops[1]))
+        elif op == OP_TYPE_STRUCT:
+            types[int(ops[0])] = ("struct", [int(m) for m in ops[1:]])
+        elif op == OP_TYPE_POINTER:
+            sc = int(ops[1])
+            types[int(ops[0])] = ("pointer", sc, int(ops[2]))
+            if sc == SC_PHYSICAL_STORAGE_BUFFER:
+                info.uses_physical_storage_buffer = True
+        elif op in (OP_CONSTANT, OP_SPEC_CONSTANT):
+            constants[int(ops[1])] = int(ops[2]) if len(ops) > 2 else 0
+        elif op == OP_VARIABLE:
+            variables.append((int(ops[1]), int(ops[0]), int(ops[2])))
+        i += count
+
+    def size_of(type_id: int) -> int:
+        t = types.get(type_id, ("scalar", 4))
+        if t[0] == "scalar":
+            return t[1]
+        if t[0] == "vector":
+            return size_of(t[1]) * t[2]
+        if t[0] == "array":
+            stride = decorations.get(type_id, {}).get(DEC_ARRAY_STRIDE) or size_of(t[1])
+            return stride * constants.get(t[2], 1)
+        if t[0] == "pointer":
+            return 8
+        if t[0] == "struct":
+            offsets = member_offsets.get(type_id, {})
+            if not t[1]:
+                return 0
+            last = len(t[1]) - 1
+            return offsets.get(last, 0) + size_of(t[1][last])
+        return 0
+
+    for t in types.values():
+        if t[0] == "struct" and t[1]:
+            members = [types.get(m, ("",)) for m in t[1]]
+            if all(m[0] == "pointer" and m[1] == SC_PHYSICAL_STORAGE_BUFFER for m in members):
+                info.bda_table_entries = max(info.bda_table_entries, len(members))
+    all_variables = {var_id for var_id, _, _ in variables}
+    for entry_id, (name, interface) in entry_ids.items():
+        entry = EntryInterface(name=name, local_size=local_size.get(entry_id, (1, 1, 1)))
+        # SPIR-V 1.4+ lists every global an entry point uses; older modules list only
+        # inputs and outputs, so then every resource of the module counts.
+        used = set(interface) if info.version >= (1, 4) else all_variables
+        for var_id, ptr_type, sc in variables:
+            if var_id not in used:
+                continue
+            deco = decorations.get(var_id, {})
+            if sc in (SC_STORAGE_BUFFER, SC_UNIFORM) and DEC_BINDING in deco:
+                entry.bindings.append(
+                    DescriptorBinding(
+                        set=deco.get(DEC_DESCRIPTOR_SET, 0),
+                        binding=deco[DEC_BINDING],
+                        storage_class=sc,
+                        name=names.get(var_id, ""),
+                        readonly=DEC_NON_WRITABLE in deco,
+                    )
+                )
+            elif sc == SC_PUSH_CONSTANT:
+                pointee = types.get(ptr_type, ("pointer", sc, 0))[2]
+                struct = types.get(pointee)
+                if struct and struct[0] == "struct":
+                    offsets = member_offsets.get(pointee, {})
+                    for m, member_type in enumerate(struct[1]):
+                        mt = types.get(member_type, ("scalar", 4))
+                        entry.push_constant_members.append(
+                            PushConstantMember(
+                                offset=offsets.get(m, 0),
+                                size=size_of(member_type),
+                                is_pointer=mt[0] == "pointer"
+                                and mt[1] == SC_PHYSICAL_STORAGE_BUFFER,
+                            )
+                        )
+                    entry.push_constant_size = max(entry.push_constant_size, size_of(pointee))
+        entry.bindings.sort(key=lambda b: (b.set, b.binding))
+        info.entries[name] = entry
+    if not info.entries:
+        raise error("the SPIR-V module has no GLCompute entry point; pass a compute shader")
+    return info
+
+
+# SPIR-V capabilities (spec 3.31) -> the Vulkan feature a device must enable for them.
+CAPABILITY_FEATURES = {
+    9: "shaderFloat16",
+    10: "shaderFloat64",
+    11: "shaderInt64",
+    22: "shaderInt16",
+    39: "shaderInt8",
+    4433: "storageBuffer16BitAccess",
+    4434: "uniformAndStorageBuffer16BitAccess",
+    4448: "storageBuffer8BitAccess",
+    4449: "uniformAndStorageBuffer8BitAccess",
+    5345: "vulkanMemoryModel",
+    5347: "bufferDeviceAddress",
+}
+
+
+def missing_features(info: ShaderInterface, enabled: set[str]) -> list[str]:
+    """Device features the module's capabilities need but the device has not enabled."""
+    needed = {CAPABILITY_FEATURES[c] for c in info.capabilities if c in CAPABILITY_FEATURES}
+    return sorted(needed - enabled)
+
+
+# --- the compiler's view of a module ------------------------------------------------------
 ADDRESSING_MODELS = {
     0: "Logical", 1: "Physical32", 2: "Physical64", 5348: "PhysicalStorageBuffer64",
 }
@@ -85,134 +322,33 @@ class SpirvModule:
     size: int
 
 
-def _string(words: list[int] | tuple[int, ...]) -> tuple[str, int]:
-    """A nul-terminated UTF-8 literal packed in words; returns (text, words used)."""
-    raw = struct.pack(f"<{len(words)}I", *words)
-    end = raw.find(b"\0")
-    end = len(raw) if end < 0 else end
-    return raw[:end].decode("utf-8", "replace"), end // 4 + 1
-
-
-def _words(data: bytes) -> tuple[int, ...]:
-    if len(data) < 20 or len(data) % 4:
-        raise CompileError(f"SPIR-V binary of {len(data)} bytes is truncated; recompile")
-    words = struct.unpack(f"<{len(data) // 4}I", data)
-    if words[0] != MAGIC:
-        raise CompileError("not a SPIR-V module (bad magic); recompile the shader")
-    return words
-
-
 def read_spirv(data: bytes) -> SpirvModule:
     """Read one SPIR-V module's interface. Raises CompileError for a malformed binary."""
-    words = _words(bytes(data))
+    data = bytes(data)
     try:
-        return _read(words, len(data))
-    except (IndexError, KeyError, RecursionError, struct.error, ValueError) as exc:
+        info = reflect(data, error=CompileError)
+    except (IndexError, KeyError, RecursionError, ValueError) as exc:
         raise CompileError(
             f"SPIR-V module is malformed ({type(exc).__name__}); recompile the shader"
         ) from None
-
-
-def _read(words: tuple[int, ...], size: int) -> SpirvModule:
-    version = ((words[1] >> 16) & 0xFF, (words[1] >> 8) & 0xFF)
-    caps: list[str] = []
-    exts: list[str] = []
-    addressing = "Logical"
-    entries: dict[int, str] = {}
-    interfaces: dict[int, list[int]] = {}
-    local_size: dict[int, tuple[int, int, int]] = {}
-    decorations: dict[int, dict[int, int]] = {}
-    member_offsets: dict[int, dict[int, int]] = {}
-    types: dict[int, tuple] = {}
-    constants: dict[int, int] = {}
-    variables: dict[int, tuple[int, int]] = {}  # id -> (pointer type id, storage class)
-    pos = 5
-    while pos < len(words):
-        count, opcode = words[pos] >> 16, words[pos] & 0xFFFF
-        if count == 0 or pos + count > len(words):
-            raise CompileError(f"SPIR-V instruction at word {pos} is malformed; recompile")
-        ops = words[pos + 1 : pos + count]
-        if opcode == _OP_CAPABILITY:
-            caps.append(CAPABILITY_NAMES.get(ops[0], str(ops[0])))
-        elif opcode == _OP_EXTENSION:
-            exts.append(_string(ops)[0])
-        elif opcode == _OP_MEMORY_MODEL:
-            addressing = ADDRESSING_MODELS.get(ops[0], str(ops[0]))
-        elif opcode == _OP_ENTRY_POINT and ops[0] == _EXEC_MODEL_GLCOMPUTE:
-            name, used = _string(ops[2:])
-            entries[ops[1]] = name
-            interfaces[ops[1]] = list(ops[2 + used :])
-        elif opcode == _OP_EXECUTION_MODE and ops[1] == _EXEC_MODE_LOCAL_SIZE:
-            local_size[ops[0]] = (ops[2], ops[3], ops[4])
-        elif opcode == _OP_DECORATE:
-            decorations.setdefault(ops[0], {})[ops[1]] = ops[2] if len(ops) > 2 else 1
-        elif opcode == _OP_MEMBER_DECORATE and ops[2] == _DECORATION_OFFSET:
-            member_offsets.setdefault(ops[0], {})[ops[1]] = ops[3]
-        elif opcode in (_OP_TYPE_INT, _OP_TYPE_FLOAT):
-            types[ops[0]] = ("scalar", ops[1] // 8)
-        elif opcode == _OP_TYPE_VECTOR:
-            types[ops[0]] = ("vector", ops[1], ops[2])
-        elif opcode == _OP_TYPE_ARRAY:
-            types[ops[0]] = ("array", ops[1], ops[2])
-        elif opcode == _OP_TYPE_RUNTIME_ARRAY:
-            types[ops[0]] = ("runtime_array", ops[1])
-        elif opcode == _OP_TYPE_STRUCT:
-            types[ops[0]] = ("struct", tuple(ops[1:]))
-        elif opcode == _OP_TYPE_POINTER:
-            types[ops[0]] = ("pointer", ops[1], ops[2])
-        elif opcode == _OP_CONSTANT:
-            constants[ops[1]] = ops[2]
-        elif opcode == _OP_VARIABLE:
-            variables[ops[1]] = (ops[0], ops[2])
-        pos += count
-
-    def size_of(type_id: int) -> int:
-        kind = types.get(type_id, ("scalar", 4))
-        if kind[0] == "scalar":
-            return kind[1]
-        if kind[0] == "vector":
-            return size_of(kind[1]) * kind[2]
-        if kind[0] == "array":
-            stride = decorations.get(type_id, {}).get(6)  # ArrayStride
-            return (stride or size_of(kind[1])) * constants.get(kind[2], 0)
-        if kind[0] == "struct":
-            offsets = member_offsets.get(type_id, {})
-            end, running = 0, 0
-            for i, member in enumerate(kind[1]):
-                start = offsets.get(i, running)
-                running = start + size_of(member)
-                end = max(end, running)
-            return end
-        return 8  # pointers (PhysicalStorageBuffer) and runtime arrays count as 8 bytes
-
-    # Modules from IREE list every global in the entry point interface (SPIR-V >= 1.4) or
-    # only Input/Output ones (older); fall back to all variables of the module.
-    result: dict[str, SpirvEntryPoint] = {}
-    for entry_id, name in entries.items():
-        iface = [v for v in interfaces[entry_id] if v in variables]
-        candidates = iface if any(
-            variables[v][1] in (_STORAGE_STORAGE_BUFFER, _STORAGE_UNIFORM, _STORAGE_PUSH_CONSTANT)
-            for v in iface
-        ) else list(variables)
-        entry = SpirvEntryPoint(name, local_size.get(entry_id))
-        found = []
-        for var in candidates:
-            ptr_type, storage = variables[var]
-            deco = decorations.get(var, {})
-            if storage in (_STORAGE_STORAGE_BUFFER, _STORAGE_UNIFORM) and (
-                _DECORATION_BINDING in deco
-            ):
-                found.append((deco.get(_DECORATION_DESCRIPTOR_SET, 0), deco[_DECORATION_BINDING],
-                              _DECORATION_NON_WRITABLE in deco))
-            elif storage == _STORAGE_PUSH_CONSTANT:
-                pointee = types.get(ptr_type, ("pointer", 0, 0))[2]
-                entry.push_constant_words = max(entry.push_constant_words,
-                                                (size_of(pointee) + 3) // 4)
-        for set_, binding, readonly in sorted(found):
-            entry.bindings.append((set_, binding))
-            entry.readonly.append(readonly)
-        result[name] = entry
-    return SpirvModule(version, addressing, caps, exts, result, size)
+    entries = {
+        name: SpirvEntryPoint(
+            name,
+            e.local_size,
+            [(b.set, b.binding) for b in e.bindings],
+            [b.readonly for b in e.bindings],
+            (e.push_constant_size + 3) // 4,
+        )
+        for name, e in info.entries.items()
+    }
+    return SpirvModule(
+        info.version,
+        ADDRESSING_MODELS.get(info.addressing_model, str(info.addressing_model)),
+        [CAPABILITY_NAMES.get(c, str(c)) for c in info.capability_order],
+        list(info.extensions),
+        entries,
+        len(data),
+    )
 
 
 def split_modules(data: bytes, modules: list[dict]) -> list[bytes]:

@@ -402,7 +402,7 @@ def test_spirv_needing_missing_features_is_refused_before_the_driver(kernels):
 
 def reflect_caps(variant) -> set[int]:
     from amdgpu.vulkan.executable import _modules
-    from amdgpu.vulkan.spirv import reflect
+    from compiler.spirv import reflect
 
     caps: set[int] = set()
     for module in _modules(variant.data, variant.info):

@@ -14,12 +14,12 @@ import numpy as np
 from amdgpu.buffer import Buffer, as_host_array
 from amdgpu.device import Device, TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError, VulkanError
+from compiler.spirv import EntryInterface
 
 from .command_buffer import CommandBuffer, to_u32
 from .executable import PATHS, Executable, Kernel
 from .instance import PUSH_DESCRIPTOR_EXT, PhysicalDevice, check, physical_devices, vk
 from .memory import Allocation
-from .spirv import EntryInterface
 from .sync import ANY, BarrierCache, Tuning
 from .timeline import Lane
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from amdgpu.errors import KernelArgumentError, VulkanError
 from amdgpu.geometry import dim3, workgroups
+from compiler.spirv import EntryInterface, ShaderInterface, missing_features, reflect
 
 from .instance import check, vk
-from .spirv import EntryInterface, ShaderInterface, missing_features, reflect
 
 if TYPE_CHECKING:  # pragma: no cover
     from .device import VulkanDevice
