@@ -74,6 +74,18 @@ def test_json_on_amdgpu_virtual(capsys):
     assert KEYS | {"replay_host_us"} <= set(d)
 
 
+@pytest.mark.hsa_rocr
+def test_json_on_amdgpu_emulated(capsys):
+    """The real ROCr over the emulated AMD driver runs an IREE workload on the gfx90a."""
+    from hsa.emulated import runs_kernels
+
+    if not runs_kernels():
+        pytest.skip("the emulated gfx90a needs hsa/virtual's gfx9 executor")
+    d = _run_json(capsys, "saxpy", "--device", "amdgpu:emulated", "--replay")
+    assert d["driver"] == "amdgpu" and d["target"] == "gfx90a" and d["correct"] is True
+    assert KEYS | {"replay_host_us"} <= set(d)
+
+
 @pytest.mark.generic
 @pytest.mark.parametrize(
     "argv, words",
