@@ -34,8 +34,17 @@ def architected_ids(s: np.ndarray, dispatch, gx: np.ndarray, gy: np.ndarray,
         s[i, TTMP6] = ttmp6
 
 
-FAMILIES = {t: Family("gfx12", decoder.decoder_for(t), init_sgprs=architected_ids)
-            for t in decoder.TABLE_FILES}
+def _vgpr_rows_gfx1250(desc) -> int:
+    """gfx1250 has 1024 VGPRs a lane: rsrc1's VGPR count is in granules of 16 (a kernel with
+    14 VGPRs has the field 0), not gfx11/gfx1201's 8."""
+    return min(1024, ((desc.rsrc1 & 0x3F) + 1) * 16)
+
+
+FAMILIES = {
+    "gfx1201": Family("gfx12", decoder.decoder_for("gfx1201"), init_sgprs=architected_ids),
+    "gfx1250": Family("gfx12", decoder.decoder_for("gfx1250"), init_sgprs=architected_ids,
+                      vgpr_rows=_vgpr_rows_gfx1250),
+}
 
 
 class Gfx12Executor:
