@@ -67,6 +67,11 @@ QUEUE_MAX_SIZE = 0x20000
 PAGE = 4096
 _GIB = 1 << 30
 
+# Compute units of the real parts (ROCr's HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT): MI250X
+# (one GCD), MI300X, MI355X; other targets get 48 (a Radeon RX 7900 XTX's 96 / 2 WGPs).
+_COMPUTE_UNITS = {"gfx90a": 110, "gfx942": 304, "gfx950": 256}
+_DEFAULT_CUS = 48
+
 # Default xnack/sramecc settings of an agent, as ROCr reports them on a stock install.
 _DEFAULT_FEATURES = {"gfx942": ":sramecc+:xnack-", "gfx950": ":sramecc+:xnack-"}
 
@@ -103,14 +108,15 @@ def _target_facts(name: str) -> tuple[str, str, int, int]:
 
 
 class VirtualProvider(HsaProvider):
-    """An in-process AMD system: `VirtualProvider(gpus=("gfx1100",), compute_units=48)`."""
+    """An in-process AMD system: `VirtualProvider(gpus=("gfx1100",), compute_units=48)`;
+    compute_units=None gives each GPU its real part's count (gfx942: 304)."""
 
     name = "virtual"
 
     def __init__(
         self,
         gpus: Sequence[str] = ("gfx1100",),
-        compute_units: int = 48,
+        compute_units: int | None = None,
         device_memory: int = 16 * _GIB,
         overlap: str | None = None,
     ) -> None:
@@ -143,7 +149,8 @@ class VirtualProvider(HsaProvider):
         self._copies = CopyEngine(self)
 
     # --- construction --------------------------------------------------------------------
-    def _build_agents(self, gpus: list[str], compute_units: int, device_memory: int) -> None:
+    def _build_agents(self, gpus: list[str], compute_units: int | None,
+                      device_memory: int) -> None:
         try:
             total_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError):
@@ -168,7 +175,9 @@ class VirtualProvider(HsaProvider):
             gpu = _Agent(
                 AgentInfo(
                     handle=handle, name=isa.split(":")[0], device_type=DeviceType.GPU,
-                    isa=isa, wavefront_size=wave, compute_units=compute_units,
+                    isa=isa, wavefront_size=wave,
+                    compute_units=compute_units or _COMPUTE_UNITS.get(
+                        isa.split(":")[0], _DEFAULT_CUS),
                     queue_min_size=QUEUE_MIN_SIZE, queue_max_size=QUEUE_MAX_SIZE, node=i + 1,
                 ),
                 family=family,
