@@ -25,6 +25,7 @@ QueueError with the queue's status; other lanes keep working.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import packets
-from amdgpu.errors import HsaError, QueueError, SignalTimeout
+from amdgpu.errors import HsaError, MemoryFault, QueueError, SignalTimeout
 from amdgpu.hsa_backend.kernargs import KernargRing
 from hsa.provider import QueueType, SignalCondition
 from hsa.status import HSA_STATUS_ERROR
@@ -44,6 +45,20 @@ if TYPE_CHECKING:
 TIMELINE_START = 1 << 62
 WAIT_SLICE_S = 0.05  # host waits look at the queue's error state this often
 MAX_DEPS = 5  # dep_signal slots of one barrier-AND packet
+
+
+_PC_SITE = re.compile(r"code-object offset (0x[0-9a-f]+) \(([^)]+)\)")
+
+
+def fault_text(fault: MemoryFault) -> str:
+    """A memory fault in one form on every provider: the address, and the code-object offset
+    of the faulting instruction where the provider knows it (the virtual GPU's executor
+    says "code-object offset 0x... (mnemonic)"; ROCr reports the address only)."""
+    text = f"memory fault at address 0x{fault.address:x}"
+    site = _PC_SITE.search(fault.text or "")
+    if site:
+        text += f", code-object offset {site[1]} ({site[2]})"
+    return text + "; check the kernel's buffer sizes and arguments"
 
 
 class SignalPool:
@@ -126,22 +141,54 @@ class QueueLane:
         """Doorbell rings on this lane (tests and stats read it)."""
         return self.ring.doorbells
 
+    _fault: MemoryFault | None = None  # a fault a wait saw before the queue callback did
+
     def error(self) -> QueueError | None:
         cause = self.queue.error
+        if not isinstance(cause, MemoryFault) and self._fault is not None:
+            cause = self._fault
         if cause is None and self._error_status is None:
             return None
         status = getattr(cause, "status", None) or self._error_status or HSA_STATUS_ERROR
-        text = getattr(cause, "text", None) or str(cause or "queue error")
+        if isinstance(cause, MemoryFault):
+            text = fault_text(cause)
+        else:
+            text = getattr(cause, "text", None) or str(cause or "queue error")
         err = QueueError(
             status,
-            f"lane {self.index} of {self.device.spec} (queue {self.queue.id}) stopped: {text}; "
+            f"lane {self.index} of {self.device.spec} (queue {self.queue.id}) stopped"
+            f"{self._stop_site()}: {text}; "
             f"its work is lost, other lanes still run: open the device again to reset it",
         )
         err.__cause__ = cause if isinstance(cause, BaseException) else None
         return err
 
+    def _stop_site(self) -> str:
+        """' at packet P (kernel K)': the packet at the queue's read index, which a stopped
+        packet processor leaves at the packet it could not finish (ROCr's and the virtual
+        one alike); the kernel named from this device's loaded executables."""
+        try:
+            pid = int(self.queue.load_read_index())
+            if pid >= self.queue.load_write_index():
+                return ""
+            slot = (pid & (self.queue.size - 1)) * 64
+            raw = bytes(np.asarray(self.queue.ring).view(np.uint8)[slot:slot + 64])
+        except Exception:  # noqa: BLE001 - a queue torn down meanwhile: no site, same error
+            return ""
+        kind = raw[0]
+        if kind != int(packets.PacketType.KERNEL_DISPATCH):
+            name = {3: "barrier_and", 5: "barrier_or", 0: "vendor packet"}.get(kind, "packet")
+            return f" at packet {pid} ({name})"
+        obj = int.from_bytes(raw[32:40], "little")
+        for exe in self.device._executables:
+            for k in exe.kernels.values():
+                if k.kernel_object == obj:
+                    return f" at packet {pid} (kernel {k.name})"
+        return f" at packet {pid} (kernel object 0x{obj:x})"
+
     def check(self) -> None:
-        if self.queue.error is not None or self._error_status is not None:
+        if (self.queue.error is not None or self._error_status is not None
+                or self._fault is not None):
             self.failed = True
             self.reported = True
             raise self.error()
@@ -187,6 +234,9 @@ class QueueLane:
                 )
             except SignalTimeout:
                 continue
+            except MemoryFault as fault:  # ROCr: the fault handler saw it first
+                self._fault = fault
+                self.check()
             if self.completed() >= value:
                 return
 

@@ -1,0 +1,73 @@
+"""Faults that say where (issue 19): a kernel's memory fault is a QueueError, raised at the
+wait that sees it, naming the lane, queue, packet id, kernel and address (and the
+code-object offset where the provider knows it), in one form on amdgpu:virtual and on
+amdgpu:emulated (real ROCr, whose fault handler reports the address)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import amdgpu
+from amdgpu.errors import QueueError
+
+OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+          "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+FORM = re.compile(
+    r"^lane 0 of (amdgpu:\w+) \(queue \d+\) stopped at packet 1 \(kernel oob\): memory fault "
+    r"at address 0x10(, code-object offset 0x[0-9a-f]+ \(global_store_b32\))?; check the "
+    r"kernel's buffer sizes and arguments; its work is lost, other lanes still run: open "
+    r"the device again to reset it \(HSA status 0x[0-9a-f]+\)$")
+
+
+def _open(spec):
+    try:
+        dev = amdgpu.open(spec)
+    except Exception as e:  # noqa: BLE001 - not built / no executor here
+        pytest.skip(f"{spec} unavailable: {e}")
+    if not dev.runs_kernels:
+        dev.close()
+        pytest.skip(f"{spec} runs no kernels here")
+    return dev
+
+
+def _fault_message(spec, tmp_path) -> str:
+    import test_provider_conformance as conformance
+
+    dev = _open(spec)
+    try:
+        kernel = dev.load(conformance.compile_cl(OOB_CL, dev.target, tmp_path)).kernel("oob")
+        out = dev.buffer(64)
+        good = dev.buffer(64)
+        dev.dispatch(kernel, 64, 64, (out, np.uint64(good.address))).wait(30)  # packet 0
+        point = dev.dispatch(kernel, 64, 64, (out, np.uint64(0x10)))  # packet 1 faults
+        with pytest.raises(QueueError) as e:
+            point.wait(30)  # the wait that observes it
+        return str(e.value)
+    finally:
+        dev.close()
+
+
+@pytest.mark.hsa_virtual
+def test_virtual_fault_names_lane_packet_kernel_address_and_pc(tmp_path):
+    text = _fault_message("amdgpu:virtual", tmp_path)
+    m = FORM.match(text)
+    assert m, text
+    assert m[2], "the virtual executor knows the faulting instruction's code-object offset"
+
+
+@pytest.mark.hsa_rocr
+def test_emulated_rocr_fault_has_the_same_form(tmp_path):
+    emulated = _fault_message("amdgpu:emulated", tmp_path)
+    (tmp_path / "virtual").mkdir()
+    virtual = _fault_message("amdgpu:virtual", tmp_path / "virtual")
+
+    def strip(text: str) -> str:  # the parts that name the device, or only one provider has
+        text = re.sub(r"amdgpu:\w+ \(queue \d+\)", "DEV", text)
+        text = re.sub(r", code-object offset 0x[0-9a-f]+ \([^)]*\)", "", text)
+        return re.sub(r"\(HSA status 0x[0-9a-f]+\)", "", text)
+
+    assert FORM.match(emulated), emulated
+    assert strip(emulated) == strip(virtual)
