@@ -153,7 +153,7 @@ def bench_copy_targets(n: int, repeat: int) -> list[dict]:
             k = dev.load(bundle).kernel("copy")
             a, b = dev.buffer(src), dev.buffer(np.zeros(n, np.float32))
 
-            def run() -> None:
+            def run(dev=dev, k=k, a=a, b=b) -> None:  # this target's, bound now
                 dev.dispatch(k, n, 256, (b, a, np.uint32(n)))
                 dev.synchronize()
 

@@ -12,7 +12,7 @@ and is an IllegalInstruction only when reached.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from hsa.virtual.isa.operands import DPP16, LITERAL, NULL, SDWA, VGPR0, Instruction
@@ -23,7 +23,7 @@ AGPR_ROW = 256
 TARGETS = ("gfx90a", "gfx942", "gfx950")
 
 
-@lru_cache(maxsize=None)
+@cache
 def opcode_tables(target: str) -> dict[str, dict[int, dict]]:
     """The table of `target`; gfx950 reads gfx942's (its additions are assembled, not
     disassembled, see gen_tables)."""

@@ -384,7 +384,8 @@ _GFX9_ALU: dict[str, Callable] = {
     "v_mac_f16": _alu(_mac("f16", "mac")), "v_mad_f16": _alu(_mac("f16", "mad")),
     "v_madmk_f16": _alu(_mac("f16", "madmk")), "v_madak_f16": _alu(_mac("f16", "madak")),
     "v_mad_legacy_f32": _alu(_mac("f32", "legacy")),
-    "v_mov_b64": _alu(_mov_b64), "v_fmac_f64": _alu(_fmac_f64), "v_lshl_add_u64": _alu(_lshl_add_u64),
+    "v_mov_b64": _alu(_mov_b64), "v_fmac_f64": _alu(_fmac_f64),
+    "v_lshl_add_u64": _alu(_lshl_add_u64),
     "v_accvgpr_read_b32": _accvgpr("read"), "v_accvgpr_write_b32": _accvgpr("write"),
     "v_accvgpr_mov_b32": _accvgpr("mov"),
 }
@@ -392,7 +393,9 @@ for _n in ("v_pk_fma_f32", "v_pk_mul_f32", "v_pk_add_f32", "v_pk_mov_b32"):
     _GFX9_ALU[_n] = _pk_f32(_n)
 
 
-def make_compile(samples: Callable[[d.Instruction], str]) -> Callable[[d.Instruction], core.Compiled]:
+def make_compile(
+    samples: Callable[[d.Instruction], str],
+) -> Callable[[d.Instruction], core.Compiled]:
     """The Family.compile hook: gfx9-only semantics first, else the core under the
     canonical name. `samples(inst)` gives LLVM's sample text of the opcode (MFMA shapes)."""
 
