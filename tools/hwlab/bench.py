@@ -258,6 +258,29 @@ def hip_latency_us(repeat: int) -> float:
         hip.hipFree(ptr)
 
 
+def _hip_module_launch_rows(repeat: int) -> list[dict]:
+    """Debian's HIP 5.2.3 hipModuleLaunchKernel (ctypes) against our dispatch, host time per
+    launch, same kernel on the same amdgpu:emulated GPU (tools/hwlab/hip_launch.py)."""
+    from tools.hwlab.hip_launch import measure
+
+    spec = "amdgpu:emulated"
+    try:
+        r = measure(max(50, repeat), 5000)
+    except BaseException as e:  # noqa: BLE001 - a baseline that fails is a row, not a crash
+        return [_row(spec, "HIP module launch vs our dispatch", "failed", note=str(e)[:300])]
+    if "skipped" in r:
+        return [_row(spec, "HIP module launch vs our dispatch", "skipped", note=r["skipped"])]
+    ok = "results checked" if r["ours_ok"] and r["hip_ok"] else "WRONG RESULTS"
+    return [
+        _row(spec, "dispatch host cost (vs hipModuleLaunchKernel)", f"{r['ours_us']:.2f} us",
+             f"HIP {r['hip_us']:.2f} us", _ratio(r["ours_us"], r["hip_us"]),
+             f"fill gfx90a, {r['launches']} launches, device held; {ok}"),
+        _row(spec, f"replay of {r['replay']} dispatches", f"{r['replay_us'] / 1000:.2f} ms",
+             f"HIP {r['hip_us'] * r['replay'] / 1000:.2f} ms as single launches",
+             _ratio(r["replay_us"], r["hip_us"] * r["replay"]), "host time per submit"),
+    ]
+
+
 # --- rows ------------------------------------------------------------------------------------
 def _ratio(ours: float, baseline: float, higher_is_better: bool = False) -> str:
     if not (ours > 0 and baseline > 0):
@@ -415,6 +438,8 @@ def bench(devices: list, repeat: int = 200) -> list[dict]:
     iree_cache: dict = {}
     for dev in devices:
         rows.extend(bench_device(dev, repeat, iree_cache))
+    if any(getattr(d, "spec", "").startswith("amdgpu:emulated") for d in devices):
+        rows.extend(_hip_module_launch_rows(repeat))
     usable, what = hip_status()
     if usable:
         try:
