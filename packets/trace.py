@@ -75,6 +75,7 @@ class RecordKind(IntEnum):
     BLOCK_TEMPLATE = 7  # a command buffer's packet block and kernarg template, once per sink
     BLOCK_REPLAY = 8  # one submission of a template; read back as its N packet records
     CHECKSUM = 9  # CRC32 of the file bytes since the previous checksum record; not yielded
+    QUEUE_ERROR = 10  # a queue stopped at a packet (a fault): where and why, once per queue
 
 
 class Clock(IntEnum):
@@ -110,6 +111,7 @@ _QUEUE_CREATED = struct.Struct("<QQ")  # queue id, time ns; msgpack info follows
 _KERNEL_SYMBOL = struct.Struct("<Q")  # kernel_object; msgpack {"name", "layout"} follows
 _COMPLETION = struct.Struct("<QQQQII")  # queue id, packet id, start, end, clock, reserved
 _VULKAN = struct.Struct("<Q")  # time ns; msgpack payload follows
+_QUEUE_ERROR = struct.Struct("<QQQ")  # queue id, packet id, time ns; msgpack info follows
 # queue id, first packet id, 3 timestamps, count, reserved; count * 64 raw bytes follow
 _PACKET_BATCH = struct.Struct("<QQQQQII")
 _BATCH_RECORD = struct.Struct("<IHHQQQQQII")  # record header + batch head: 56 bytes
@@ -183,6 +185,17 @@ class CompletionRecord:
 class VulkanSubmissionRecord:
     time_ns: int
     payload: dict = field(default_factory=dict)
+    offset: int = -1
+
+
+@dataclass(slots=True)
+class QueueErrorRecord:
+    """A queue stopped at `packet_id`; info: text, kernel, address, status (what is known)."""
+
+    queue_id: int
+    packet_id: int
+    time_ns: int
+    info: dict = field(default_factory=dict)
     offset: int = -1
 
 
@@ -381,7 +394,8 @@ class BlockTemplateRecord:
 
 
 Record = (PacketRecord | QueueCreatedRecord | KernelSymbolRecord | CompletionRecord
-          | VulkanSubmissionRecord | BlockTemplateRecord | BlockReplayRecord | UnknownRecord)
+          | VulkanSubmissionRecord | BlockTemplateRecord | BlockReplayRecord | QueueErrorRecord
+          | UnknownRecord)
 
 
 # --- sinks -------------------------------------------------------------------------------
@@ -622,6 +636,10 @@ class TraceWriter:
     def vulkan_submission(self, payload: dict) -> None:
         self._put(_pack(RecordKind.VULKAN_SUBMISSION, 0,
                         _VULKAN.pack(now_ns()) + _packb(payload)))
+
+    def queue_error(self, queue_id: int, packet_id: int, info: dict) -> None:
+        self._put(_pack(RecordKind.QUEUE_ERROR, 0,
+                        _QUEUE_ERROR.pack(queue_id, packet_id, now_ns()) + _packb(info)))
 
     def _put(self, packed: bytes) -> None:
         pieces = self._pieces
@@ -920,6 +938,9 @@ class MemorySink:
     def vulkan_submission(self, payload: dict) -> None:
         self._add(VulkanSubmissionRecord(now_ns(), dict(payload)))
 
+    def queue_error(self, queue_id: int, packet_id: int, info: dict) -> None:
+        self._add(QueueErrorRecord(queue_id, packet_id, now_ns(), dict(info)))
+
     def _add(self, rec) -> None:
         with self._lock:
             self.records.append(rec)
@@ -1163,6 +1184,9 @@ def _parse(kind: int, flags: int, payload: bytes, offset: int) -> Record:
     if kind == RecordKind.VULKAN_SUBMISSION:
         (t,) = _VULKAN.unpack_from(payload)
         return VulkanSubmissionRecord(t, _unpackb(payload[_VULKAN.size:]), offset)
+    if kind == RecordKind.QUEUE_ERROR:
+        qid, pid, t = _QUEUE_ERROR.unpack_from(payload)
+        return QueueErrorRecord(qid, pid, t, _unpackb(payload[_QUEUE_ERROR.size:]), offset)
     if kind == RecordKind.BLOCK_TEMPLATE:
         return BlockTemplateRecord.from_payload(payload, offset)
     if kind == RecordKind.BLOCK_REPLAY:

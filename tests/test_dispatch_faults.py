@@ -71,3 +71,32 @@ def test_emulated_rocr_fault_has_the_same_form(tmp_path):
 
     assert FORM.match(emulated), emulated
     assert strip(emulated) == strip(virtual)
+
+
+@pytest.mark.hsa_virtual
+def test_the_trace_records_the_fault_on_the_faulting_packet(tmp_path, capsys):
+    import json
+
+    import packets
+    from tools.packet_trace.cli import main
+
+    path = tmp_path / "fault.aqltrace"
+    writer = packets.TraceWriter(path)
+    packets.set_sink(writer)
+    try:
+        text = _fault_message("amdgpu:virtual", tmp_path)
+    finally:
+        packets.set_sink(None)
+        writer.close()
+    [rec] = [r for r in packets.read_trace(path) if isinstance(r, packets.trace.QueueErrorRecord)]
+    assert rec.packet_id == 1 and rec.info["kernel"] == "oob" and rec.info["address"] == 0x10
+    assert rec.info["text"] in text
+    assert main(["stats", "--json", str(path)]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert [(e["packet_id"], e["kernel"]) for e in stats["queue_errors"]] == [(1, "oob")]
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    assert main(["export", "--perfetto", str(tmp_path / "f.pftrace"), str(path)]) == 0
+    trace = pb2.Trace()
+    trace.ParseFromString((tmp_path / "f.pftrace").read_bytes())
+    names = [p.track_event.name for p in trace.packet if p.HasField("track_event")]
+    assert "queue error at packet 1" in names

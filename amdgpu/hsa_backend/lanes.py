@@ -154,37 +154,57 @@ class QueueLane:
             text = fault_text(cause)
         else:
             text = getattr(cause, "text", None) or str(cause or "queue error")
+        pid, what = self._stop_site()
+        site = f" at packet {pid} ({what})" if pid is not None else ""
         err = QueueError(
             status,
             f"lane {self.index} of {self.device.spec} (queue {self.queue.id}) stopped"
-            f"{self._stop_site()}: {text}; "
+            f"{site}: {text}; "
             f"its work is lost, other lanes still run: open the device again to reset it",
         )
+        if not self._error_traced and pid is not None:
+            self._trace_error(pid, what, text, status, cause)
         err.__cause__ = cause if isinstance(cause, BaseException) else None
         return err
 
-    def _stop_site(self) -> str:
-        """' at packet P (kernel K)': the packet at the queue's read index, which a stopped
-        packet processor leaves at the packet it could not finish (ROCr's and the virtual
-        one alike); the kernel named from this device's loaded executables."""
+    def _stop_site(self) -> tuple[int | None, str]:
+        """(packet id, 'kernel K' or the packet type): the packet at the queue's read index,
+        which a stopped packet processor leaves at the packet it could not finish (ROCr's
+        and the virtual one alike); the kernel named from this device's executables."""
         try:
             pid = int(self.queue.load_read_index())
             if pid >= self.queue.load_write_index():
-                return ""
+                return None, ""
             slot = (pid & (self.queue.size - 1)) * 64
             raw = bytes(np.asarray(self.queue.ring).view(np.uint8)[slot:slot + 64])
         except Exception:  # noqa: BLE001 - a queue torn down meanwhile: no site, same error
-            return ""
+            return None, ""
         kind = raw[0]
         if kind != int(packets.PacketType.KERNEL_DISPATCH):
-            name = {3: "barrier_and", 5: "barrier_or", 0: "vendor packet"}.get(kind, "packet")
-            return f" at packet {pid} ({name})"
+            return pid, {3: "barrier_and", 5: "barrier_or", 0: "vendor packet"}.get(
+                kind, "packet")
         obj = int.from_bytes(raw[32:40], "little")
         for exe in self.device._executables:
             for k in exe.kernels.values():
                 if k.kernel_object == obj:
-                    return f" at packet {pid} (kernel {k.name})"
-        return f" at packet {pid} (kernel object 0x{obj:x})"
+                    return pid, f"kernel {k.name}"
+        return pid, f"kernel object 0x{obj:x}"
+
+    _error_traced = False
+
+    def _trace_error(self, pid: int, what: str, text: str, status: int, cause: Any) -> None:
+        """A QUEUE_ERROR record on the faulting packet, once per lane, for an active sink."""
+        sink = packets.trace.active_sink()
+        record = getattr(sink, "queue_error", None)
+        if record is None:
+            return
+        self._error_traced = True
+        info = {"text": text, "status": int(status), "site": what}
+        if what.startswith("kernel "):
+            info["kernel"] = what[len("kernel "):]
+        if isinstance(cause, MemoryFault):
+            info["address"] = int(cause.address)
+        record(self.queue.id, pid, info)
 
     def check(self) -> None:
         if (self.queue.error is not None or self._error_status is not None

@@ -107,6 +107,12 @@ class PerfettoExporter:
         elif isinstance(rec, trace.CompletionRecord):
             self._flush()
             self._completion(rec)
+        elif isinstance(rec, trace.QueueErrorRecord):
+            self._flush()
+            tid = self._tid(HOST_PID, rec.queue_id)
+            self.out.event({"ph": "i", "s": "t", "name": f"queue error at packet {rec.packet_id}",
+                            "cat": "fault", "pid": HOST_PID, "tid": tid,
+                            "ts": self._us(rec.time_ns), "args": jsonable(rec.info)})
         elif isinstance(rec, trace.VulkanSubmissionRecord):
             self._flush()
             tid = self._tid(VULKAN_PID, 0)

@@ -293,7 +293,16 @@ class PftraceExporter:
     # --- other records -------------------------------------------------------------------
 
     def add_other(self, rec) -> None:
-        if isinstance(rec, trace.VulkanSubmissionRecord):
+        if isinstance(rec, trace.QueueErrorRecord):
+            body = (pw.uint_field(_TE_TYPE, _INSTANT)
+                    + pw.uint_field(_TE_TRACK_UUID, self.track(HOST_PID, rec.queue_id))
+                    + pw.bytes_field(_TE_NAME, f"queue error at packet {rec.packet_id}")
+                    + pw.bytes_field(_TE_CATEGORIES, "fault"))
+            for key, value in sorted(rec.info.items()):
+                body += pw.bytes_field(_TE_DEBUG, _annotation_prefix(str(key))
+                                       + pw.bytes_field(_DA_STRING, str(value)))
+            self._write(_packet(pw.bytes_field(_TP_TRACK_EVENT, body), rec.time_ns))
+        elif isinstance(rec, trace.VulkanSubmissionRecord):
             uuid = self.track(VULKAN_PID, 0)
             body = (pw.uint_field(_TE_TYPE, _INSTANT) + pw.uint_field(_TE_TRACK_UUID, uuid)
                     + pw.bytes_field(_TE_NAME, "vkQueueSubmit")

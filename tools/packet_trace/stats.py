@@ -93,6 +93,7 @@ class StatsBuilder:
         self.completions = 0
         self.unmatched_completions = 0
         self.other: dict[str, int] = {}
+        self.queue_errors: list[dict] = []  # QUEUE_ERROR records: where a queue stopped
         self.error: str | None = None
         self._pending: np.ndarray | None = None  # rows of a submission that may continue
         self._windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -130,6 +131,10 @@ class StatsBuilder:
             key = "vulkan_submission"
         elif isinstance(rec, trace.BlockTemplateRecord):
             key = "block_template"
+        elif isinstance(rec, trace.QueueErrorRecord):
+            key = "queue_error"
+            self.queue_errors.append({"queue": rec.queue_id, "packet_id": rec.packet_id,
+                                      **jsonable(rec.info)})
         elif isinstance(rec, trace.CompletionRecord):  # one with unusual flags
             self._add_completion_values(np.array([rec.queue_id], np.uint64),
                                         np.array([rec.packet_id], np.uint64),
@@ -263,6 +268,7 @@ class StatsBuilder:
             "other_records": dict(self.other),
             "per_queue": per_queue,
             "per_kernel": per_kernel,
+            "queue_errors": self.queue_errors,
         }
         if self.error:
             out["error"] = self.error
