@@ -115,3 +115,53 @@ def test_cluster_ids_reach_a_gfx1250_kernel():
         dev.synchronize()
         assert (out.to_numpy(np.float32) == 7).all()
     assert sys.modules["hsa.virtual.gfx12"].FAMILIES["gfx1250"].init_sgprs is not None
+
+
+# --- Triton 3.9 for gfx1201 (fixtures from tests/data/codeobjects/make_fixtures.py) ---------
+def _triton(dev, name: str, programs: tuple[int, ...], args: tuple) -> None:
+    from test_codeobject_foreign import DATA, TRITON, _kernel
+
+    facts = TRITON[name]
+    assert facts["arch"] == "gfx1201" and facts["warp_size"] == 32
+    kernel = _kernel(dev, (DATA / name).read_bytes(), facts["kernel"])
+    block = facts["num_warps"] * 32
+    grid = (programs[0] * block, *programs[1:])
+    dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
+                 (block,) + (1,) * (len(programs) - 1) if len(programs) > 1 else block,
+                 (*args, 0, 0), dynamic_lds=facts["shared"]).wait(60)
+
+
+@pytest.fixture
+def dev1201():
+    import amdgpu
+
+    d = amdgpu.open("amdgpu:virtual:gfx1201")
+    yield d
+    d.close()
+
+
+def test_triton_gfx1201_add_row_sum_softmax(dev1201):
+    dev, rng = dev1201, np.random.default_rng(12)
+    n = 1000
+    x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    out = dev.buffer(np.full(n + 64, 7, np.float32))
+    _triton(dev, "triton_add_gfx1201.hsaco", (-(-n // 256),),
+            (dev.buffer(x), dev.buffer(y), out, np.int32(n)))
+    got = out.to_numpy(np.float32)
+    np.testing.assert_array_equal(got[:n], x + y)
+    assert (got[n:] == 7).all()
+    rows, cols, stride = 6, 100, 128
+    a = rng.standard_normal((rows, stride)).astype(np.float32)
+    sums = dev.buffer(rows * 4)
+    _triton(dev, "triton_row_sum_gfx1201.hsaco", (rows,),
+            (dev.buffer(a), sums, np.int32(cols), np.int32(stride)))
+    np.testing.assert_allclose(sums.to_numpy(np.float32), a[:, :cols].sum(1), rtol=1e-5,
+                               atol=1e-5)
+    rows, cols, stride = 5, 50, 64
+    s = rng.standard_normal((rows, stride)).astype(np.float32)
+    sm = dev.buffer(np.zeros_like(s))
+    _triton(dev, "triton_softmax_gfx1201.hsaco", (rows,),
+            (dev.buffer(s), sm, np.int32(cols), np.int32(stride)))
+    e = np.exp(s[:, :cols] - s[:, :cols].max(1, keepdims=True))
+    np.testing.assert_allclose(sm.to_numpy(np.float32).reshape(rows, stride)[:, :cols],
+                               e / e.sum(1, keepdims=True), rtol=1e-5)

@@ -2,7 +2,8 @@
 
 The decoder and opcode tables live here; execution is the shared core in `hsa.virtual.isa`.
 gfx12 has architected SGPRs: the hardware puts the workgroup ids in trap-temporary
-registers (TTMP9 = x, TTMP7 = y | z << 16, as LLVM's gfx12 code reads them) and, on gfx1250,
+registers (TTMP9 = x, TTMP7 = y | z << 16, as LLVM's gfx12 code reads them), the wave's
+index in its workgroup in TTMP8 and, on gfx1250,
 the workgroup's place in its cluster in TTMP6 (`hsa.virtual.executor.cluster_ids`); the
 cluster id is then in TTMP9/TTMP7 in place of the workgroup id. Importing this package
 registers the executor as family "gfx12".
@@ -16,12 +17,15 @@ from hsa.virtual.executor import cluster_ids, register_executor
 from hsa.virtual.gfx12 import decoder
 from hsa.virtual.isa.executor import Executor, Family
 
-TTMP6, TTMP7, TTMP9 = 108 + 6, 108 + 7, 108 + 9
+TTMP6, TTMP7, TTMP8, TTMP9 = 108 + 6, 108 + 7, 108 + 8, 108 + 9
 
 
 def architected_ids(s: np.ndarray, dispatch, gx: np.ndarray, gy: np.ndarray,
-                    gz: np.ndarray) -> None:
-    """TTMP registers of each wave (rows of `s`) from its workgroup coordinates."""
+                    gz: np.ndarray, wave_in_wg: np.ndarray) -> None:
+    """TTMP registers of each wave (rows of `s`) from its workgroup coordinates; TTMP8 bits
+    [29:25] hold the wave's index in its workgroup (LLVM's gfx12 llvm.amdgcn.wave.id is
+    `s_bfe_u32 ttmp8, 0x50019`, as Triton's code reads it)."""
+    s[:, TTMP8] = (np.asarray(wave_in_wg, np.uint32) & 0x1F) << 25
     size = tuple(int(c) for c in dispatch.cluster_size)
     if size == (1, 1, 1):
         s[:, TTMP9] = gx

@@ -99,7 +99,7 @@ class Family:
     # core's compile_instruction)
     compile: Callable[[d.Instruction], Compiled] | None = None
     # architected SGPRs (gfx12): writes the TTMP registers of each wave, called with
-    # (s rows of the waves, dispatch, workgroup x, y, z of each wave)
+    # (s rows of the waves, dispatch, workgroup x, y, z of each wave, wave index in its group)
     init_sgprs: Callable | None = None
 
 
@@ -462,7 +462,8 @@ class Executor:
             s[:, k] = 0
             k += 1
         if self.isa.init_sgprs is not None:
-            self.isa.init_sgprs(s, dispatch, gx[wave_wg], gy[wave_wg], gz[wave_wg])
+            self.isa.init_sgprs(s, dispatch, gx[wave_wg], gy[wave_wg], gz[wave_wg],
+                                wave_in_wg)
         scc = np.zeros(W, dtype=bool)
         group = WaveGroup(s, v, scc, np.arange(W), entry)
         group.write_lane_mask(d.EXEC_LO, valid)
