@@ -39,6 +39,7 @@ published and waited for, then the host copies, then the rest is published.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,6 +129,10 @@ class HsaCommandBuffer(CommandBuffer):
         self._bindings_needed = 0
         self._segments: list[Any] | None = None
         self.dispatches = 0
+        # One replay at a time patches the shared kernarg template and packet block and
+        # copies them out (into its own kernarg block, into the ring): replays from several
+        # threads then each get their own bindings. Taken before a lane's lock, never after.
+        self._replay_lock = threading.Lock()
 
     # --- recording -----------------------------------------------------------------------
     def _check_recording(self) -> None:
@@ -358,49 +363,62 @@ class HsaCommandBuffer(CommandBuffer):
         if self._segments is None:
             self.check_finalized()
         addrs = self._binding_addresses(bindings, lane.queue.handle)
+        with self._replay_lock:
+            return self._replay(lane, bindings, addrs, wait)
+
+    def _replay(self, lane: Any, bindings: Sequence[Any], addrs: tuple,
+                wait: Sequence[TimelinePoint]) -> TimelinePoint:
         first = True
+        value = lane.submitted
         for seg in self._segments:
             if seg.__class__ is _HostOp:
                 lane.wait(lane.submitted, self.device.default_timeout)
                 self._run_host_op(seg, bindings)
                 continue
-            value = lane.submitted + 1
-            size = seg.template.size
-            off = lane.kernargs.allocate(size, value) if size else 0
-            if size:
-                if seg.sites and addrs != seg.patched_for:  # the binding patch
-                    _patch_template(seg, addrs)
-                    seg.patched_for = addrs
-                # the patched template into this submission's own kernarg block
-                lane.kernarg_view[off : off + size] = seg.template_bytes
-            rows = seg.dispatches
-            base = lane.kernarg_address + off
-            bw = seg.block_words
-            if rows <= SMALL_ROWS:  # dispatch rows are the first ones
-                for row, k_off in enumerate(seg.row_offsets):
-                    bw[row * 8 + _KARG_WORD] = base + k_off
-            else:
-                np.add(seg.kernarg_offsets, np.uint64(base), out=seg.words[:rows, _KARG_WORD])
-            bw[seg.last_row * 8 + _SIGNAL_WORD] = lane.signal
-            block, headers = seg.block, seg.header_list
-            if rows > SMALL_ROWS:
-                headers = seg.headers
-            if first and wait:
-                pre = lane.wait_packets(wait, value)
-                if pre is not None:  # the waits go first, in the same block
-                    pre_words = pre.view(np.uint32).reshape(len(pre), 16)
-                    headers = np.concatenate([pre_words[:, 0], seg.headers])
-                    block = np.concatenate([pre, block])
-                    block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
-                        packets.INVALID_HEADER
-                    )
+            # built before the lane's lock: they may publish on another lane under its lock
+            pre, proxies = lane.prepare_waits(wait) if first and wait else (None, None)
+            with lane.lock:  # value, kernarg block, patch, publish, counter: one step
+                value = lane.submitted + 1
+                self._publish_segment(lane, seg, addrs, value, pre)
+                if proxies:
+                    lane.hold_proxies(value, proxies)
+                lane.submitted = value
             first = False
-            if _TRACE.sink is not None:
-                self._publish_traced(lane, seg, block, headers, off, base, addrs)
-            else:
-                lane.publish_block(block, headers)
-            lane.submitted = value
-        return TimelinePoint(lane.index, lane.submitted, lane)
+        return TimelinePoint(lane.index, value, lane)
+
+    def _publish_segment(self, lane: Any, seg: _Segment, addrs: tuple, value: int,
+                         pre: np.ndarray | None) -> None:
+        size = seg.template.size
+        off = lane.kernargs.allocate(size, value) if size else 0
+        if size:
+            if seg.sites and addrs != seg.patched_for:  # the binding patch
+                _patch_template(seg, addrs)
+                seg.patched_for = addrs
+            # the patched template into this submission's own kernarg block
+            lane.kernarg_view[off : off + size] = seg.template_bytes
+        rows = seg.dispatches
+        base = lane.kernarg_address + off
+        bw = seg.block_words
+        if rows <= SMALL_ROWS:  # dispatch rows are the first ones
+            for row, k_off in enumerate(seg.row_offsets):
+                bw[row * 8 + _KARG_WORD] = base + k_off
+        else:
+            np.add(seg.kernarg_offsets, np.uint64(base), out=seg.words[:rows, _KARG_WORD])
+        bw[seg.last_row * 8 + _SIGNAL_WORD] = lane.signal
+        block, headers = seg.block, seg.header_list
+        if rows > SMALL_ROWS:
+            headers = seg.headers
+        if pre is not None:  # the waits go first, in the same block
+            pre_words = pre.view(np.uint32).reshape(len(pre), 16)
+            headers = np.concatenate([pre_words[:, 0], seg.headers])
+            block = np.concatenate([pre, block])
+            block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
+                packets.INVALID_HEADER
+            )
+        if _TRACE.sink is not None:
+            self._publish_traced(lane, seg, block, headers, off, base, addrs)
+        else:
+            lane.publish_block(block, headers)
 
     @staticmethod
     def _publish_traced(

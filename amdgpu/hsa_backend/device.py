@@ -284,18 +284,10 @@ class HsaDevice(Device):
         else:
             launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
         size, explicit, fast, hidden_start, hidden, head, tail, geom = launch
-        value = ln.submitted + 1
-        ring = ln.kernargs  # its allocate() fast path, inlined: this is the hot path
-        off = ring._head
-        end = off + size
-        if end <= ring._limit:
-            ring._head = end
-            ring._starts.append(off)
-            ring._values.append(value)
-        else:
-            off = ring.allocate(size, value)
-        if args is kernel.last_args and launch is kernel.last_launch:
-            data = kernel.last_block  # the same tuple again: its bytes are known
+        # The kernarg bytes first: a refused argument raises before anything is reserved.
+        last = kernel.last  # (args, launch, bytes): one tuple, so threads see a whole one
+        if args is last[0] and launch is last[1]:
+            data = last[2]  # the same tuple again: its bytes are known
         else:
             try:  # one pack for the explicit args, then the cached hidden-args bytes
                 data = explicit.pack(*fast(args)) + hidden
@@ -307,18 +299,40 @@ class HsaDevice(Device):
                     *layout.values(args, g, b, dims, dynamic_lds, ln.queue.handle)
                 )
             if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
-                kernel.last_args, kernel.last_launch, kernel.last_block = args, launch, data
-        ln.kernarg_view[off : off + size] = data  # the whole block in one store
-        pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
-        if self._timer is not None:  # per-dispatch device time (amdgpu.hsa_backend.timing)
-            self._timer.publish(ln, kernel, pkt, ln.wait_packets(wait, value) if wait else None)
-        elif _TRACE.sink is not None:  # the one check of the untraced path
-            self._publish_traced(ln, kernel, pkt, data, wait, value)
-        elif not wait or (pre := ln.wait_packets(wait, value)) is None:
-            ln.ring.publish(pkt)
-        else:
-            ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
-        ln.submitted = value
+                kernel.last = (args, launch, data)
+        # Waits on other lanes are built outside this lane's lock (they may publish a proxy
+        # barrier on the other lane, under that lane's lock: never two locks at once).
+        pre, proxies = ln.prepare_waits(wait) if wait else (None, None)
+        # One atomic step per lane: timeline value, kernarg block, packet, counter.
+        # (acquire/release, not `with`: a third of the cost on CPython 3.11)
+        lock = ln.lock
+        lock.acquire()
+        try:
+            value = ln.submitted + 1
+            ring = ln.kernargs  # its allocate() fast path, inlined: this is the hot path
+            off = ring._head
+            end = off + size
+            if end <= ring._limit:
+                ring._head = end
+                ring._starts.append(off)
+                ring._values.append(value)
+            else:
+                off = ring.allocate(size, value)
+            ln.kernarg_view[off : off + size] = data  # the whole block in one store
+            pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
+            if proxies:
+                ln.hold_proxies(value, proxies)
+            if self._timer is not None:  # per-dispatch device time (hsa_backend.timing)
+                self._timer.publish(ln, kernel, pkt, pre)
+            elif _TRACE.sink is not None:  # the one check of the untraced path
+                self._publish_traced(ln, kernel, pkt, data, pre)
+            elif pre is None:
+                ln.ring.publish(pkt)
+            else:
+                ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
+            ln.submitted = value
+        finally:
+            lock.release()
         return TimelinePoint(ln.index, value, ln)
 
     def _publish_traced(
@@ -327,15 +341,14 @@ class HsaDevice(Device):
         kernel: HsaKernel,
         pkt: bytes,
         kernarg: bytes,
-        wait: Sequence[TimelinePoint],
-        value: int,
+        pre: np.ndarray | None,
     ) -> None:
         """An immediate dispatch while a trace sink is active: the packet record carries
-        the kernarg bytes and the kernel name, and the sink knows the kernel's symbol."""
+        the kernarg bytes and the kernel name, and the sink knows the kernel's symbol.
+        Called with the lane's lock held; `pre`: the wait packets, built before it."""
         sink = _TRACE.sink
         if sink is not None:
             announce(sink, kernel)
-        pre = ln.wait_packets(wait, value) if wait else None
         if pre is not None:  # the waits first (their own doorbell), then the dispatch
             ln.publish_block(pre)
         ln.ring.publish(pkt, kernarg=kernarg, symbol=kernel.name)
@@ -371,8 +384,7 @@ class HsaDevice(Device):
         ln.check()
         if wait:
             self.check_wait(wait)
-        value = ln.submitted + 1
-        pre = ln.wait_packets(wait, value)
+        pre, proxies = ln.prepare_waits(wait)
         last = packets.barrier_and_batch(
             dep_signals=(), completion_signal=ln.signal, barrier=True, count=1
         )
@@ -381,8 +393,12 @@ class HsaDevice(Device):
             if pre is None
             else np.concatenate([pre, last.view(packets.PACKET)])
         )
-        ln.publish_block(block)
-        ln.submitted = value
+        with ln.lock:
+            value = ln.submitted + 1
+            if proxies:
+                ln.hold_proxies(value, proxies)
+            ln.publish_block(block)
+            ln.submitted = value
         return TimelinePoint(ln.index, value, ln)
 
     # --- device timestamps ---------------------------------------------------------------
@@ -411,7 +427,10 @@ class HsaDevice(Device):
             self.provider.profiling_set_enabled(ln.queue, True)
             ln.profiling = True
         sig = self.signal_pool.take(1)
-        ln.ring.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
+        with ln.lock:
+            ln.ring.publish(
+                packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True)
+            )
         return sig
 
     def elapsed_ns(self, start_mark: int, end_mark: int, timeout: float | None = None) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from amdgpu.errors import DeviceError, KernelArgumentError, PacketError
+from amdgpu.errors import DeviceError, HsaError, KernelArgumentError, PacketError
 from amdgpu.geometry import dim3
 from amdgpu.hsa_backend.kernargs import KernargLayout
 from amdgpu.hsa_backend.tracing import announce_all
@@ -41,10 +41,9 @@ class HsaKernel:
         self._geometry: dict[Any, tuple] = {}
         self._packets: dict[Any, bytes] = {}
         self._launches: dict[Any, tuple] = {}
-        # the last immediate dispatch's args tuple, its launch entry and its kernarg bytes
-        self.last_args: Any = None
-        self.last_launch: Any = None
-        self.last_block = b""
+        # the last immediate dispatch's (args tuple, launch entry, kernarg bytes): one tuple,
+        # replaced whole, so a thread never pairs one dispatch's args with another's bytes
+        self.last: tuple = (None, None, b"")
         # the trace sink this kernel's KERNEL_SYMBOL record went to last (a weakref; see
         # amdgpu.hsa_backend.tracing)
         self.trace_announced: Any = None
@@ -252,16 +251,24 @@ def load_bundle(device: Any, bundle: Any) -> HsaExecutable:
     co = read_code_object(data)
     p = device.provider
     reader = p.code_object_reader_create_from_memory(data)
+    handle = None
     try:
         handle = p.executable_create()
         p.executable_load_agent_code_object(handle, device.agent.handle, reader)
         p.executable_freeze(handle)
+        exe = HsaExecutable(device, handle, co, variant)
+        for name, info in co.kernels.items():
+            sym = p.executable_get_symbol_by_name(handle, info.symbol, device.agent.handle)
+            exe.kernels[name] = HsaKernel(exe, info, sym)
+    except BaseException:
+        if handle is not None:  # a failed load gives its executable back
+            try:
+                p.executable_destroy(handle)
+            except HsaError:
+                pass
+        raise
     finally:
         p.code_object_reader_destroy(reader)
-    exe = HsaExecutable(device, handle, co, variant)
-    for name, info in co.kernels.items():
-        sym = p.executable_get_symbol_by_name(handle, info.symbol, device.agent.handle)
-        exe.kernels[name] = HsaKernel(exe, info, sym)
     import packets
 
     sink = packets.trace.active_sink()

@@ -116,6 +116,11 @@ class QueueLane:
             queue_id=q.id,
         )
         self.signal = p.signal_create(TIMELINE_START)
+        # Held for each submission's one atomic step (timeline value, kernarg block, packet
+        # write, counter update): threads may share a lane. Never held while taking another
+        # lane's lock (cross-lane waits are prepared before it).
+        self.lock = threading.Lock()
+        self._proxy_lock = threading.Lock()  # _held_proxies: appended and released anywhere
         self.submitted = 0  # timeline value of the latest submission
         self._completed = 0  # highest value seen complete
         # proxies held until this lane's value passes: [(value, [signals])]
@@ -265,10 +270,24 @@ class QueueLane:
 
     # --- cross-lane waits ----------------------------------------------------------------
     def wait_packets(self, points: Sequence[Any], value: int) -> np.ndarray | None:
+        """prepare_waits, its proxies held until this lane reaches `value` (single-threaded
+        callers; a submission under the lane lock prepares first, then holds)."""
+        pre, proxies = self.prepare_waits(points)
+        if proxies:
+            self.hold_proxies(value, proxies)
+        return pre
+
+    def hold_proxies(self, value: int, proxies: list[int]) -> None:
+        """Keep proxy signals until this lane's timeline passes `value` (the submission
+        their wait packets start)."""
+        with self._proxy_lock:
+            self._held_proxies.append((value, proxies))
+
+    def prepare_waits(self, points: Sequence[Any]) -> tuple[np.ndarray | None, list[int]]:
         """Barrier packets that make this lane wait for `points` (other lanes, same
-        provider); points on this lane or already complete need none. Points from another
-        provider (a Vulkan device) are waited for on the host. `value` is the timeline
-        value of the submission these packets start (it holds proxy signals until then)."""
+        provider), and the proxy signals they wait on (for hold_proxies); points on this
+        lane or already complete need none. Points from another provider (a Vulkan device)
+        are waited for on the host. Call it without holding this lane's lock."""
         dev = self.device
         value_waits: list[tuple[int, int]] = []
         proxies: list[int] = []
@@ -287,7 +306,7 @@ class QueueLane:
             else:
                 proxies.append(lane.proxy_after())
         if not value_waits and not proxies:
-            return None
+            return None, proxies
         blocks = []
         if value_waits:
             sig, cmp = zip(*value_waits, strict=False)
@@ -303,21 +322,23 @@ class QueueLane:
         for i in range(0, len(proxies), MAX_DEPS):
             deps = proxies[i : i + MAX_DEPS]
             blocks.append(packets.barrier_and_batch(dep_signals=deps, barrier=True, count=1))
-        if proxies:
-            self._held_proxies.append((value, proxies))
-        return np.concatenate([b.view(packets.PACKET) for b in blocks])
+        return np.concatenate([b.view(packets.PACKET) for b in blocks]), proxies
 
     def proxy_after(self) -> int:
         """A pool signal that reaches 0 once everything submitted on this lane so far is
         complete: a barrier-AND (barrier bit, no deps) carrying it as completion signal."""
         sig = self.device.signal_pool.take(1)
-        self.ring.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
+        with self.lock:
+            self.ring.publish(
+                packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True)
+            )
         return sig
 
     def _release_proxies(self, value: int) -> None:
-        held = self._held_proxies
-        while held and held[0][0] <= value:
-            self.device.signal_pool.give(held.pop(0)[1])
+        with self._proxy_lock:
+            held = self._held_proxies
+            while held and held[0][0] <= value:
+                self.device.signal_pool.give(held.pop(0)[1])
 
     # --- publishing ----------------------------------------------------------------------
     def publish_block(self, block: np.ndarray, headers: Any = None) -> None:

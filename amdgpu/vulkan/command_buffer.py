@@ -24,6 +24,7 @@ push-constant words that repeat the previous dispatch's (same pipeline layout) a
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -162,6 +163,10 @@ class CommandBuffer(CommandBufferAPI):
         self.record_count = 0
         self.last_handle = 0  # VkCommandBuffer handle of the last submission
         self._instances: OrderedDict[tuple, list[_Instance]] = OrderedDict()
+        # One submission at a time picks an idle instance, rewrites its address table or
+        # descriptors and marks it in flight: a second thread then never takes the same
+        # instance and rewrites the table under the first one's submission.
+        self._submit_lock = threading.Lock()
         self._baked_slots: tuple[int, ...] = ()
         self._bda_patches: list[tuple[int, np.ndarray | int, np.ndarray | int]] = []
         self._bda_fixed: tuple[np.ndarray, np.ndarray] | None = None
@@ -683,7 +688,8 @@ class CommandBuffer(CommandBufferAPI):
             if p is None or p.value <= self.device.lane(p.lane).poll():
                 return inst
         if len(pool) < MAX_IN_FLIGHT:
-            inst = self._record(bound)
+            with self.device._pool_lock:  # recording uses the device's command pool
+                inst = self._record(bound)
             pool.append(inst)
             return inst
         inst = pool.pop(0)  # the oldest: wait for it and reuse it
@@ -709,6 +715,11 @@ class CommandBuffer(CommandBufferAPI):
             )
         else:
             key = ()
+        with self._submit_lock:
+            return self._submit_instance(key, bindings, lane, wait)
+
+    def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
+                         wait) -> TimelinePoint:
         inst = self._acquire(key, bindings)
         if inst.late_count:
             signature = tuple((b.handle.uid, b.offset, b.nbytes) for b in bindings)
@@ -730,12 +741,13 @@ class CommandBuffer(CommandBufferAPI):
 
     def release(self) -> None:
         """Free every recorded instance (waits for those in flight)."""
-        for pool in self._instances.values():
-            for inst in pool:
-                if inst.point is not None:
-                    inst.point.wait(self.device.timeout)
-                self._free_instance(inst)
-        self._instances.clear()
+        with self._submit_lock:
+            for pool in self._instances.values():
+                for inst in pool:
+                    if inst.point is not None:
+                        inst.point.wait(self.device.timeout)
+                    self._free_instance(inst)
+            self._instances.clear()
 
     def __del__(self) -> None:
         # A dropped command buffer hands its instances to the device, which frees them

@@ -189,7 +189,10 @@ class VulkanDevice(Device):
             "vkCreateCommandPool",
         )
         self.command_pool = pool[0]
-        self._pool_lock = threading.Lock()
+        # the command pool: allocation, freeing and recording (a re-entrant lock: recording
+        # allocates its command buffer)
+        self._pool_lock = threading.RLock()
+        self._immediate_lock = threading.Lock()  # the immediate-dispatch cache
         self._alloc_info = ffi.new("VkCommandBufferAllocateInfo*")
         self._alloc_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO
         self._alloc_info.commandPool = self.command_pool
@@ -464,14 +467,19 @@ class VulkanDevice(Device):
         key = (kernel.uid, groups, constants, len(buffers))
         cb = self._immediate.get(key)
         if cb is None:
-            cb = CommandBuffer(self)
-            slots = [cb.binding(i) for i in range(len(buffers))]
-            cb._dispatch_groups(kernel, groups, [*slots, *constants])
-            cb.finalize()
-            self._immediate[key] = cb
-            if len(self._immediate) > IMMEDIATE_CACHE:
-                _, old = self._immediate.popitem(last=False)
-                old.release()
+            old = None
+            with self._immediate_lock:
+                cb = self._immediate.get(key)
+                if cb is None:
+                    cb = CommandBuffer(self)
+                    slots = [cb.binding(i) for i in range(len(buffers))]
+                    cb._dispatch_groups(kernel, groups, [*slots, *constants])
+                    cb.finalize()
+                    self._immediate[key] = cb
+                    if len(self._immediate) > IMMEDIATE_CACHE:
+                        _, old = self._immediate.popitem(last=False)
+            if old is not None:
+                old.release()  # under its own submit lock: waits for a submit in progress
         return cb.submit(buffers, lane, wait)
 
     # --- life -----------------------------------------------------------------------------

@@ -35,7 +35,10 @@ class Lane:
         self.device = device
         self.index = index
         self.queue = queue
-        self.queue_lock = queue_lock
+        self.queue_lock = queue_lock  # shared by the lanes of one VkQueue
+        # submit() fills this lane's reused VkSubmitInfo2 and counts its timeline value:
+        # one thread at a time (taken before queue_lock, never after)
+        self.lock = threading.Lock()
         type_info = vk.VkSemaphoreTypeCreateInfo(
             semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0
         )
@@ -84,6 +87,14 @@ class Lane:
         """Submit one VkCommandBuffer (or None: a pure signal) after `waits`; return its point.
 
         `details` (what was submitted) goes to the packet-trace sink when one is active."""
+        lock = self.lock  # acquire/release: cheaper than `with` on CPython 3.11
+        lock.acquire()
+        try:
+            return self._submit_locked(command_buffer, waits, details)
+        finally:
+            lock.release()
+
+    def _submit_locked(self, command_buffer, waits, details) -> TimelinePoint:
         count = 0
         w = self._waits
         if self.submitted > self.reached:  # in order: after this lane's previous work
