@@ -25,10 +25,9 @@ TARGETS = ("gfx90a", "gfx942", "gfx950")
 
 @cache
 def opcode_tables(target: str) -> dict[str, dict[int, dict]]:
-    """The table of `target`; gfx950 reads gfx942's (its additions are assembled, not
-    disassembled, see gen_tables)."""
-    table = "gfx942" if target == "gfx950" else target
-    path = Path(__file__).with_name(f"opcodes_{table}.json")
+    """The table of `target` (gfx950's: gfx942's plus what clang 22 assembles, see
+    gen_tables)."""
+    path = Path(__file__).with_name(f"opcodes_{target}.json")
     raw = json.loads(path.read_text())
     return {enc: {int(op): info for op, info in t.items()} for enc, t in raw.items()}
 

@@ -1,7 +1,9 @@
 """Generate the gfx9 (CDNA) opcode tables, `opcodes_<target>.json`, from LLVM's disassembler.
 
 Run `python -m hsa.virtual.gfx9.gen_tables` (needs `llvm-mc-19`, which knows gfx90a and
-gfx942). As for gfx11 (see hsa/virtual/gfx11/gen_tables.py): one instruction per opcode
+gfx942, and the `ziglang` wheel's clang 22 for gfx950: LLVM 19 cannot disassemble gfx950,
+so its table is gfx942's plus the gfx950 instructions in `GFX950_ADDED`, whose opcodes are
+read back from what clang 22 assembles). As for gfx11 (see hsa/virtual/gfx11/gen_tables.py): one instruction per opcode
 value of each encoding, with distinct registers in its fields, disassembled by LLVM; an
 opcode is tried again with optional fields cleared when LLVM rejects it. The tables record
 the mnemonic LLVM prints and a sample; opcode values LLVM rejects are left out. Data only.
@@ -144,9 +146,60 @@ def build(target: str) -> dict[str, dict[str, dict]]:
     return tables
 
 
+# gfx950 additions (CDNA4): sample text as LLVM prints it; the encoding comes from clang 22.
+GFX950_ADDED = {"VOP3P": [
+    "v_mfma_f32_16x16x32_f16 v[4:7], v[0:3], v[8:11], 0",
+    "v_mfma_f32_32x32x16_f16 v[16:31], v[0:3], v[8:11], 0",
+    "v_mfma_f32_16x16x32_bf16 v[4:7], v[0:3], v[8:11], 0",
+    "v_mfma_f32_32x32x16_bf16 v[16:31], v[0:3], v[8:11], 0",
+    "v_mfma_i32_16x16x64_i8 v[4:7], v[0:3], v[8:11], 0",
+    "v_mfma_i32_32x32x32_i8 v[16:31], v[0:3], v[8:11], 0",
+], "VOP3": [
+    "v_bitop3_b32 v3, v18, v8, v7 bitop3:0x1e", "v_bitop3_b16 v3, v18, v8, v7 bitop3:0x1e",
+], "DS": [
+    "ds_read_b64_tr_b16 v[0:1], v2", "ds_read_b64_tr_b8 v[0:1], v2",
+    "ds_read_b64_tr_b4 v[0:1], v2", "ds_read_b96_tr_b6 v[0:2], v2",
+], "VOP1": [
+    "v_permlane32_swap_b32 v1, v2", "v_permlane16_swap_b32 v1, v2",
+]}
+_OPCODE = {"VOP3P": (16, 0x7F), "VOP3": (16, 0x3FF), "DS": (17, 0xFF), "VOP1": (9, 0xFF)}
+
+
+def assemble_gfx950(lines: list[str]) -> list[int]:
+    """First dword of each line as clang 22 (ziglang wheel) assembles it for gfx950."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
+        src.write_text("".join(line + "\n" for line in lines))
+        subprocess.run([sys.executable, "-m", "ziglang", "clang", "-target",
+                        "amdgcn-amd-amdhsa", "-mcpu=gfx950", "-c", "-x", "assembler",
+                        str(src), "-o", str(obj)], check=True, capture_output=True)
+        raw = Path(tmp) / "a.bin"
+        subprocess.run(["llvm-objcopy-19", "-O", "binary", "--only-section=.text", str(obj),
+                        str(raw)], check=True, capture_output=True)
+        code = raw.read_bytes()
+    words = [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)]
+    firsts, i = [], 0
+    while i < len(words) and len(firsts) < len(lines):  # VOP1 is one dword, the rest two
+        firsts.append(words[i])
+        i += 1 if words[i] >> 25 == 0x3F else 2
+    return firsts
+
+
+def build_gfx950() -> dict[str, dict[str, dict]]:
+    tables = build("gfx942")
+    for enc, lines in GFX950_ADDED.items():
+        for line, w0 in zip(lines, assemble_gfx950(lines), strict=True):
+            shift, mask = _OPCODE[enc]
+            tables[enc][str((w0 >> shift) & mask)] = {"name": line.split()[0], "sample": line}
+    return tables
+
+
 def main() -> None:
     for target in TARGETS:
         table_path(target).write_text(json.dumps(build(target), indent=1, sort_keys=True) + "\n")
+    table_path("gfx950").write_text(json.dumps(build_gfx950(), indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
