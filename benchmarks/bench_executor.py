@@ -36,7 +36,7 @@ def _best(fn, repeat: int) -> float:
 
 
 def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
-    code = h.load(build_code_object(TEST_KERNELS_CL, "cl"))
+    code = h.load(build_code_object(TEST_KERNELS_CL, "cl", mcpu=h.target))
     rng = np.random.default_rng(0)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
@@ -51,7 +51,7 @@ def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
     lane_instr = h.executor.last_lane_instructions
     numpy_seconds = _best(lambda: a * x + y, max(repeat, 5))
     return {
-        "kernel": "clang saxpy", "elements": n, "seconds": seconds,
+        "kernel": f"clang saxpy ({h.target})", "elements": n, "seconds": seconds,
         "instructions": h.executor.last_instructions, "lane_instructions": lane_instr,
         "lane_instructions_per_s": lane_instr / seconds, "numpy_seconds": numpy_seconds,
         "overhead_vs_numpy": seconds / numpy_seconds,
@@ -75,12 +75,12 @@ def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
     try:
         import compiler
         if size == 64:
-            bundle = compiler.compile("matmul_f16", targets=["gfx1100"], abi=())
+            bundle = compiler.compile("matmul_f16", targets=[h.target], abi=())
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / f"matmul_f16_{size}.mlir"
                 path.write_text(MATMUL_F16.format(n=size))
-                bundle = compiler.compile(path, targets=["gfx1100"], abi=())
+                bundle = compiler.compile(path, targets=[h.target], abi=())
     except Exception as e:  # noqa: BLE001
         return {"kernel": "iree matmul_f16", "skipped": str(e)}
     rng = np.random.default_rng(1)
@@ -91,7 +91,7 @@ def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
     numpy_seconds = _best(lambda: a.astype(np.float32) @ b.astype(np.float32), max(repeat, 5))
     lane_instr = h.executor.last_lane_instructions
     return {
-        "kernel": "iree matmul_f16 (WMMA)", "shape": [list(x.shape) for x in inputs],
+        "kernel": f"iree matmul_f16 ({h.target})", "shape": [list(x.shape) for x in inputs],
         "seconds": seconds, "instructions": h.executor.last_instructions,
         "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
         "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
@@ -117,7 +117,7 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"matmul_i8_{size}.mlir"
             path.write_text(MATMUL_I8.format(n=size))
-            bundle = compiler.compile(path, targets=["gfx1100"], abi=())
+            bundle = compiler.compile(path, targets=[h.target], abi=())
     except Exception as e:  # noqa: BLE001
         return {"kernel": "iree matmul_i8", "skipped": str(e)}
     rng = np.random.default_rng(2)
@@ -131,7 +131,7 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
     numpy_seconds = _best(lambda: a32 @ b32, max(repeat, 5))
     lane_instr = h.executor.last_lane_instructions
     return {
-        "kernel": "iree matmul_i8 (WMMA iu8)", "shape": [[size, size]] * 2,
+        "kernel": f"iree matmul_i8 ({h.target})", "shape": [[size, size]] * 2,
         "seconds": seconds, "instructions": h.executor.last_instructions,
         "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
         "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
@@ -179,8 +179,11 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--matmul", type=int, default=256, help="matmul size n (64: the library's)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--target", default="gfx1100",
+                   help="the executor's target for saxpy and the matmuls: gfx1100 (wave32), "
+                        "gfx942/gfx90a/gfx950 (wave64, MFMA)")
     args = p.parse_args()
-    h = Harness()
+    h = Harness(args.target)
     results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul),
                bench_matmul_i8(h, args.repeat, max(args.matmul, 64)),
                *bench_copy_targets(args.n, args.repeat)]

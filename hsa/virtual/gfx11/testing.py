@@ -374,11 +374,11 @@ def _storage(dtype: str) -> str:
 
 
 def run_program(harness: Harness, bundle, inputs: list[np.ndarray],
-                target: str = "gfx1100") -> list[np.ndarray]:
+                target: str | None = None) -> list[np.ndarray]:
     """Run an IREE-compiled bundle (`compiler.compile(x.mlir)`) dispatch by dispatch:
     one pointer per binding, then the i32 constants; returns the outputs as numpy arrays."""
     program = bundle.program
-    data = bundle.variant_for(target).data
+    data = bundle.variant_for(target or harness.target).data
     code = harness.loaded.get(data)
     if code is None:  # load each code object once, like an executable
         code = harness.loaded[data] = harness.load(data)
