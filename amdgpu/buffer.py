@@ -80,6 +80,29 @@ class Buffer:
         out = raw.view(dtype)
         return out.reshape(shape) if shape is not None else out
 
+    def write_async(
+        self, array: Any, offset: int = 0, *, lane: int = 0, wait: Any = ()
+    ) -> Any:
+        """Start copying `array` (or a HostBuffer, zero-copy) in at byte `offset` on `lane`
+        after the points in `wait`; returns the TimelinePoint the copy completes at. The
+        array's bytes are taken now (staged), so the caller may reuse it at once."""
+        return self.device.write_async(self, array, offset, lane=lane, wait=wait)
+
+    def read_async(
+        self,
+        out: Any = None,
+        offset: int = 0,
+        *,
+        dtype: Any = np.uint8,
+        lane: int = 0,
+        wait: Any = (),
+    ) -> Any:
+        """Start copying this buffer's bytes from `offset` out into `out` (a HostBuffer:
+        zero-copy; a writable contiguous numpy array; None: a new `dtype` array of the rest
+        of the buffer) on `lane` after `wait`. Returns a TransferPoint: later work may wait
+        on it; `point.result()` waits and returns the filled array."""
+        return self.device.read_async(self, out, offset, dtype=dtype, lane=lane, wait=wait)
+
     def free(self) -> None:
         if self.is_view:
             raise DeviceError("a buffer view cannot be freed on its own: free the buffer it views")
@@ -107,6 +130,61 @@ class Buffer:
         kind = "view" if self.is_view else "buffer"
         spec = getattr(self.device, "spec", "?")
         return f"<Buffer {kind} 0x{self.address:x} {self.nbytes} bytes on {spec}>"
+
+
+class HostBuffer(Buffer):
+    """Pinned host memory the GPU reaches directly (`dev.host_buffer(...)`, or
+    `dev.buffer(..., memory="host")`): `.array` is a zero-copy uint8 numpy view, kernels
+    and async copies use its device address. The host must not touch `.array` while GPU
+    work on it is in flight: wait on that work's point first."""
+
+    def __init__(self, device: Any, address: int, nbytes: int, *, array: np.ndarray,
+                 handle: Any = None, memory: str = "host"):
+        super().__init__(device, address, nbytes, handle=handle)
+        self._array = array
+        self.memory = memory
+
+    @property
+    def array(self) -> np.ndarray:
+        self._check_alive()
+        return self._array
+
+    def numpy(self, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:
+        """The memory itself (no copy) as `dtype` (and `shape`)."""
+        dtype = np.dtype(dtype)
+        if self.nbytes % dtype.itemsize:
+            raise BufferRangeError(
+                f"host buffer of {self.nbytes} bytes is not a whole number of {dtype} items"
+            )
+        out = self.array.view(dtype)
+        return out.reshape(shape) if shape is not None else out
+
+
+MEMORY_KINDS = ("device", "device-fine", "host")
+
+
+def check_memory_kind(memory: Any, spec: str) -> str:
+    if memory not in MEMORY_KINDS:
+        raise DeviceError(
+            f"{spec}: memory={memory!r} is not a placement: use one of "
+            f"{', '.join(repr(m) for m in MEMORY_KINDS)}"
+        )
+    return memory
+
+
+def host_bytes(array: Any, what: str) -> np.ndarray:
+    """The bytes of `array` as a flat uint8 array (KernelArgumentError if numpy can't)."""
+    from amdgpu.errors import KernelArgumentError
+
+    if isinstance(array, Buffer):
+        raise KernelArgumentError(
+            f"{what} takes host data (a numpy array or a HostBuffer), got the device "
+            f"{array!r}: use dev.copy(dst, src) between device buffers"
+        )
+    try:
+        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    except (TypeError, ValueError) as e:
+        raise KernelArgumentError(f"{what} cannot take {array!r} as bytes: {e}") from None
 
 
 def as_host_array(array_or_nbytes: Any, dtype: Any = None) -> tuple[int, np.ndarray | None]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.buffer import Buffer
+from amdgpu.buffer import Buffer, HostBuffer, host_bytes
 from amdgpu.errors import BufferRangeError, DeviceError, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
 from hsa.provider import Capability
@@ -91,6 +91,29 @@ class TimelinePoint:
 
     def __repr__(self) -> str:
         return f"TimelinePoint(lane={self.lane}, value={self.value})"
+
+
+class TransferPoint(TimelinePoint):
+    """The point of a `read_async`: later work may wait on it like any point; `result()`
+    (or `wait()`) waits, then moves the bytes from staging into the caller's array (a no-op
+    for a HostBuffer destination) and returns that array."""
+
+    __slots__ = ("array", "_finish")
+
+    def __init__(self, point: TimelinePoint, array: Any, finish: Any = None):
+        super().__init__(point.lane, point.value, point.timeline)
+        self.array = array
+        self._finish = finish
+
+    def wait(self, timeout: float = 10.0) -> None:
+        super().wait(timeout)
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
+
+    def result(self, timeout: float = 10.0) -> Any:
+        self.wait(timeout)
+        return self.array
 
 
 class Device(abc.ABC):
@@ -202,6 +225,145 @@ class Device(abc.ABC):
         """A submission with no commands: `lane` reaches the returned point once the
         points in `wait` (on any lane) and everything before on `lane` are done."""
         return self.submit(self.command_buffer().finalize(), [], lane, wait)
+
+    # --- asynchronous transfers (Buffer.write_async / read_async) -------------------------
+    # A backend provides `host_buffer`, `_release_host(buf)` (free without waiting for the
+    # lanes) and may override `_copy_async(dst, src, nbytes, lane, wait)` (default: `copy`,
+    # which is a lane submission on every backend). Staging buffers are held until their
+    # copy's point is reached, then freed on a later transfer or at synchronize/close.
+    def _copy_async(self, dst: Buffer, src: Buffer, nbytes: int, lane: int,
+                    wait: Sequence[TimelinePoint]) -> TimelinePoint:
+        return self.copy(dst, src, nbytes, lane, wait)
+
+    def _held_transfers(self) -> list:
+        held = self.__dict__.get("_transfers")
+        if held is None:
+            held = self.__dict__["_transfers"] = []
+        return held
+
+    def _pending_reads(self) -> dict:
+        pending = self.__dict__.get("_reads")
+        if pending is None:
+            pending = self.__dict__["_reads"] = {}
+        return pending
+
+    def _land_read(self, staging: HostBuffer) -> None:
+        """Move a finished read_async's bytes from its staging into the caller's array."""
+        entry = self._pending_reads().pop(id(staging), None)
+        if entry is not None:
+            flat, nbytes = entry
+            flat[:] = staging._array[:nbytes]
+
+    def _release_transfers(self, all_done: bool = False) -> None:
+        held = self._held_transfers()
+        keep = []
+        for point, staging in held:
+            if all_done or point.done():
+                self._land_read(staging)
+                if not staging.root._freed:
+                    staging._freed = True
+                    self._release_host(staging)
+            else:
+                keep.append((point, staging))
+        held[:] = keep
+
+    def _check_transfer(self, buf: Any, what: str, lane: Any, wait: Any) -> None:
+        self.check_buffer(buf, what)
+        self.check_lane(lane)
+        self.check_wait(wait)
+        self._release_transfers()
+
+    def _host_side(self, host: Any, what: str) -> HostBuffer:
+        if host.device is not self:
+            raise DeviceError(
+                f"{what}: {host!r} is pinned for another device: use {self.spec}'s host_buffer"
+            )
+        host._check_alive()
+        return host
+
+    def write_async(
+        self,
+        dst: Buffer,
+        array: Any,
+        offset: int = 0,
+        *,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TimelinePoint:
+        """`dst.write_async(array, offset, lane=, wait=)`: see Buffer.write_async."""
+        self._check_transfer(dst, "write_async", lane, wait)
+        offset = _count(offset, "write_async offset")
+        if isinstance(array, HostBuffer):
+            src = self._host_side(array, "write_async")
+            staging = None
+            nbytes = src.nbytes
+            dst._check_range(offset, nbytes)
+        else:
+            data = host_bytes(array, "write_async")
+            nbytes = data.size
+            dst._check_range(offset, nbytes)
+            staging = src = self.host_buffer(max(nbytes, 1))
+            staging.array[:nbytes] = data
+        if not nbytes:
+            point = self.barrier(lane, list(wait))
+        else:
+            point = self._copy_async(dst.view(offset, nbytes), src.view(0, nbytes), nbytes,
+                                     lane, list(wait))
+        if staging is not None:
+            self._held_transfers().append((point, staging))
+        return point
+
+    def read_async(
+        self,
+        src: Buffer,
+        out: Any = None,
+        offset: int = 0,
+        *,
+        dtype: Any = np.uint8,
+        lane: int = 0,
+        wait: Sequence[TimelinePoint] = (),
+    ) -> TransferPoint:
+        """`src.read_async(out, offset, dtype=, lane=, wait=)`: see Buffer.read_async."""
+        self._check_transfer(src, "read_async", lane, wait)
+        offset = _count(offset, "read_async offset")
+        staging = None
+        if isinstance(out, HostBuffer):
+            dst = self._host_side(out, "read_async")
+            nbytes, result = dst.nbytes, dst
+        else:
+            if out is None:
+                dtype = np.dtype(dtype)
+                rest = src.nbytes - offset
+                src._check_range(offset, max(rest, 0))
+                if rest % dtype.itemsize:
+                    raise BufferRangeError(
+                        f"read_async: {rest} bytes from offset {offset} are not a whole number "
+                        f"of {dtype} items: pass an offset or an out array that fits"
+                    )
+                out = np.empty(rest // dtype.itemsize, dtype)
+            elif (
+                not isinstance(out, np.ndarray)
+                or not out.flags.c_contiguous
+                or not out.flags.writeable
+            ):
+                raise KernelArgumentError(
+                    f"read_async wants out= a HostBuffer, a writable C-contiguous numpy array "
+                    f"or None, got {type(out).__name__}: use np.empty(...) or np.ascontiguousarray"
+                )
+            nbytes, result = out.nbytes, out
+            src._check_range(offset, nbytes)
+            staging = dst = self.host_buffer(max(nbytes, 1))
+        if not nbytes:
+            point = self.barrier(lane, list(wait))
+        else:
+            point = self._copy_async(dst.view(0, nbytes), src.view(offset, nbytes), nbytes,
+                                     lane, list(wait))
+        if staging is None:
+            return TransferPoint(point, result)
+        self._held_transfers().append((point, staging))
+        flat = result.reshape(-1).view(np.uint8)
+        self._pending_reads()[id(staging)] = (flat, nbytes)
+        return TransferPoint(point, result, lambda: self._land_read(staging))
 
     # --- the checks every backend makes the same way -------------------------------------
     def check_lane(self, lane: Any) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import packets
-from amdgpu.buffer import Buffer, as_host_array
+from amdgpu.buffer import Buffer, HostBuffer, as_host_array, check_memory_kind
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
@@ -82,6 +82,8 @@ class HsaDevice(Device):
             use_barrier_value = self.paths["barrier_value"].available
         self.use_barrier_value = bool(use_barrier_value)
         self.buffer_pool, self.kernarg_pool, self.host_pool = _pick_pools(p, self.agent)
+        self.fine_pool = _fine_device_pool(p, self.agent)  # None where the agent has none
+        self.cpu_agent = p.cpu_agents()[0].handle
         self.signal_pool = SignalPool(p)
         self._staging_address = 0
         self._staging_size = 0
@@ -103,15 +105,94 @@ class HsaDevice(Device):
         return self.lanes_[self.check_lane(index)]
 
     # --- memory --------------------------------------------------------------------------
-    def buffer(self, array_or_nbytes: Any, dtype: Any = None) -> Buffer:
-        """Device memory of the given size, or holding a copy of the given array."""
+    def buffer(self, array_or_nbytes: Any, dtype: Any = None, memory: str = "device") -> Buffer:
+        """Memory of the given size, or holding a copy of the given array. `memory`: "device"
+        (the agent's coarse-grained pool), "device-fine" (its fine-grained pool, coherent
+        with the host and peers), "host" (the system's fine-grained pool, a HostBuffer the
+        GPU reaches directly)."""
         self._check_open()
+        check_memory_kind(memory, self.spec)
         nbytes, data = as_host_array(array_or_nbytes, dtype)
-        address = self.provider.memory_pool_allocate(self.buffer_pool, max(nbytes, 1))
+        if memory == "host":
+            return self._host_buffer(nbytes, data)
+        pool = self.buffer_pool
+        if memory == "device-fine":
+            if self.fine_pool is None:
+                raise DeviceError(
+                    f"{self.spec}: agent {self.name} reports no fine-grained device pool: use "
+                    f'memory="device" or memory="host"'
+                )
+            pool = self.fine_pool
+        address = self.provider.memory_pool_allocate(pool, max(nbytes, 1))
         buf = Buffer(self, address, nbytes, handle=address)
         if data is not None and nbytes:
             self._write_bytes(buf, 0, data.reshape(-1).view(np.uint8))
         return buf
+
+    def host_buffer(self, array_or_nbytes: Any, dtype: Any = None) -> HostBuffer:
+        """Pinned host memory from the system's fine-grained pool, reachable by this agent
+        (zero-copy: `.array`; kernels and async copies take it like a Buffer)."""
+        self._check_open()
+        nbytes, data = as_host_array(array_or_nbytes, dtype)
+        return self._host_buffer(nbytes, data)
+
+    def _host_buffer(self, nbytes: int, data: np.ndarray | None) -> HostBuffer:
+        p = self.provider
+        address = p.memory_pool_allocate(self.host_pool, max(nbytes, 1))
+        try:
+            p.agents_allow_access([self.agent.handle], address)
+            view = p.host_view(address, max(nbytes, 1))[:nbytes]
+        except BaseException:
+            p.memory_pool_free(address)
+            raise
+        if data is not None and nbytes:
+            view[:] = data.reshape(-1).view(np.uint8)
+        return HostBuffer(self, address, nbytes, array=view, handle=address)
+
+    def _release_host(self, buf: Buffer) -> None:
+        if not self._closed:
+            self.provider.memory_pool_free(buf.handle)
+
+    def _copy_async(self, dst: Buffer, src: Buffer, nbytes: int, lane: int,
+                    wait: Sequence[TimelinePoint]) -> TimelinePoint:
+        """One lane submission done by the copy engine (hsa_amd_memory_async_copy): its
+        dependencies are a proxy for the lane's earlier work and one for each waited point
+        on another lane; its completion signal is waited on by a barrier-AND that carries
+        the lane's timeline signal, so the lane stays in order and its count exact."""
+        self._check_open()
+        ln = self.lane(lane)
+        ln.check()
+        value = ln.submitted + 1
+        deps: list[int] = []
+        if ln.completed() < ln.submitted:
+            deps.append(ln.proxy_after())
+        for point in wait:
+            tl = point.timeline
+            if tl is ln or point.done():
+                continue
+            if not isinstance(tl, QueueLane) or tl.provider is not self.provider:
+                point.wait(self.default_timeout)  # another backend or system: host wait
+                continue
+            tl.check()
+            deps.append(tl.proxy_after())
+        done = self.signal_pool.take(1)
+        p = self.provider
+        dst_agent = self.cpu_agent if isinstance(dst.root, HostBuffer) else self.agent.handle
+        src_agent = self.cpu_agent if isinstance(src.root, HostBuffer) else self.agent.handle
+        try:
+            p.memory_async_copy(dst.address, dst_agent, src.address, src_agent, nbytes,
+                                deps, done)
+        except BaseException:
+            self.signal_pool.give([done])  # the proxies stay out of the pool: still live
+            raise
+        ln.publish_block(
+            packets.barrier_and_batch(
+                dep_signals=(done,), completion_signal=ln.signal, barrier=True, count=1
+            ).view(packets.PACKET)
+        )
+        ln.submitted = value
+        ln._held_proxies.append((value, [*deps, done]))
+        return TimelinePoint(ln.index, value, ln)
 
     def _staging(self, nbytes: int) -> np.ndarray:
         if nbytes > self._staging_size:
@@ -456,6 +537,7 @@ class HsaDevice(Device):
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for every lane; raises the first lane error (QueueError) or SignalTimeout."""
         self._wait_lanes(timeout, skip_reported=False)
+        self._release_transfers()
 
     def _settle(self) -> None:
         """Wait for the lanes before the host touches device memory. A stopped lane whose
@@ -494,6 +576,14 @@ class HsaDevice(Device):
                     ln.wait(ln.submitted, timeout)
             except HsaError:
                 pass
+        for _point, staging in self.__dict__.get("_transfers", []):
+            try:
+                self._land_read(staging)
+                self.provider.memory_pool_free(staging.handle)
+            except HsaError:
+                pass
+            staging._freed = True
+        for ln in self.lanes_:
             ln.destroy()
         if getattr(self, "signal_pool", None) is not None:
             self.signal_pool.destroy()
@@ -511,6 +601,14 @@ class HsaDevice(Device):
 
     def report(self) -> DeviceReport:
         return _agent_report(self.provider, self._spec, self.agent)
+
+
+def _fine_device_pool(p: Any, agent: Any) -> int | None:
+    """The agent's own fine-grained global pool that allows runtime allocation, if any."""
+    for x in p.agent_pools(agent.handle):
+        if x.segment == 0 and x.runtime_alloc_allowed and x.is_fine_grained:
+            return x.handle
+    return None
 
 
 def _pick_pools(p: Any, agent: Any) -> tuple[int, int, int]:

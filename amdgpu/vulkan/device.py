@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from amdgpu.buffer import Buffer, as_host_array
+from amdgpu.buffer import Buffer, HostBuffer, as_host_array, check_memory_kind
 from amdgpu.device import Device, TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError, VulkanError
 from compiler.spirv import EntryInterface
@@ -296,6 +296,7 @@ class VulkanDevice(Device):
         for lane in self._lanes:
             if lane is not None and lane.submitted > lane.reached:
                 lane.wait(lane.submitted, max(0.0, deadline - time.monotonic()))
+        self._release_transfers()
 
     def settle(self) -> None:
         """Wait for pending work before the host touches memory."""
@@ -304,15 +305,37 @@ class VulkanDevice(Device):
                 lane.wait(lane.submitted, self.timeout)
 
     # --- memory ---------------------------------------------------------------------------
-    def buffer(self, array_or_nbytes, dtype=None) -> Buffer:
-        """A device buffer: of `nbytes` (items of `dtype` when given), or a copy of an array."""
+    def buffer(self, array_or_nbytes, dtype=None, memory: str = "device") -> Buffer:
+        """A buffer of `nbytes` (items of `dtype` when given), or a copy of an array.
+        `memory`: "device" (device-local), "device-fine" (device-local and host-visible
+        where offered, else host-visible), "host" (host-visible memory: a HostBuffer)."""
         self._check_open()
+        check_memory_kind(memory, self.spec)
         nbytes, array = as_host_array(array_or_nbytes, dtype)
-        allocation = Allocation(self, nbytes)
+        if memory == "host":
+            return self._host_buffer(nbytes, array)
+        allocation = Allocation(self, nbytes, host_visible=memory == "device-fine")
         buf = Buffer(self, allocation.address, nbytes, handle=allocation)
         if array is not None and nbytes:
             self._write_bytes(buf, 0, array.reshape(-1).view(np.uint8))
         return buf
+
+    def host_buffer(self, array_or_nbytes, dtype=None) -> HostBuffer:
+        """Host-visible coherent memory the device reads and writes (`.array`: zero-copy);
+        transfers to and from it are vkCmdCopyBuffer on a lane."""
+        self._check_open()
+        nbytes, array = as_host_array(array_or_nbytes, dtype)
+        return self._host_buffer(nbytes, array)
+
+    def _host_buffer(self, nbytes: int, array) -> HostBuffer:
+        allocation = Allocation(self, nbytes, host_visible=True, device_local=False)
+        view = allocation.host[:nbytes]  # type: ignore[index]
+        if array is not None and nbytes:
+            view[:] = array.reshape(-1).view(np.uint8)
+        return HostBuffer(self, allocation.address, nbytes, array=view, handle=allocation)
+
+    def _release_host(self, buf: Buffer) -> None:
+        buf.handle.free()
 
     def _write_bytes(self, buf: Buffer, offset: int, data: np.ndarray) -> None:
         """Buffer.write: after pending work, into mapped memory or through staging."""
@@ -493,6 +516,7 @@ class VulkanDevice(Device):
         self.synchronize(self.timeout)
         check(vk.lib.vkDeviceWaitIdle(self.handle), "vkDeviceWaitIdle")
         self._free_retired(wait=True)
+        self._release_transfers(all_done=True)
         for cb in [*self._immediate.values(), *list(self._command_buffers)]:
             cb.release()
         for exe in self._executables:

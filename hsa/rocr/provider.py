@@ -481,7 +481,8 @@ class RocrProvider(HsaProvider):
         completion_signal: int,
     ) -> None:
         copy = self._optional("hsa_amd_memory_async_copy")
-        deps = _u64_array(dep_signals)
+        # ROCr refuses a non-NULL dep array with a count of 0 (INVALID_ARGUMENT)
+        deps = _u64_array(dep_signals) if dep_signals else None
         copy(dst, dst_agent, src, src_agent, size, len(dep_signals), deps, completion_signal)
 
     def _optional(self, name: str) -> Callable[..., Any]:

@@ -186,6 +186,9 @@ class VirtualProvider(HsaProvider):
             self._add_pool(gpu, Segment.GLOBAL, GlobalFlag.COARSE_GRAINED, device_memory, True,
                            False)
             self._add_pool(gpu, Segment.GROUP, GlobalFlag(0), lds, False, False, granule=0)
+            # fine-grained VRAM (coherent with the host and peers), as ROCr reports on MI GPUs
+            self._add_pool(gpu, Segment.GLOBAL, GlobalFlag.FINE_GRAINED, device_memory, True,
+                           False)
             self._agents[handle] = gpu
 
     def _add_pool(
