@@ -231,6 +231,14 @@ class Device(abc.ABC):
     # lanes) and may override `_copy_async(dst, src, nbytes, lane, wait)` (default: `copy`,
     # which is a lane submission on every backend). Staging buffers are held until their
     # copy's point is reached, then freed on a later transfer or at synchronize/close.
+    def host_buffer(self, array_or_nbytes: Any, dtype: Any = None) -> HostBuffer:
+        """Pinned host memory this device reaches directly (`.array`: zero-copy)."""
+        raise DeviceError(f"{self.spec} ({type(self).__name__}) offers no host buffers")
+
+    def _release_host(self, buf: Buffer) -> None:
+        """Free a staging HostBuffer whose transfer completed (no wait for the lanes)."""
+        raise DeviceError(f"{self.spec} ({type(self).__name__}) offers no host buffers")
+
     def _copy_async(self, dst: Buffer, src: Buffer, nbytes: int, lane: int,
                     wait: Sequence[TimelinePoint]) -> TimelinePoint:
         return self.copy(dst, src, nbytes, lane, wait)
@@ -326,7 +334,9 @@ class Device(abc.ABC):
         """`src.read_async(out, offset, dtype=, lane=, wait=)`: see Buffer.read_async."""
         self._check_transfer(src, "read_async", lane, wait)
         offset = _count(offset, "read_async offset")
-        staging = None
+        staging: HostBuffer | None = None
+        flat = np.empty(0, np.uint8)  # the caller's array's bytes, when staged
+        result: Any
         if isinstance(out, HostBuffer):
             dst = self._host_side(out, "read_async")
             nbytes, result = dst.nbytes, dst
@@ -351,6 +361,7 @@ class Device(abc.ABC):
                     f"or None, got {type(out).__name__}: use np.empty(...) or np.ascontiguousarray"
                 )
             nbytes, result = out.nbytes, out
+            flat = out.reshape(-1).view(np.uint8)
             src._check_range(offset, nbytes)
             staging = dst = self.host_buffer(max(nbytes, 1))
         if not nbytes:
@@ -361,9 +372,9 @@ class Device(abc.ABC):
         if staging is None:
             return TransferPoint(point, result)
         self._held_transfers().append((point, staging))
-        flat = result.reshape(-1).view(np.uint8)
         self._pending_reads()[id(staging)] = (flat, nbytes)
-        return TransferPoint(point, result, lambda: self._land_read(staging))
+        held = staging
+        return TransferPoint(point, result, lambda: self._land_read(held))
 
     # --- the checks every backend makes the same way -------------------------------------
     def check_lane(self, lane: Any) -> int:
