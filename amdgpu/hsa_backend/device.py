@@ -162,10 +162,7 @@ class HsaDevice(Device):
         self._check_open()
         ln = self.lane(lane)
         ln.check()
-        value = ln.submitted + 1
-        deps: list[int] = []
-        if ln.completed() < ln.submitted:
-            deps.append(ln.proxy_after())
+        deps: list[int] = []  # other lanes' proxies: prepared outside this lane's lock
         for point in wait:
             tl = point.timeline
             if tl is ln or point.done():
@@ -179,19 +176,26 @@ class HsaDevice(Device):
         p = self.provider
         dst_agent = self.cpu_agent if isinstance(dst.root, HostBuffer) else self.agent.handle
         src_agent = self.cpu_agent if isinstance(src.root, HostBuffer) else self.agent.handle
-        try:
-            p.memory_async_copy(dst.address, dst_agent, src.address, src_agent, nbytes,
-                                deps, done)
-        except BaseException:
-            self.signal_pool.give([done])  # the proxies stay out of the pool: still live
-            raise
-        ln.publish_block(
-            packets.barrier_and_batch(
-                dep_signals=(done,), completion_signal=ln.signal, barrier=True, count=1
-            ).view(packets.PACKET)
-        )
-        ln.submitted = value
-        ln._held_proxies.append((value, [*deps, done]))
+        last = packets.barrier_and_batch(
+            dep_signals=(done,), completion_signal=ln.signal, barrier=True, count=1
+        ).view(packets.PACKET)
+        with ln.lock:  # the lane's proxy, the copy and its timeline value: one step
+            value = ln.submitted + 1
+            if ln.completed() < ln.submitted:
+                mine = self.signal_pool.take(1)
+                ln.ring.publish(
+                    packets.barrier_and(dep_signals=(), completion_signal=mine, barrier=True)
+                )
+                deps.append(mine)
+            try:
+                p.memory_async_copy(dst.address, dst_agent, src.address, src_agent, nbytes,
+                                    deps, done)
+            except BaseException:
+                self.signal_pool.give([done])  # the proxies stay out of the pool: still live
+                raise
+            ln.hold_proxies(value, [*deps, done])
+            ln.publish_block(last)
+            ln.submitted = value
         return TimelinePoint(ln.index, value, ln)
 
     def _staging(self, nbytes: int) -> np.ndarray:
