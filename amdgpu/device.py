@@ -21,6 +21,8 @@ from hsa.provider import Capability
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
 DEFAULT_EMULATED_GPU = "gfx90a"
+STAGING_MIN = 64 << 10  # async transfers' staging buffers: the smallest kept
+STAGING_CACHE = 64 << 20  # bytes of idle staging a device keeps for reuse
 
 
 @dataclass(frozen=True)
@@ -262,18 +264,41 @@ class Device(abc.ABC):
             flat, nbytes = entry
             flat[:] = staging._array[:nbytes]
 
+    def _staging_buffer(self, nbytes: int) -> HostBuffer:
+        """A pinned staging buffer of at least `nbytes`: a cached one whose transfer is done
+        (at most twice the size), else a new one of the next power of two (64 KiB at least):
+        an allocation per transfer costs more than the copy on small transfers."""
+        cache = self.__dict__.setdefault("_staging_cache", [])
+        for i, buf in enumerate(cache):
+            if nbytes <= buf.nbytes <= 2 * max(nbytes, STAGING_MIN):
+                return cache.pop(i)
+        size = max(STAGING_MIN, 1 << max(nbytes - 1, 1).bit_length())
+        return self.host_buffer(size)
+
     def _release_transfers(self, all_done: bool = False) -> None:
+        """Staging of completed transfers back to the cache (freed past STAGING_CACHE
+        bytes); `all_done`: the caller knows every lane is idle (close)."""
         held = self._held_transfers()
+        cache = self.__dict__.setdefault("_staging_cache", [])
         keep = []
         for point, staging in held:
             if all_done or point.done():
                 self._land_read(staging)
-                if not staging.root._freed:
+                if staging.root._freed:
+                    continue
+                if not all_done and sum(b.nbytes for b in cache) + staging.nbytes <= STAGING_CACHE:
+                    cache.append(staging)
+                else:
                     staging._freed = True
                     self._release_host(staging)
             else:
                 keep.append((point, staging))
         held[:] = keep
+        if all_done:
+            for staging in cache:
+                staging._freed = True
+                self._release_host(staging)
+            cache.clear()
 
     def _check_transfer(self, buf: Any, what: str, lane: Any, wait: Any) -> None:
         self.check_buffer(buf, what)
@@ -310,8 +335,9 @@ class Device(abc.ABC):
             data = host_bytes(array, "write_async")
             nbytes = data.size
             dst._check_range(offset, nbytes)
-            staging = src = self.host_buffer(max(nbytes, 1))
-            staging.array[:nbytes] = data
+            staging = self._staging_buffer(nbytes)
+            src = staging
+            staging._array[:nbytes] = data
         if not nbytes:
             point = self.barrier(lane, list(wait))
         else:
@@ -363,7 +389,7 @@ class Device(abc.ABC):
             nbytes, result = out.nbytes, out
             flat = out.reshape(-1).view(np.uint8)
             src._check_range(offset, nbytes)
-            staging = dst = self.host_buffer(max(nbytes, 1))
+            staging = dst = self._staging_buffer(nbytes)
         if not nbytes:
             point = self.barrier(lane, list(wait))
         else:

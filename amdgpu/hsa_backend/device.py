@@ -580,10 +580,12 @@ class HsaDevice(Device):
                     ln.wait(ln.submitted, timeout)
             except HsaError:
                 pass
-        for _point, staging in self.__dict__.get("_transfers", []):
+        held = [b for _p, b in self.__dict__.get("_transfers", [])]
+        for staging in held + self.__dict__.get("_staging_cache", []):
             try:
                 self._land_read(staging)
-                self.provider.memory_pool_free(staging.handle)
+                if not staging._freed:
+                    self.provider.memory_pool_free(staging.handle)
             except HsaError:
                 pass
             staging._freed = True
