@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from amdgpu import dtypes
 from amdgpu.errors import DeviceError, KernelArgumentError
 
 
@@ -46,7 +47,13 @@ class ProgramBuffers:
 def _nbytes(t: dict) -> int:
     if "size" in t:
         return int(t["size"])
-    return int(np.prod(t.get("shape", []), dtype=np.int64)) * np.dtype(t["dtype"]).itemsize
+    return dtypes.storage_nbytes(t.get("shape", []), t["dtype"])
+
+
+def input_bytes(arr: Any, t: dict) -> np.ndarray:
+    """The bytes a program input's buffer holds for `arr` (IREE's packing)."""
+    a = np.asarray(arr, dtype=dtypes.dtype(t["dtype"]))
+    return dtypes.pack(a)
 
 
 class ProgramRunner:
@@ -54,7 +61,7 @@ class ProgramRunner:
 
     def __init__(self, device: Any, bundle: Any):
         program = getattr(bundle, "program", None)
-        if not program or not program.get("dispatches"):
+        if not program or not (program.get("dispatches") or program.get("outputs")):
             raise DeviceError(
                 f"bundle {getattr(bundle, 'name', '?')!r} has no program: compile an .mlir "
                 f"source (OpenCL C bundles hold kernels only)"
@@ -62,7 +69,8 @@ class ProgramRunner:
         self.device = device
         self.bundle = bundle
         self.program = program
-        self.executable = device.load(bundle)
+        # A program of copies and views only has no kernels to load.
+        self.executable = device.load(bundle) if program["dispatches"] else None
         self.dispatches = self._for_variant(bundle, device, program["dispatches"])
         self.kernels = [self._kernel(d) for d in self.dispatches]
         self._slot_base = {
@@ -122,7 +130,7 @@ class ProgramRunner:
         dev = self.device
         ins = []
         for i, (arr, t) in enumerate(zip(inputs, p["inputs"], strict=False)):
-            a = np.ascontiguousarray(np.asarray(arr, dtype=t["dtype"]))
+            a = np.ascontiguousarray(np.asarray(arr, dtype=dtypes.dtype(t["dtype"])))
             if list(a.shape) != list(t["shape"]) and a.size == int(np.prod(t["shape"])):
                 a = a.reshape(t["shape"])  # e.g. a 1-element array for a 0-d tensor
             if list(a.shape) != list(t["shape"]):
@@ -130,17 +138,27 @@ class ProgramRunner:
                     f"program input {i} has shape {list(a.shape)}, the program wants "
                     f"{list(t['shape'])}: pass arrays of the compiled shapes"
                 )
-            ins.append(dev.buffer(a if a.nbytes else np.zeros(1, np.uint8)))
-        outs = [dev.buffer(np.zeros(max(_nbytes(t), 1), np.uint8)) for t in p["outputs"]]
+            raw = dtypes.pack(a)
+            ins.append(dev.buffer(raw if raw.nbytes else np.zeros(1, np.uint8)))
+        # An output `at` a slot and offset (in an input, or in a shared allocation) lives
+        # there; its own slot keeps the table layout and holds one byte.
+        outs = [
+            dev.buffer(np.zeros(1 if "at" in t else max(_nbytes(t), 1), np.uint8))
+            for t in p["outputs"]
+        ]
         trans = [dev.buffer(max(int(t["size"]), 1)) for t in p.get("transients", [])]
         return ProgramBuffers(ins, outs, trans)
 
     def read_outputs(self, buffers: ProgramBuffers) -> list[np.ndarray]:
         out = []
+        table = buffers.table
         for buf, t in zip(buffers.outputs, self.program["outputs"], strict=False):
-            n = _nbytes(t)
-            data = buf.view(0, n).to_numpy(t["dtype"]) if n else np.zeros(0, t["dtype"])
-            out.append(data.reshape(t["shape"]))
+            n, offset = _nbytes(t), 0
+            if "at" in t:
+                at = t["at"]
+                buf, offset = table[self._slot_base[at["kind"]] + int(at["index"])], at["offset"]
+            raw = buf.view(offset, n).to_numpy(np.uint8) if n else np.zeros(0, np.uint8)
+            out.append(dtypes.unpack(raw, t["dtype"], t["shape"]))
         return out
 
     # --- running -------------------------------------------------------------------------
@@ -165,6 +183,22 @@ class ProgramRunner:
             dims -= 1
         return tuple(grid[:dims]), tuple(wg[:dims])
 
+    def steps(self) -> list[dict]:
+        """The program's work in order: dispatches, copies and fills."""
+        return self.program.get("steps") or [
+            {"op": "dispatch", "index": i} for i in range(len(self.dispatches))
+        ]
+
+    def _slot_view(self, b: dict, table: Sequence[Any]) -> Any:
+        slot = table[self._slot_base[b["kind"]] + int(b["index"])]
+        return slot.view(int(b["offset"]), int(b["length"]))
+
+    def _transfer(self, step: dict, table: Sequence[Any]) -> tuple:
+        dst = self._slot_view(step["dst"], table)
+        if step["op"] == "copy":
+            return ("copy", dst, self._slot_view(step["src"], table), int(step["length"]))
+        return ("fill", dst, bytes(step["pattern"]), int(step["length"]))
+
     def launches(self, buffers: ProgramBuffers) -> list[tuple]:
         """(kernel, grid, block, args tuple) per dispatch for these buffers, built once per
         ProgramBuffers (repeated runs reuse the same tuples, which the HSA path turns into
@@ -173,7 +207,11 @@ class ProgramRunner:
         if cached is None or cached[0] is not self:
             table = buffers.table
             plan = []
-            for d, k in zip(self.dispatches, self.kernels, strict=False):
+            for step in self.steps():
+                if step["op"] != "dispatch":
+                    plan.append(self._transfer(step, table))
+                    continue
+                d, k = self.dispatches[step["index"]], self.kernels[step["index"]]
                 grid, block = self._shape(d)
                 plan.append((k, grid, block, tuple(self._args(d, table))))
             cached = (self, plan)
@@ -184,8 +222,14 @@ class ProgramRunner:
         """One `dispatch` per program dispatch (the lane keeps them in order)."""
         point = None
         dispatch = self.device.dispatch
-        for k, grid, block, args in self.launches(buffers):
-            point = dispatch(k, grid, block, args, lane=lane)
+        dev = self.device
+        for launch in self.launches(buffers):
+            if launch[0] == "copy":
+                point = dev.copy(launch[1], launch[2], launch[3], lane=lane)
+            elif launch[0] == "fill":
+                point = dev.fill(launch[1], launch[2], launch[3], lane=lane)
+            else:
+                point = dispatch(*launch[:4], lane=lane)
         return point
 
     def record(self) -> Any:
@@ -200,7 +244,15 @@ class ProgramRunner:
                     + len(self.program.get("transients", []))
                 )
             ]
-            for i, (d, k) in enumerate(zip(self.dispatches, self.kernels, strict=False)):
+            for i, step in enumerate(self.steps()):
+                if step["op"] != "dispatch":
+                    op, dst, src, n = self._transfer(step, slots)
+                    if i:
+                        cb.barrier()
+                    cb.copy(dst, src, n) if op == "copy" else cb.fill(dst, src, n)
+                    cb.barrier()
+                    continue
+                d, k = self.dispatches[step["index"]], self.kernels[step["index"]]
                 if i and d.get("barrier_before", True):
                     cb.barrier()
                 grid, block = self._shape(d)
@@ -208,8 +260,20 @@ class ProgramRunner:
             self._cb = cb.finalize() or cb
         return self._cb
 
+    def _slots_used(self) -> int:
+        """1 + the highest binding slot any step uses (a command buffer's table size):
+        outputs read from inside an input use no slot of their own."""
+        used = [-1]
+        for step in self.steps():
+            if step["op"] == "dispatch":
+                bs = self.dispatches[step["index"]]["bindings"]
+            else:
+                bs = [step[k] for k in ("src", "dst") if k in step]
+            used += [self._slot_base[b["kind"]] + int(b["index"]) for b in bs]
+        return max(used) + 1
+
     def replay(self, buffers: ProgramBuffers, lane: int = 0) -> Any:
-        return self.device.submit(self.record(), buffers.table, lane=lane)
+        return self.device.submit(self.record(), buffers.table[: self._slots_used()], lane=lane)
 
     def run(
         self, inputs: Sequence[Any], *, replay: bool = False, timeout: float = 60.0

@@ -40,7 +40,7 @@ __all__ = [
 #: Targets compiled when none are named: the five AMD targets the project tests, + Vulkan.
 DEFAULT_TARGETS = ("gfx950", "gfx1250", "gfx1100", "gfx942", "gfx1201", "vulkan")
 #: Bump when the variant `info` or `program` layout changes: old cache entries then miss.
-FRONTEND_FORMAT = 2
+FRONTEND_FORMAT = 3
 
 _LAZY = {
     "KernelBundle": ("bundle", "KernelBundle"),

@@ -93,6 +93,12 @@ _DTYPES = {
     "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "si8": "int8", "si16": "int16", "si32": "int32", "si64": "int64",
     "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
+    # ml_dtypes names (amdgpu.dtypes): bf16 above, the f8/f4 families, sub-byte integers
+    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz",
+    "f8E8M0FNU": "float8_e8m0fnu", "f8E3M4": "float8_e3m4", "f8E4M3": "float8_e4m3",
+    "f4E2M1FN": "float4_e2m1fn", "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn",
+    "i2": "int2", "i4": "int4", "si4": "int4", "ui2": "uint2", "ui4": "uint4",
 }
 
 
@@ -417,18 +423,36 @@ class _ProgramReader:
                 return export
         raise CompileError(f"dispatch of unknown export ordinal {ordinal} in {executable}")
 
+    def _origin(self, value, buffer_source: dict, table=None):
+        """(kind, index, byte offset) of a buffer value, or of a binding slot (an index
+        into `table`, the binding table of the command buffer's execution)."""
+        ir = _ir()
+        if table is not None and isinstance(value.type, ir.IndexType):
+            source, offset, _length = table[_const(value)]
+            if source is None:
+                return None
+            return source[0], source[1], source[2] + offset
+        return buffer_source.get(value)
+
     def read(self) -> dict:
         ir = _ir()
         name, func = self.entry()
         block = func.regions[0].blocks[0]
         inputs: list[dict] = [{} for _ in block.arguments]
         outputs: list[dict] = []
-        allocas: list = []
         alloca_size: dict = {}
-        buffer_source: dict = {}  # hashable Value -> ("input", i) | ("alloca", j)
-        executions = []
+        # hashable Value -> ("input", i, offset) | ("alloca", j, offset)
+        buffer_source: dict = {}
+        steps: list = []  # ("exec", cb_func, table) | ("copy"|"fill", fields)
         for op in _walk(func):
             kind = op.name
+            if kind in _HOST_CONTROL_FLOW:
+                raise CompileError(
+                    f"the IREE program has host control flow ({kind}) in {name}: it reads "
+                    "device values back to decide what runs, which amdgpu-run does not "
+                    "interpret yet; make the branch a tensor select (arith.select) or split "
+                    "the program"
+                )
             if kind == "hal.buffer_view.assert":
                 arg = op.operands[0]
                 if isinstance(arg, ir.BlockArgument):
@@ -439,11 +463,18 @@ class _ProgramReader:
             elif kind == "hal.buffer_view.buffer":
                 arg = op.operands[0]
                 if isinstance(arg, ir.BlockArgument):
-                    buffer_source[op.results[0]] = ("input", arg.arg_number)
+                    buffer_source[op.results[0]] = ("input", arg.arg_number, 0)
             elif kind == "hal.device.queue.alloca":
-                buffer_source[op.results[0]] = ("alloca", len(allocas))
-                alloca_size[len(allocas)] = _const(op.operands[-1])
-                allocas.append(op.results[0])
+                j = len(alloca_size)
+                buffer_source[op.results[0]] = ("alloca", j, 0)
+                alloca_size[j] = _const(op.operands[-1])
+            elif kind == "hal.buffer.subspan":
+                view = op.opview
+                base = buffer_source.get(view.source_buffer)
+                if base is not None:
+                    buffer_source[op.results[0]] = (
+                        base[0], base[1], base[2] + _const(view.source_offset)
+                    )
             elif kind == "util.optimization_barrier":
                 for src, dst in zip(op.operands, op.results, strict=False):
                     if src in buffer_source:
@@ -455,42 +486,62 @@ class _ProgramReader:
                     for b, o, n in zip(view.binding_buffers, view.binding_offsets,
                                        view.binding_lengths, strict=True)
                 ]
-                executions.append((self.command_buffer_func(view.command_buffer), table))
+                steps.append(("exec", self.command_buffer_func(view.command_buffer), table))
             elif kind == "hal.device.queue.execute":
                 raise CompileError(
-                    "the IREE program executes a non-memoized command buffer; only "
-                    "static-shape programs are supported"
+                    "the IREE program records a command buffer at run time (its push "
+                    "constants or bindings come from values read on the host), which "
+                    "amdgpu-run does not interpret yet; give every tensor a static shape"
+                )
+            elif kind in ("hal.device.queue.copy", "hal.device.queue.fill"):
+                steps.append(("transfer", self._transfer(op, buffer_source, None)))
+            elif kind in ("hal.device.queue.update", "hal.device.queue.read",
+                          "hal.device.queue.write"):
+                raise CompileError(
+                    f"the IREE program uses {kind} (host data into device buffers), which "
+                    "amdgpu-run does not carry yet; pass the data as an input instead"
                 )
             elif kind == "util.return":
                 for value in op.operands:
+                    if isinstance(value, ir.BlockArgument):  # an input returned unchanged
+                        t = inputs[value.arg_number]
+                        outputs.append({**t, "_source": ("input", value.arg_number, 0),
+                                        "_length": _nbytes_of(t)})
+                        continue
                     create = _owner(value)
                     if create is None or create.name != "hal.buffer_view.create":
-                        raise CompileError("an output of the MLIR program is not a new tensor")
+                        raise CompileError(
+                            f"an output of {name} comes from {getattr(create, 'name', '?')}, "
+                            "not a buffer view over a device buffer; unsupported IR"
+                        )
                     view = create.opview
                     source = buffer_source.get(view.source_buffer)
+                    if source is None:
+                        raise CompileError(
+                            f"an output of {name} lives in a buffer of unknown origin "
+                            "(a global or a constant); unsupported IR"
+                        )
                     outputs.append({
                         "shape": _shape(view.shape), "dtype": _dtype(view.element_type),
-                        "_source": source, "_offset": _const(view.source_offset),
+                        "_source": (source[0], source[1], source[2] + _const(view.source_offset)),
                         "_length": _const(view.source_length),
                     })
-        # Allocations that back a whole output are outputs; every other one is a transient.
-        output_of_alloca: dict[int, int] = {}
+        # An allocation that is exactly one output (offset 0, whole length, the only output
+        # in it) is that output's buffer; any other allocation is a transient, and outputs
+        # inside it (argmax's two results in one block), or inside an input (in-place
+        # updates, reshapes), are read from there: `at` names the slot and offset.
+        holders: dict[int, list[int]] = {}
         for i, out in enumerate(outputs):
-            source = out.pop("_source")
-            offset, length = out.pop("_offset"), out.pop("_length")
-            if source is None or source[0] != "alloca":
-                raise CompileError(
-                    f"output {i} of the MLIR program aliases an input; return a new tensor"
-                )
-            if offset != 0 or length != alloca_size[source[1]]:
-                raise CompileError(
-                    f"output {i} shares an allocation with temporaries; unsupported layout"
-                )
-            output_of_alloca[source[1]] = i
-            out["size"] = length
+            if out["_source"][0] == "alloca":
+                holders.setdefault(out["_source"][1], []).append(i)
+        output_of_alloca: dict[int, int] = {}
+        for j, outs in holders.items():
+            (src, length) = outputs[outs[0]]["_source"], outputs[outs[0]]["_length"]
+            if len(outs) == 1 and src[2] == 0 and length == alloca_size[j]:
+                output_of_alloca[j] = outs[0]
         transient_of_alloca: dict[int, int] = {}
         transients = []
-        for j in range(len(allocas)):
+        for j in range(len(alloca_size)):
             if j not in output_of_alloca:
                 transient_of_alloca[j] = len(transients)
                 transients.append({"size": alloca_size[j]})
@@ -504,10 +555,32 @@ class _ProgramReader:
                 return "output", output_of_alloca[source[1]]
             return "transient", transient_of_alloca[source[1]]
 
+        for i, out in enumerate(outputs):
+            source, length = out.pop("_source"), out.pop("_length")
+            out["size"] = length
+            if source[0] == "alloca" and output_of_alloca.get(source[1]) == i:
+                continue
+            kind_, idx = classify(source)
+            out["at"] = {"kind": kind_, "index": idx, "offset": source[2]}
+
+        def binding(origin, length) -> dict:
+            kind_, idx = classify(origin)
+            return {"kind": kind_, "index": idx, "offset": origin[2], "length": length}
+
         dispatches = []
         per_target = []
-        for index, (cb_func, table) in enumerate(executions):
-            barrier = index > 0  # a later execution waits for the earlier one
+        ordered: list[dict] = []
+        barrier = False
+        for step in steps:
+            barrier = barrier or bool(ordered)  # a later submission waits for the earlier
+            if step[0] == "transfer":
+                t = step[1]
+                for key in ("src", "dst"):
+                    if key in t:
+                        t[key] = binding(t[key], t["length"])
+                ordered.append(t)
+                continue
+            _tag, cb_func, table = step
             for op in _walk(cb_func):
                 if op.name == "hal.command_buffer.execution_barrier":
                     barrier = True
@@ -522,12 +595,14 @@ class _ProgramReader:
                         source, table_offset, _table_length = table[_const(slot_v)]
                         kind, idx = classify(source)
                         bindings.append({
-                            "kind": kind, "index": idx, "offset": table_offset + _const(off_v),
+                            "kind": kind, "index": idx,
+                            "offset": source[2] + table_offset + _const(off_v),
                             "length": _const(len_v), "readonly": readonly,
                         })
                     constants = [_const(c) & 0xFFFFFFFF for c in view.constants]
                     count = [_const(view.workgroup_x), _const(view.workgroup_y),
                              _const(view.workgroup_z)]
+                    ordered.append({"op": "dispatch", "index": len(dispatches)})
                     dispatches.append({
                         "kernel": export.name, "spirv_entry": export.name,
                         "workgroup_size": list(export.workgroup_size), "workgroup_count": count,
@@ -540,25 +615,70 @@ class _ProgramReader:
                         "constant_count": export.constant_count,
                     })
                     barrier = False
+                elif op.name in ("hal.command_buffer.fill_buffer",
+                                 "hal.command_buffer.copy_buffer"):
+                    t = self._transfer(op, buffer_source, table)
+                    for key in ("src", "dst"):
+                        if key in t:
+                            t[key] = binding(t[key], t["length"])
+                    ordered.append(t)
+                    barrier = True
                 elif op.name.startswith("hal.command_buffer.") and op.name.split(".")[-1] in (
-                    "fill_buffer", "copy_buffer", "update_buffer", "collective"
+                    "update_buffer", "collective"
                 ):
                     raise CompileError(
-                        f"the IREE program records {op.name}, which bundles do not carry yet; "
-                        "rewrite the program so every step is a dispatch"
+                        f"the IREE program records {op.name}, which amdgpu-run does not "
+                        "carry yet; pass that data as an input instead"
                     )
-        if not dispatches:
-            raise CompileError("the MLIR program compiles to no dispatches; nothing to run")
+        if not ordered and not outputs:
+            raise CompileError("the MLIR program compiles to no work and no results")
         program = {
             "function": name, "inputs": inputs, "outputs": outputs,
             "transients": transients, "dispatches": dispatches,
         }
+        if any(s["op"] != "dispatch" for s in ordered):
+            # Copies and fills between the dispatches, in program order.
+            program["steps"] = ordered
         return {"program": program, "dispatches": per_target}
+
+    def _transfer(self, op, buffer_source: dict, table) -> dict:
+        """A queue or command-buffer copy/fill as a program step (origins unresolved)."""
+        ir = _ir()
+        view = op.opview
+        dst = self._origin(view.target_buffer, buffer_source, table)
+        length = _const(view.length)
+        if dst is None:
+            raise CompileError(f"{op.name} writes a buffer of unknown origin; unsupported IR")
+        dst = (dst[0], dst[1], dst[2] + _const(view.target_offset))
+        if op.name.endswith("copy") or op.name.endswith("copy_buffer"):
+            src = self._origin(view.source_buffer, buffer_source, table)
+            if src is None:
+                raise CompileError(
+                    f"{op.name} reads a buffer of unknown origin (a constant or a global); "
+                    "unsupported IR"
+                )
+            src = (src[0], src[1], src[2] + _const(view.source_offset))
+            return {"op": "copy", "src": src, "dst": dst, "length": length}
+        width = ir.IntegerType(view.pattern.type).width // 8
+        pattern = _const(view.pattern) & ((1 << (8 * width)) - 1)
+        return {"op": "fill", "dst": dst, "length": length,
+                "pattern": list(pattern.to_bytes(width, "little"))}
+
+
+def _nbytes_of(t: dict) -> int:
+    from amdgpu.dtypes import storage_nbytes
+
+    return storage_nbytes(t["shape"], t["dtype"])
+
+
+_HOST_CONTROL_FLOW = ("scf.if", "scf.while", "scf.for", "cf.cond_br", "cf.switch")
 
 
 # --- putting variants together ----------------------------------------------------------
 def _hsaco_variant(run: _Run, target: str, read: dict, source_name: str) -> IreeVariant:
     hsacos = [data for name, data in run.binaries.items() if name.endswith(".hsaco")]
+    if not read["dispatches"] and not hsacos:
+        hsacos = [b""]  # copies/views only: no kernels to load
     if len(hsacos) != 1:
         raise CompileError(
             f"iree-compile ({target}) produced {len(hsacos)} code objects; expected one "
@@ -615,7 +735,7 @@ def _spirv_variant(run: _Run, abi: str, read: dict, source_name: str,
                                     "reserved0": 7},
                 }
             entry_points[ep_name] = entry
-    if not modules:
+    if not modules and read["dispatches"]:
         raise CompileError(f"iree-compile (vulkan {abi}) produced no SPIR-V modules")
     missing = [d["kernel"] for d in read["dispatches"] if d["kernel"] not in entry_points]
     if missing:
