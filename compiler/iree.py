@@ -665,10 +665,23 @@ class _ProgramReader:
                 "pattern": list(pattern.to_bytes(width, "little"))}
 
 
-def _nbytes_of(t: dict) -> int:
-    from amdgpu.dtypes import storage_nbytes
+_SUB_BYTE_BITS = {"int2": 2, "uint2": 2, "int4": 4, "uint4": 4, "float4_e2m1fn": 4}
 
-    return storage_nbytes(t["shape"], t["dtype"])
+
+def _nbytes_of(t: dict) -> int:
+    """Bytes of a tensor as IREE stores it (sub-byte types packed; amdgpu.dtypes agrees)."""
+    import ml_dtypes
+    import numpy as np
+
+    name = t["dtype"]
+    bits = _SUB_BYTE_BITS.get(name)
+    if bits is None:
+        dt = getattr(ml_dtypes, name, None) or np.dtype(name)
+        bits = np.dtype(dt).itemsize * 8
+    n = 1
+    for d in t["shape"]:
+        n *= int(d)
+    return (n * bits + 7) // 8
 
 
 _HOST_CONTROL_FLOW = ("scf.if", "scf.while", "scf.for", "cf.cond_br", "cf.switch")
