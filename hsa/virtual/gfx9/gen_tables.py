@@ -3,8 +3,9 @@
 Run `python -m hsa.virtual.gfx9.gen_tables` (needs `llvm-mc-19`, which knows gfx90a and
 gfx942, and the `ziglang` wheel's clang 22 for gfx950: LLVM 19 cannot disassemble gfx950,
 so its table is gfx942's plus the gfx950 instructions in `GFX950_ADDED`, whose opcodes are
-read back from what clang 22 assembles). As for gfx11 (see hsa/virtual/gfx11/gen_tables.py): one instruction per opcode
-value of each encoding, with distinct registers in its fields, disassembled by LLVM; an
+read back from what clang 22 assembles). As for gfx11 (see hsa/virtual/gfx11/gen_tables.py):
+one instruction per opcode value of each encoding, with distinct registers in its fields,
+disassembled by LLVM; an
 opcode is tried again with optional fields cleared when LLVM rejects it. The tables record
 the mnemonic LLVM prints and a sample; opcode values LLVM rejects are left out. Data only.
 """
