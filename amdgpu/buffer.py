@@ -9,6 +9,7 @@ waits for its lanes first, as a synchronous copy on a default stream would.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -16,8 +17,30 @@ import numpy as np
 from amdgpu.errors import BufferRangeError, DeviceError
 
 
+class _Lifetime:
+    """Whether a root allocation is freed; shared by the root, its views and its finalizer,
+    so memory is released exactly once: by free(), or when the buffer is dropped."""
+
+    __slots__ = ("freed",)
+
+    def __init__(self) -> None:
+        self.freed = False
+
+
+def _release_dropped(device: Any, handle: Any, life: _Lifetime) -> None:
+    """A root buffer was garbage-collected without free(). Runs in any thread at any
+    point, so it only hands the handle to the device, which frees it at its next
+    allocation or synchronize, once the lanes have finished the work submitted before."""
+    if not life.freed:
+        life.freed = True
+        device._dropped_buffer(handle)
+
+
 class Buffer:
     """`nbytes` bytes of device memory at device address `address`."""
+
+    # HostBuffers are not released when dropped: a numpy view of `.array` may outlive them.
+    _release_when_dropped = True
 
     def __init__(
         self,
@@ -35,7 +58,20 @@ class Buffer:
         self.offset = int(offset)  # from the root buffer's start
         self.root = root if root is not None else self
         self.handle = handle  # backend object of the root allocation
-        self._freed = False
+        if root is None:
+            self._life = _Lifetime()
+            if handle is not None and self._release_when_dropped:
+                weakref.finalize(self, _release_dropped, device, handle, self._life).atexit = False
+        else:
+            self._life = root._life
+
+    @property
+    def _freed(self) -> bool:
+        return self._life.freed
+
+    @_freed.setter
+    def _freed(self, value: bool) -> None:
+        self._life.freed = bool(value)
 
     # --- views ---------------------------------------------------------------------------
     def view(self, offset: int, nbytes: int | None = None) -> Buffer:
@@ -137,6 +173,8 @@ class HostBuffer(Buffer):
     `dev.buffer(..., memory="host")`): `.array` is a zero-copy uint8 numpy view, kernels
     and async copies use its device address. The host must not touch `.array` while GPU
     work on it is in flight: wait on that work's point first."""
+
+    _release_when_dropped = False
 
     def __init__(self, device: Any, address: int, nbytes: int, *, array: np.ndarray,
                  handle: Any = None, memory: str = "host"):

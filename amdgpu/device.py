@@ -8,6 +8,7 @@ opening a device (spec parsing, the opt-in rules, `open`, `devices`) is
 from __future__ import annotations
 
 import abc
+import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -227,6 +228,39 @@ class Device(abc.ABC):
         """A submission with no commands: `lane` reaches the returned point once the
         points in `wait` (on any lane) and everything before on `lane` are done."""
         return self.submit(self.command_buffer().finalize(), [], lane, wait)
+
+    # --- buffers dropped without free() ---------------------------------------------------
+    # A root Buffer's finalizer hands its handle to `_dropped_buffer` (any thread, at any
+    # point: it only appends). `_reap_dropped`, run at allocations and synchronize, frees
+    # each one once every lane has completed what was submitted before the drop, so the GPU
+    # never sees that memory reused under work that still uses it. A backend provides
+    # `_live_lanes()` (lanes with `.submitted` and `.completed()`) and `_release_handle`.
+    def _dropped_buffer(self, handle: Any) -> None:
+        if self.__dict__.get("_closed", False):
+            return
+        marks = [(ln, ln.submitted) for ln in self._live_lanes()]
+        self.__dict__.setdefault("_dropped", collections.deque()).append((handle, marks))
+
+    def _reap_dropped(self) -> None:
+        dropped = self.__dict__.get("_dropped")
+        if not dropped:
+            return
+        for _ in range(len(dropped)):
+            try:
+                handle, marks = dropped.popleft()
+            except IndexError:  # another thread reaped the rest
+                return
+            if all(ln.completed() >= value for ln, value in marks):
+                self._release_handle(handle)
+            else:
+                dropped.append((handle, marks))
+
+    def _live_lanes(self) -> list:
+        return []
+
+    def _release_handle(self, handle: Any) -> None:
+        """Free the root allocation behind a dropped buffer's handle."""
+        raise DeviceError(f"{type(self).__name__} cannot release dropped buffers")
 
     # --- asynchronous transfers (Buffer.write_async / read_async) -------------------------
     # A backend provides `host_buffer`, `_release_host(buf)` (free without waiting for the

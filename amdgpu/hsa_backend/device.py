@@ -113,6 +113,7 @@ class HsaDevice(Device):
         self._check_open()
         check_memory_kind(memory, self.spec)
         nbytes, data = as_host_array(array_or_nbytes, dtype)
+        self._reap_dropped()
         if memory == "host":
             return self._host_buffer(nbytes, data)
         pool = self.buffer_pool
@@ -224,6 +225,13 @@ class HsaDevice(Device):
         if not self._closed:
             self._settle()
             self.provider.memory_pool_free(buf.handle)
+
+    def _live_lanes(self) -> list:
+        return list(self.lanes_)
+
+    def _release_handle(self, handle: Any) -> None:
+        if not self._closed:
+            self.provider.memory_pool_free(handle)
 
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
         """Host-side fill (the lanes are idle): a pattern in staging, then memory_copy."""
@@ -542,6 +550,7 @@ class HsaDevice(Device):
         """Wait for every lane; raises the first lane error (QueueError) or SignalTimeout."""
         self._wait_lanes(timeout, skip_reported=False)
         self._release_transfers()
+        self._reap_dropped()
 
     def _settle(self) -> None:
         """Wait for the lanes before the host touches device memory. A stopped lane whose

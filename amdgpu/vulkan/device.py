@@ -297,6 +297,7 @@ class VulkanDevice(Device):
             if lane is not None and lane.submitted > lane.reached:
                 lane.wait(lane.submitted, max(0.0, deadline - time.monotonic()))
         self._release_transfers()
+        self._reap_dropped()
 
     def settle(self) -> None:
         """Wait for pending work before the host touches memory."""
@@ -312,6 +313,7 @@ class VulkanDevice(Device):
         self._check_open()
         check_memory_kind(memory, self.spec)
         nbytes, array = as_host_array(array_or_nbytes, dtype)
+        self._reap_dropped()
         if memory == "host":
             return self._host_buffer(nbytes, array)
         allocation = Allocation(self, nbytes, host_visible=memory == "device-fine")
@@ -359,6 +361,13 @@ class VulkanDevice(Device):
     def _free_buffer(self, buf: Buffer) -> None:
         self.settle()
         buf.handle.free()
+
+    def _live_lanes(self) -> list:
+        return [lane for lane in self._lanes if lane is not None]
+
+    def _release_handle(self, handle) -> None:
+        if not self._closed:
+            handle.free()
 
     def _one_off(self, record) -> None:
         cb = self.allocate_command_buffer()
