@@ -29,7 +29,7 @@ from .interop import DISPATCH_VIEW, first_pass, kernel_ids
 from .model import PACKET_VIEW, TYPE_NAMES, type_codes
 from .output import atomic_text_file
 from .scan import scan
-from .stats import _submission_starts
+from .stats import SubmissionChunks
 
 COLUMNS = ("Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Dispatch_Id",
            "Kernel_Id", "Kernel_Name", "Correlation_Id", "Start_Timestamp", "End_Timestamp",
@@ -66,23 +66,14 @@ class CsvExporter:
         self.rows = 0
         self.with_times = 0
         self.submissions = 0  # submissions closed so far (correlation ids before this chunk)
-        self._pending = None
+        self._chunks = SubmissionChunks(self._write)
         out.write(HEADER)
 
     def add(self, packets: np.ndarray) -> None:
-        if not packets.size:
-            return
-        if self._pending is not None:
-            packets = np.concatenate([self._pending, packets])
-        starts = _submission_starts(packets)
-        last = int(starts[-1])
-        self._write(packets[:last], starts[:-1])
-        self._pending = packets[last:].copy()
+        self._chunks.add(packets)
 
     def finish(self) -> None:
-        if self._pending is not None and self._pending.size:
-            rows, self._pending = self._pending, None
-            self._write(rows, _submission_starts(rows))
+        self._chunks.finish()
 
     def _write(self, packets: np.ndarray, starts: np.ndarray) -> None:
         """Whole submissions of PACKET_RECORD rows (starts: where each begins)."""

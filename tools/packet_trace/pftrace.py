@@ -35,7 +35,7 @@ from .model import (
 )
 from .output import atomic_binary_file
 from .scan import scan
-from .stats import _submission_starts
+from .stats import SubmissionChunks
 
 # Perfetto field numbers (TracePacket, TrackEvent, TrackDescriptor, ...).
 _TRACE_PACKET = 1
@@ -80,7 +80,7 @@ class PftraceExporter:
         self.submissions = 0
         self.device_shift: int | None = None  # device clock -> trace time
         self.producers: dict[int, tuple[int, int]] = {}  # signal -> (track uuid, ts)
-        self._pending: np.ndarray | None = None
+        self._chunks = SubmissionChunks(self._submissions)
         self._names: dict[int, bytes] = {}  # kernel object -> encoded name field
         self.origin = first.origin_ns or 0
 
@@ -109,19 +109,10 @@ class PftraceExporter:
     # --- packets -------------------------------------------------------------------------
 
     def add_packets(self, packets: np.ndarray) -> None:
-        if not packets.size:
-            return
-        if self._pending is not None:
-            packets = np.concatenate([self._pending, packets])
-        starts = _submission_starts(packets)
-        last = int(starts[-1])
-        self._submissions(packets[:last], starts[:-1])
-        self._pending = packets[last:].copy()
+        self._chunks.add(packets)
 
     def finish(self) -> None:
-        if self._pending is not None and self._pending.size:
-            rows, self._pending = self._pending, None
-            self._submissions(rows, _submission_starts(rows))
+        self._chunks.finish()
         leftovers = list(self.first.completions.unused())
         if leftovers:
             q, p, s, e, c = (np.array(col) for col in zip(*leftovers, strict=True))

@@ -95,7 +95,7 @@ class StatsBuilder:
         self.other: dict[str, int] = {}
         self.queue_errors: list[dict] = []  # QUEUE_ERROR records: where a queue stopped
         self.error: str | None = None
-        self._pending: np.ndarray | None = None  # rows of a submission that may continue
+        self._chunks = SubmissionChunks(self._add_packets)
         self._windows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     # --- feeding -------------------------------------------------------------------------
@@ -107,12 +107,7 @@ class StatsBuilder:
         rows = chunk.packets.view(PACKET_VIEW) if chunk.packets.size else None
         if rows is not None:
             self._remember_dispatches(rows)
-            if self._pending is not None:
-                rows = np.concatenate([self._pending, rows])
-            starts = _submission_starts(rows)
-            last = int(starts[-1])
-            self._add_packets(rows[:last], starts[:-1])
-            self._pending = rows[last:].copy()  # may go on in the next chunk
+            self._chunks.add(rows)
         if chunk.completions.size:
             self._add_completions(chunk.completions)
 
@@ -221,10 +216,7 @@ class StatsBuilder:
     # --- result --------------------------------------------------------------------------
 
     def finish(self) -> None:
-        if self._pending is not None and self._pending.size:
-            rows = self._pending
-            self._pending = None
-            self._add_packets(rows, _submission_starts(rows))
+        self._chunks.finish()
 
     def result(self) -> dict:
         totals = np.zeros(_N_TYPES, np.int64)
@@ -287,6 +279,31 @@ def _submission_starts(rows: np.ndarray) -> np.ndarray:
     new[0] = True
     new[1:] = (q[1:] != q[:-1]) | (r[1:] != r[:-1]) | (p[1:] != p[:-1] + np.uint64(1))
     return np.flatnonzero(new)
+
+
+class SubmissionChunks:
+    """Cuts a stream of packet rows into whole submissions for `emit(rows, starts)`: the
+    last submission of a chunk may go on in the next one, so it is held back until the next
+    `add` or `finish`."""
+
+    def __init__(self, emit) -> None:
+        self._emit = emit
+        self._pending: np.ndarray | None = None
+
+    def add(self, rows: np.ndarray) -> None:
+        if not rows.size:
+            return
+        if self._pending is not None:
+            rows = np.concatenate([self._pending, rows])
+        starts = _submission_starts(rows)
+        last = int(starts[-1])
+        self._emit(rows[:last], starts[:-1])
+        self._pending = rows[last:].copy()
+
+    def finish(self) -> None:
+        if self._pending is not None and self._pending.size:
+            rows, self._pending = self._pending, None
+            self._emit(rows, _submission_starts(rows))
 
 
 def compute(path: str | os.PathLike) -> dict:
