@@ -13,15 +13,14 @@ the mnemonic LLVM prints and a sample; opcode values LLVM rejects are left out. 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-LLVM_MC = "llvm-mc-19"
+# One llvm-mc batch and the cleared-field retries, as for gfx11 (same s_nop markers on gfx9).
+from hsa.virtual.gfx11.gen_tables import _variants, disassemble_many
+
 TARGETS = ("gfx90a", "gfx942")
-NOP = 0xBF800000  # s_nop 0
-MARKER = 0xBF800007  # s_nop 7
 SDST, SSRC0, SSRC1 = 16, 32, 48
 VDST, VSRC0, VSRC1, VSRC2 = 16, 32, 48, 64
 
@@ -86,45 +85,6 @@ def candidates() -> dict[str, list[Candidate]]:
         w1 = 0x80 << 24 | (SDST // 4) << 16 | VSRC1 << 8 | VSRC0
         add("MTBUF", op, [0x3A << 26 | 1 << 19 | op << 15 | 1 << 12 | 0x10, w1])
     return out
-
-
-def _variants(words: list[int], fields: list[Field]) -> list[list[int]]:
-    result = []
-    for mask in sorted(range(1 << len(fields)), key=lambda m: bin(m).count("1")):
-        w = list(words)
-        for i, (idx, shift, width) in enumerate(fields):
-            if mask >> i & 1:
-                w[idx] &= ~(((1 << width) - 1) << shift) & 0xFFFFFFFF
-        result.append(w)
-    return result
-
-
-def disassemble_many(items: list[list[int]], mcpu: str) -> list[str | None]:
-    """One llvm-mc run for many instructions, each on its own line followed by s_nop
-    padding and an s_nop 7 marker (see the gfx11 generator)."""
-    lines = []
-    for ws in items:
-        data = b"".join(w.to_bytes(4, "little") for w in ws + [NOP, NOP, NOP, MARKER])
-        lines.append(",".join(f"0x{b:02x}" for b in data))
-    run = subprocess.run(
-        [LLVM_MC, "--disassemble", "-triple=amdgcn-amd-amdhsa", f"-mcpu={mcpu}"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
-    invalid = {int(m.group(1)) for m in re.finditer(
-        r"<stdin>:(\d+):1: warning: invalid instruction encoding", run.stderr)}
-    segments: list[list[str]] = [[]]
-    for line in run.stdout.splitlines():
-        text = line.strip()
-        if not text or text == ".text":
-            continue
-        if text == "s_nop 7":
-            segments.append([])
-        else:
-            segments[-1].append(text)
-    result: list[str | None] = []
-    for i in range(len(items)):
-        ok = (i + 1) not in invalid and i < len(segments) and segments[i]
-        result.append(segments[i][0] if ok else None)
-    return result
 
 
 def build(target: str) -> dict[str, dict[str, dict]]:
