@@ -80,8 +80,8 @@ def candidates() -> dict[str, list[Candidate]]:
     for op in range(0x100):
         w0 = 0x36 << 26 | op << 18 | 8 << 8 | 4
         w1 = VDST << 24 | VSRC2 << 16 | VSRC1 << 8 | VSRC0
-        out["DS"].append((op, _w(w0, w1), [(1, 24, 8), (1, 16, 8), (1, 8, 8), (1, 0, 8)],
-                          {}, vds))
+        out["DS"].append((op, _w(w0, w1),
+                          [(1, 24, 8), (1, 16, 8), (1, 8, 8), (1, 0, 8), (0, 0, 16)], {}, vds))
     vfl = {VDST: "vdst", VSRC0: "addr", VSRC1: "data"}
     for seg, name in ((0, "FLAT"), (1, "SCRATCH"), (2, "GLOBAL")):
         for op in range(0x80):
@@ -223,7 +223,9 @@ def clang22_entries(tables: dict[str, dict[str, dict]]) -> None:
         assert inst.encoding == enc, (text, inst.encoding)
         tables[enc][str(inst.op)] = {
             "name": text.split()[0], "sample": text, "source": "clang 22",
-            "operands": operand_fields(text, {}, {VDST: "vdst", VSRC0: "src0"})}
+            # the register of a true16 half (v16.l) is the field's register; op_sel the half
+            "operands": operand_fields(re.sub(r"\.[lh]\b", "", text), {},
+                                       {VDST: "vdst", VSRC0: "src0"})}
 
 
 def build(cands: dict[str, list[Candidate]] | None = None,
@@ -233,6 +235,8 @@ def build(cands: dict[str, list[Candidate]] | None = None,
     tables: dict[str, dict[str, dict]] = {}
     for enc, items in (candidates() if cands is None else cands).items():
         tries = [_variants(words, fields) for _, words, fields, _, _ in items]
+        if cands is None and enc == "DS":  # GWS and ordered-count ops exist only with gds set
+            tries = [t + [[w[0] | 1 << 17] + w[1:] for w in t] for t in tries]
         found: dict[int, str] = {}
         for level in range(max(len(t) for t in tries)):
             todo = [i for i in range(len(items)) if i not in found and level < len(tries[i])]
