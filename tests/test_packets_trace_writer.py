@@ -134,7 +134,7 @@ def test_a_write_error_is_raised_by_flush(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     writer.record_packets(0, 0, 1, 2, 3, block_of(0, 4))
-    monkeypatch.setattr(trace, "_write_all", no_space)
+    monkeypatch.setattr(trace.writer, "_write_all", no_space)
     with pytest.raises(AmdgpuError, match="No space left on device") as err:
         writer.flush()
     assert "\n" not in str(err.value) and str(path) in str(err.value)
