@@ -163,3 +163,25 @@ def test_the_backends_do_not_import_device_selection():
     for m, edges in GRAPH.items():
         if m.startswith(("amdgpu.hsa_backend", "amdgpu.vulkan")):
             assert "amdgpu.selection" not in {t for t, _ in edges}, m
+
+
+#: Modules split along their seams keep an order inside: each may import only the ones
+#: before it (the package's __init__ re-exports them all and is imported by none of them).
+INNER_ORDER = {
+    "packets.trace": ("format", "records", "writer", "reader", "sinks"),
+    "hsa.abi.codeobject": ("descriptor", "elf", "metadata", "bundle", "reader"),
+    "amdgpu.vulkan": ("command_plan", "command_bindings", "command_recording",
+                      "command_buffer"),
+}
+
+
+def test_split_modules_keep_their_inner_order():
+    wrong = []
+    for package, order in INNER_ORDER.items():
+        rank = {f"{package}.{name}": i for i, name in enumerate(order)}
+        assert set(rank) <= set(MODULES), f"{package}: {sorted(set(rank) - set(MODULES))} gone"
+        for m, i in rank.items():
+            for t, line in GRAPH[m]:
+                if t == package or rank.get(t, -1) > i:
+                    wrong.append(f"{MODULES[m].relative_to(ROOT)}:{line}: {m} imports {t}")
+    assert not wrong, "imports against a split module's order:\n" + "\n".join(sorted(wrong))

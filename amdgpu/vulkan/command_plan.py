@@ -1,0 +1,198 @@
+"""Planning a Vulkan command buffer: the operations it records (over fixed buffers and
+binding slots) and, at finalize, what every replay needs without walking them again.
+
+A `Plan` says which slots are baked into recorded commands (push descriptors, plain
+descriptor sets, fills and copies: an instance per distinct buffers there), where each
+slot's address goes in the bda binding tables, the least size each slot's buffer must
+have, and the kinds of work around each barrier. Nothing here calls Vulkan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from amdgpu.buffer import Buffer
+from amdgpu.errors import KernelArgumentError
+
+from .executable import Kernel
+from .sync import COMPUTE, TRANSFER
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    slot: int  # -1: a fixed buffer
+    buffer: Buffer | None
+    offset: int  # bytes into the slot's buffer (0 for a fixed buffer)
+    nbytes: int | None
+
+    def resolve(self, bound: Sequence[Buffer] | None) -> tuple[object, int, int, int]:
+        """(VkBuffer, offset in it, size, device address)."""
+        b = self.buffer if self.slot < 0 else bound[self.slot]  # type: ignore[index]
+        size = self.nbytes if self.nbytes is not None else b.nbytes - self.offset
+        if self.offset < 0 or size < 0 or self.offset + size > b.nbytes:
+            raise KernelArgumentError(
+                f"binding {self.slot}: bytes [{self.offset}, {self.offset + size}) are outside "
+                f"its buffer of {b.nbytes} bytes; bind a larger buffer"
+            )
+        return b.handle.buffer, b.offset + self.offset, size, b.address + self.offset
+
+
+def to_u32(value) -> int:
+    """A constant argument as its 32-bit pattern (ints wrap, floats are f32 bits)."""
+    if isinstance(value, np.generic):
+        if value.dtype.itemsize == 4:
+            return int(np.asarray(value).view(np.uint32))
+        if value.dtype.kind in "iub":
+            return int(value) & 0xFFFFFFFF
+        if value.dtype.kind == "f":
+            return int(np.asarray(value, dtype=np.float32).view(np.uint32))
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if not -(1 << 31) <= value < (1 << 32):
+            raise KernelArgumentError(f"constant {value} does not fit in 32 bits")
+        return value & 0xFFFFFFFF
+    if isinstance(value, float):
+        return int(np.asarray(value, dtype=np.float32).view(np.uint32))
+    raise KernelArgumentError(
+        f"kernel argument {value!r} is neither a buffer nor a 32-bit constant"
+    )
+
+
+# --- the recorded operations -------------------------------------------------------------
+
+
+@dataclass
+class Dispatch:
+    kernel: Kernel
+    groups: tuple[int, int, int]
+    refs: list[BufferRef]
+    constants: np.ndarray  # uint32
+    table_entry: int = -1  # bda: first u64 entry of this dispatch's binding table
+
+
+@dataclass
+class Fill:
+    ref: BufferRef
+    value: int
+
+
+@dataclass
+class Copy:
+    dst: BufferRef
+    src: BufferRef
+    nbytes: int
+
+
+class Barrier:
+    pass
+
+
+# --- the plan ----------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What finalize works out once for every replay."""
+
+    baked_slots: tuple[int, ...] = ()  # slots whose buffers recorded commands hold
+    # bda: (slot, table index or indices, byte offset(s)) written from the slot's address
+    bda_patches: list[tuple[int, np.ndarray | int, np.ndarray | int]] = field(
+        default_factory=list)
+    bda_fixed: tuple[np.ndarray, np.ndarray] | None = None  # (indices, addresses) fixed
+    table_entries: int = 0  # u64 entries of an instance's binding table
+    min_sizes: tuple[int, ...] = ()  # least bytes of each slot's buffer
+    details: dict = field(default_factory=dict)  # what a trace's submission record says
+
+
+def _refs(op) -> list[BufferRef]:
+    if isinstance(op, Dispatch):
+        return op.refs
+    if isinstance(op, Fill):
+        return [op.ref]
+    if isinstance(op, Copy):
+        return [op.dst, op.src]
+    return []
+
+
+def plan(ops: list, slot_count: int) -> Plan:
+    """The plan of `ops`; sets each bda dispatch's `table_entry` (identical binding tuples
+    share one table, so a chain of N ping-pong dispatches has 2 tables, not N)."""
+    baked: set[int] = set()
+    tables: dict[tuple, int] = {}
+    patch_idx: dict[int, list[int]] = {}
+    patch_off: dict[int, list[int]] = {}
+    fixed_idx: list[int] = []
+    fixed_val: list[int] = []
+    entries = 0
+    for op in ops:
+        if isinstance(op, Dispatch):
+            if op.kernel.abi == "bda":
+                key = tuple(
+                    (r.slot, r.buffer.handle.uid, r.buffer.offset) if r.buffer
+                    else (r.slot, 0, r.offset)
+                    for r in op.refs
+                )
+                if key not in tables:
+                    tables[key] = entries
+                    for i, r in enumerate(op.refs):
+                        if r.slot >= 0:
+                            patch_idx.setdefault(r.slot, []).append(entries + i)
+                            patch_off.setdefault(r.slot, []).append(r.offset)
+                        else:
+                            fixed_idx.append(entries + i)
+                            fixed_val.append(r.buffer.address)  # type: ignore[union-attr]
+                    entries += len(op.refs)
+                op.table_entry = tables[key]
+            elif not op.kernel.update_after_bind:
+                baked.update(r.slot for r in op.refs if r.slot >= 0)
+        elif isinstance(op, (Fill, Copy)):
+            baked.update(r.slot for r in _refs(op) if r.slot >= 0)
+    # The least size each slot's buffer must have: every recorded range fits in it.
+    need = [0] * slot_count
+    for op in ops:
+        for r in _refs(op):
+            if r.slot >= 0:
+                end = r.offset + (op.nbytes if isinstance(op, Copy) else (r.nbytes or 0))
+                need[r.slot] = max(need[r.slot], end)
+    dispatches = [op for op in ops if isinstance(op, Dispatch)]
+    out = Plan(
+        baked_slots=tuple(sorted(baked)),
+        table_entries=entries,
+        min_sizes=tuple(need),
+        details={
+            "dispatches": len(dispatches),
+            "paths": sorted({op.kernel.path for op in dispatches}),
+            "kernels": sorted({op.kernel.name for op in dispatches}),
+            "bindings": slot_count,
+        },
+    )
+    for slot, idx in sorted(patch_idx.items()):
+        offs = patch_off[slot]
+        off: np.ndarray | int
+        index: np.ndarray | int
+        if len(idx) == 1:  # scalar stores are the cheapest
+            index, off = idx[0], offs[0]
+        else:
+            index = np.array(idx, np.intp)
+            off = 0 if not any(offs) else np.array(offs, np.uint64)
+        out.bda_patches.append((slot, index, off))
+    if fixed_idx:
+        out.bda_fixed = (np.array(fixed_idx, np.intp), np.array(fixed_val, np.uint64))
+    return out
+
+
+def barrier_sides(ops: list) -> list[tuple[int, int]]:
+    """(before, after) kinds of work (sync.COMPUTE | sync.TRANSFER) around each barrier:
+    the operations between it and the neighbouring barriers; 0 where that stretch is
+    empty (then the barrier also orders against other submissions: any kind)."""
+    kinds: list[int] = [0]
+    for op in ops:
+        if isinstance(op, Barrier):
+            kinds.append(0)
+        else:
+            kinds[-1] |= COMPUTE if isinstance(op, Dispatch) else TRANSFER
+    return list(zip(kinds, kinds[1:], strict=False))
