@@ -18,6 +18,7 @@ _LAZY = {
     "CommandBuffer": "amdgpu.command_buffer",
     "BindingSlot": "amdgpu.command_buffer",
     "TimelinePoint": "amdgpu.device",
+    "Lane": "amdgpu.device",
     "DeviceReport": "amdgpu.report",
     "ProgramRunner": "amdgpu.program",
 }

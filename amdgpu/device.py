@@ -126,8 +126,9 @@ class Device(abc.ABC):
     - `grid` counts work-items, not work-groups (HSA's convention): a grid of 1000 with a
       block of 256 is 4 work-groups, the last one partial. Both are an int or a 1..3-tuple
       of positive ints (`amdgpu.geometry.launch_geometry`).
-    - A lane is an in-order timeline (`lanes` of them, 0..lanes-1); every submission
-      returns the `TimelinePoint` it completes at, and `wait=` takes a list of points.
+    - A lane is an in-order timeline (`lanes` of them, 0..lanes-1; `lane(i)` is its
+      `Lane` object); every submission returns the `TimelinePoint` it completes at, and
+      `wait=` takes a list of points.
     - `fill` repeats an explicit 1-, 2- or 4-byte pattern (`amdgpu.fill`).
     - Mistakes raise the same classes on every backend (`amdgpu.errors`): a bad device
       argument (lane, fill value, freed or foreign buffer) DeviceError, a bad kernel
@@ -147,9 +148,23 @@ class Device(abc.ABC):
     def lanes(self) -> int:
         """How many lanes (independent in-order timelines) this device offers."""
 
+    def lane(self, index: int) -> Lane:
+        """Lane `index` (DeviceError outside 0..lanes-1): the `Lane` object, the same type
+        on every backend (one per index: `dev.lane(1) is dev.lane(1)`)."""
+        index = self.check_lane(index)
+        lanes = self.__dict__.get("_lane_objects")
+        if lanes is None:
+            lanes = self.__dict__["_lane_objects"] = {}
+        lane = lanes.get(index)
+        if lane is None:
+            lane = lanes[index] = Lane(self, index)
+        return lane
+
     @abc.abstractmethod
-    def lane(self, index: int) -> Any:
-        """Lane `index` (DeviceError outside 0..lanes-1): `.submitted`, `.wait(value)`."""
+    def _timeline(self, index: int) -> Any:
+        """The backend's own object for lane `index` (an HSA queue lane, a Vulkan timeline
+        semaphore): `.submitted`, `.completed()`, `.wait(value, timeout)`. What
+        TimelinePoints carry; not part of the public API."""
 
     @abc.abstractmethod
     def buffer(self, array_or_nbytes: Any, dtype: Any = None) -> Buffer:
@@ -484,7 +499,7 @@ class Device(abc.ABC):
         if cls is Device:
             needed = (
                 "buffer", "load", "dispatch", "command_buffer", "submit", "synchronize",
-                "fill", "copy", "barrier", "lane",
+                "fill", "copy", "barrier", "_timeline",
             )
             return all(any(n in B.__dict__ for B in other.__mro__) for n in needed)
         return NotImplemented
@@ -499,10 +514,83 @@ class Device(abc.ABC):
         return f"<{type(self).__name__} {self.spec} {self.name} ({self.target})>"
 
 
+class Lane:
+    """One lane of a device: an in-order timeline (a stream), `dev.lane(i)`.
+
+    Work submitted through a lane runs in submission order; each submission returns the
+    `TimelinePoint` it completes at (the lane's timeline value after it). The methods are
+    the device's own with `lane=` filled in, so both backends behave the same:
+
+        lane = dev.lane(1)
+        p = lane.dispatch(kernel, grid, block, args, wait=[other_point])
+        lane.submit(cb, bindings)
+        lane.barrier(wait=[p])      # a point after `p` and everything before on this lane
+        lane.synchronize()          # wait for everything submitted here
+        lane.point()                # the point of the latest submission
+    """
+
+    __slots__ = ("device", "index")
+
+    def __init__(self, device: Device, index: int):
+        self.device = device
+        self.index = index
+
+    @property
+    def submitted(self) -> int:
+        """The timeline value of the latest submission (0 before the first)."""
+        return int(self.device._timeline(self.index).submitted)
+
+    def completed(self) -> int:
+        """The timeline value the lane has completed so far."""
+        return int(self.device._timeline(self.index).completed())
+
+    def point(self, value: int | None = None) -> TimelinePoint:
+        """The point at timeline `value` (default: the latest submission's), to wait on or
+        pass in another submission's `wait`."""
+        timeline = self.device._timeline(self.index)
+        if value is None:
+            value = timeline.submitted
+        elif type(value) is not int or value < 0:
+            raise DeviceError(f"a timeline value is a non-negative int, not {value!r}")
+        return TimelinePoint(self.index, value, timeline)
+
+    def dispatch(self, kernel: Any, grid: Any, block: Any = None, args: Sequence[Any] = (),
+                 wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """`dev.dispatch(...)` on this lane."""
+        return self.device.dispatch(kernel, grid, block, args, lane=self.index, wait=wait)
+
+    def submit(self, cb: Any, bindings: Sequence[Buffer] = (),
+               wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """`dev.submit(...)` on this lane: replay a command buffer with `bindings`."""
+        return self.device.submit(cb, bindings, lane=self.index, wait=wait)
+
+    def fill(self, dst: Buffer, value: Any, nbytes: int | None = None,
+             wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """`dev.fill(...)` on this lane."""
+        return self.device.fill(dst, value, nbytes, lane=self.index, wait=wait)
+
+    def copy(self, dst: Buffer, src: Buffer, nbytes: int | None = None,
+             wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """`dev.copy(...)` on this lane."""
+        return self.device.copy(dst, src, nbytes, lane=self.index, wait=wait)
+
+    def barrier(self, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """A point after everything before on this lane and the points in `wait`."""
+        return self.device.barrier(lane=self.index, wait=wait)
+
+    def synchronize(self, timeout: float = 10.0) -> None:
+        """Wait for everything submitted on this lane so far (SignalTimeout after
+        `timeout` seconds, the lane's QueueError if it stopped)."""
+        self.point().wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"<Lane {self.index} of {self.device.spec}>"
+
+
 def _count(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise BufferRangeError(f"{what} must be a non-negative int of bytes, got {value!r}")
     return int(value)
 
 
-__all__ = ["DEFAULT_VIRTUAL_GPUS", "Device", "DeviceSpec", "TimelinePoint"]
+__all__ = ["DEFAULT_VIRTUAL_GPUS", "Device", "DeviceSpec", "Lane", "TimelinePoint"]

@@ -45,6 +45,19 @@ def dim3(value: Any, what: str, kernel: str) -> tuple[int, int, int]:
     return sizes[0], sizes[1], sizes[2]
 
 
+def size_key(value: Any) -> Any:
+    """`value` (a grid or block) as a cache key that no value of another type equals
+    (1 == True == 1.0 as dict keys): an exact int as itself, a tuple of exact ints tagged
+    with `tuple`; None for anything else (bools, floats, numpy ints, lists), which callers
+    do not cache but normalise every time (`dim3` refuses what is wrong)."""
+    cls = value.__class__
+    if cls is int:
+        return value
+    if cls is tuple and all(v.__class__ is int for v in value):
+        return (tuple, *value)
+    return None
+
+
 def rank(value: Any) -> int:
     """How many axes a grid or block names (1 for an int)."""
     return len(value) if isinstance(value, (tuple, list)) else 1

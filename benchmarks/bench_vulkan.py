@@ -163,7 +163,7 @@ class PathBench:
         instance = next(
             i for pool in cb._instances.values() for i in pool if i.handle == cb.last_handle
         )
-        lane = self.dev.lane(0)
+        lane = self.dev._timeline(0)  # the backend's own lane: no argument checks
         for _ in range(reps):
             t = time.perf_counter()
             p = lane.submit(instance.command_buffer)

@@ -489,6 +489,81 @@ def test_barrier_is_a_timeline_point_after_its_waits(device):
     assert p0.done() and p1.done()
 
 
+
+@pytest.mark.generic
+def test_a_lane_is_the_same_object_on_every_backend(device):
+    from amdgpu.device import Lane, TimelinePoint
+
+    lane = device.lane(device.lanes - 1)
+    assert isinstance(lane, Lane) and lane is device.lane(device.lanes - 1)
+    assert lane.index == device.lanes - 1 and lane.device is device
+    before = lane.submitted
+    src = device.buffer(np.arange(64, dtype=np.uint8))
+    dst = device.buffer(64)
+    p_fill = lane.fill(dst, np.uint8(9))
+    p_copy = lane.copy(dst, src, 16, wait=[p_fill])
+    p_bar = lane.barrier(wait=[empty_submission(device, 0)])
+    points = [p_fill, p_copy, p_bar]
+    assert all(isinstance(p, TimelinePoint) and p.lane == lane.index for p in points)
+    assert [p.value for p in points] == [before + 1, before + 2, before + 3]
+    assert lane.submitted == before + 3 and lane.point() == p_bar
+    lane.synchronize(WAIT_S)
+    assert lane.completed() >= lane.submitted and all(p.done() for p in points)
+    got = dst.to_numpy()
+    assert (got[:16] == np.arange(16)).all() and (got[16:] == 9).all()
+    assert lane.point(before + 1) == p_fill
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(DeviceError):
+            lane.point(bad)
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_a_lane_dispatches_and_replays(device):
+    from amdgpu.program import ProgramRunner
+
+    runner = ProgramRunner(device, library_bundle(device, "saxpy"))
+    inputs = library.example_inputs("saxpy", 0)
+    want = library.reference("saxpy", *inputs)
+    lane = device.lane(device.lanes - 1)
+    buffers = runner.allocate(inputs)
+    (kernel, grid, block, args), = runner.launches(buffers)
+    p = lane.dispatch(kernel, grid, block, args)
+    assert p.lane == lane.index and p == lane.point()
+    lane.synchronize(WAIT_S)
+    assert_close(runner.read_outputs(buffers), want, "saxpy via lane.dispatch")
+    again = runner.allocate(inputs)
+    p = lane.submit(runner.record().finalize(), again.table)
+    assert p.lane == lane.index
+    p.wait(WAIT_S)
+    assert_close(runner.read_outputs(again), want, "saxpy via lane.submit")
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_a_cached_launch_never_serves_an_equal_value_of_another_type(device):
+    """1 == True == 1.0 as dict keys: a launch cached for int sizes must not let a bool or
+    float geometry through (the normaliser refuses those)."""
+    from amdgpu.program import ProgramRunner
+
+    runner = ProgramRunner(device, library_bundle(device, "saxpy"))
+    buffers = runner.allocate(library.example_inputs("saxpy", 0))
+    (kernel, grid, block, args), = runner.launches(buffers)
+    device.dispatch(kernel, grid, block, args).wait(WAIT_S)
+    device.dispatch(kernel, grid, block, args).wait(WAIT_S)  # now cached
+
+    g0 = grid[0] if isinstance(grid, (tuple, list)) else grid
+    b0 = block[0] if isinstance(block, (tuple, list)) else block
+    g2, b2 = (g0, 1), (b0, 1)
+    device.dispatch(kernel, g2, b2, args).wait(WAIT_S)  # cached with a size of 1 in each
+    device.dispatch(kernel, g0, b0, args).wait(WAIT_S)  # and as plain ints
+    for g, b in (((g0, True), b2), (g2, (b0, True)), ((float(g0), 1), b2), (g2, (b0, 1.0)),
+                 (float(g0), b0), (g0, float(b0)), ((g0, 1.0), b2)):
+        with pytest.raises(KernelArgumentError):
+            device.dispatch(kernel, g, b, args)
+    device.dispatch(kernel, g2, b2, args).wait(WAIT_S)  # the device keeps working
+
+
 # --- one error vocabulary: the same class for the same mistake on every backend ------------
 @pytest.mark.generic
 def test_the_same_mistakes_raise_the_same_errors(device):

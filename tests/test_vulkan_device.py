@@ -317,7 +317,7 @@ def test_timelines_order_work_across_lanes(kernels):
 def test_host_wait_times_out():
     with VulkanDevice() as device:
         gate = TimelinePoint(1, 7)
-        point = device.lane(0).submit(None, [gate])  # waits on a value nobody signals yet
+        point = device._timeline(0).submit(None, [gate])  # waits on a value nobody signals yet
         with pytest.raises(SignalTimeout, match="lane 0 did not reach 1"):
             point.wait(timeout=0.05)
         with pytest.raises(SignalTimeout):
@@ -553,7 +553,7 @@ def test_spinning_wait_still_times_out():
     with VulkanDevice() as device:
         device.tuning.spin_us = 20_000.0  # longer than the timeout: the timeout wins
         gate = TimelinePoint(1, 1)
-        point = device.lane(0).submit(None, [gate])
+        point = device._timeline(0).submit(None, [gate])
         with pytest.raises(SignalTimeout, match="did not reach 1 within 0.01 s"):
             point.wait(timeout=0.01)
         device.signal(gate)

@@ -100,7 +100,7 @@ class HsaDevice(Device):
     def lanes(self) -> int:
         return len(self.lanes_)
 
-    def lane(self, index: int) -> QueueLane:
+    def _timeline(self, index: int) -> QueueLane:
         """Lane `index`: an AQL queue with its timeline signal and kernarg ring."""
         return self.lanes_[self.check_lane(index)]
 
@@ -161,7 +161,7 @@ class HsaDevice(Device):
         on another lane; its completion signal is waited on by a barrier-AND that carries
         the lane's timeline signal, so the lane stays in order and its count exact."""
         self._check_open()
-        ln = self.lane(lane)
+        ln = self._timeline(lane)
         ln.check()
         deps: list[int] = []  # other lanes' proxies: prepared outside this lane's lock
         for point in wait:
@@ -358,7 +358,7 @@ class HsaDevice(Device):
         ln = (
             self.lanes_[lane]
             if type(lane) is int and 0 <= lane < len(self.lanes_)
-            else self.lane(lane)
+            else self._timeline(lane)
         )
         if ln.failed:  # set by the queue's error callback
             ln.check()
@@ -369,12 +369,15 @@ class HsaDevice(Device):
                 "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
                 f"got {kernel!r}"
             )
-        if cluster is None:
-            try:
-                launch = kernel._launches[(grid, block, dynamic_lds, ln)]
-            except (KeyError, TypeError):
-                launch = kernel.launch(grid, block, dynamic_lds, ln)
-        else:
+        # The launch cache's fast path: exact ints only (bool and float sizes compare equal
+        # to ints, so they go through launch(), which refuses them).
+        launch = (
+            kernel._launches.get((grid, block, dynamic_lds, ln))
+            if cluster is None and grid.__class__ is int
+            and (block is None or block.__class__ is int) and dynamic_lds.__class__ is int
+            else None
+        )
+        if launch is None:
             launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
         size, explicit, fast, hidden_start, hidden, head, tail, geom = launch
         # The kernarg bytes first: a refused argument raises before anything is reserved.
@@ -460,7 +463,7 @@ class HsaDevice(Device):
         wait: Sequence[TimelinePoint] = (),
     ) -> TimelinePoint:
         """Replay a finalized command buffer with `bindings` (no re-record)."""
-        ln = self.lane(lane)
+        ln = self._timeline(lane)
         ln.check()
         if getattr(cb, "device", None) is not self:
             raise DeviceError("this command buffer was recorded on another device: record it here")
@@ -473,7 +476,7 @@ class HsaDevice(Device):
         waited-for points (on other lanes) are reached."""
         import packets
 
-        ln = self.lane(lane)
+        ln = self._timeline(lane)
         ln.check()
         if wait:
             self.check_wait(wait)
@@ -514,7 +517,7 @@ class HsaDevice(Device):
             raise DeviceError(
                 f"{self.spec} has no profiling timestamps: {self.paths['profiling'].reason}"
             )
-        ln = self.lane(lane)
+        ln = self._timeline(lane)
         ln.check()
         if not getattr(ln, "profiling", False):
             self.provider.profiling_set_enabled(ln.queue, True)
@@ -543,7 +546,7 @@ class HsaDevice(Device):
         return max(0, t1 - t0)
 
     def _point(self, lane: int) -> TimelinePoint:
-        ln = self.lane(lane)
+        ln = self._timeline(lane)
         return TimelinePoint(ln.index, ln.submitted, ln)
 
     def synchronize(self, timeout: float | None = None) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import numpy as np
+
 from amdgpu.errors import DeviceError, HsaError, KernelArgumentError, PacketError
-from amdgpu.geometry import dim3
+from amdgpu.geometry import dim3, size_key
 from amdgpu.hsa_backend.kernargs import KernargLayout
 from amdgpu.hsa_backend.tracing import announce_all
 
@@ -54,11 +56,12 @@ class HsaKernel:
         self, grid: Any, block: Any
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid xyz in work-items, block xyz, dims), checked; cached per (grid, block)."""
-        key = (grid, block)
-        try:
-            return self._geometry[key]
-        except (KeyError, TypeError):
-            pass
+        gkey, bkey = size_key(grid), size_key(block)  # types told apart (True == 1)
+        key = (gkey, bkey) if gkey is not None and (bkey is not None or block is None) else None
+        if key is not None:
+            cached = self._geometry.get(key)
+            if cached is not None:
+                return cached
         g = dim3(grid, "grid", self.name)
         dims = 1 if not isinstance(grid, (tuple, list)) else len(grid)
         if block is None:
@@ -87,10 +90,8 @@ class HsaKernel:
             if axis >= dims and (g[axis] != 1 or b[axis] != 1):
                 dims = axis + 1
         result = (g, tuple(b), dims)
-        try:
+        if key is not None:
             self._geometry[key] = result
-        except TypeError:
-            pass
         return result
 
     def packet_template(self, grid, block, dims: int, dynamic_lds: int, signal: int,
@@ -165,17 +166,23 @@ class HsaKernel:
         (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
         hidden-args bytes, packet bytes before kernarg_address, packet bytes after it,
         (grid, block, dims)). `cluster` (gfx1250): workgroups per cluster."""
-        if cluster is None:
-            key = (grid, block, dynamic_lds, lane)
-        else:
+        if dynamic_lds.__class__ is not int:
+            dynamic_lds = _lds_bytes(dynamic_lds, self.name)
+        # The cache key tells types apart (1 == True == 1.0 as dict keys): only exact ints
+        # and tuples of them are cached, the rest normalised every time (and refused).
+        gkey, bkey = size_key(grid), size_key(block)
+        key: Any = None
+        if gkey is not None and (bkey is not None or block is None):
+            if cluster is None:
+                key = (gkey, bkey, dynamic_lds, lane)
+            else:
+                cluster = dim3(cluster, "cluster", self.name)
+                key = (gkey, bkey, dynamic_lds, lane, cluster)
+            entry = self._launches.get(key)
+            if entry is not None:
+                return entry
+        elif cluster is not None:
             cluster = dim3(cluster, "cluster", self.name)
-            key = (grid, block, dynamic_lds, lane, cluster)
-        try:
-            return self._launches[key]
-        except KeyError:
-            pass
-        except TypeError:  # unhashable grid/block (lists): no cache
-            key = None
         g, b, dims = self.geometry(grid, block)
         layout = self.layout
         pkt = self.packet_template(g, b, dims, dynamic_lds, lane.signal, cluster)
@@ -201,6 +208,15 @@ class HsaKernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} ({len(self.args)} args, kernarg {self.layout.size} B)>"
+
+
+def _lds_bytes(value: Any, kernel: str) -> int:
+    """Dynamic LDS bytes as an int (numpy ints taken; bools, floats, negatives refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise KernelArgumentError(
+            f"kernel {kernel!r}: dynamic_lds is a non-negative int of bytes, got {value!r}"
+        )
+    return int(value)
 
 
 class HsaExecutable:

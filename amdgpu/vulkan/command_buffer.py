@@ -192,7 +192,7 @@ class CommandBuffer(CommandBufferAPI):
             self._instances.move_to_end(key)
         for inst in pool:
             p = inst.point
-            if p is None or p.value <= self.device.lane(p.lane).poll():
+            if p is None or p.value <= self.device._timeline(p.lane).poll():
                 return inst
         if len(pool) < MAX_IN_FLIGHT:
             with self.device._pool_lock:  # recording uses the device's command pool
@@ -234,7 +234,7 @@ class CommandBuffer(CommandBufferAPI):
             write_late_sets(self.device, inst, bindings)
         if plan.bda_patches:
             patch_table(inst, plan, bindings)
-        point = self.device.lane(lane).submit(inst.command_buffer, wait, plan.details)
+        point = self.device._timeline(lane).submit(inst.command_buffer, wait, plan.details)
         inst.point = point
         inst.keepalive = bindings
         self.last_handle = inst.handle

@@ -274,7 +274,7 @@ class VulkanDevice(Device):
         """How many lanes (independent in-order timelines) this device offers."""
         return LANES
 
-    def lane(self, index: int) -> Lane:
+    def _timeline(self, index: int) -> Lane:
         """Lane `index`: its timeline (`submitted`, `wait`, `poll`)."""
         lane = self._lanes[self.check_lane(index)]
         if lane is None:
@@ -285,10 +285,10 @@ class VulkanDevice(Device):
 
     def signal(self, point: TimelinePoint) -> None:
         """Advance a lane's timeline to `point.value` from the host."""
-        self.lane(point.lane).signal_from_host(point.value)
+        self._timeline(point.lane).signal_from_host(point.value)
 
     def wait(self, point: TimelinePoint, timeout: float | None = None) -> None:
-        self.lane(point.lane).wait(point.value, self.timeout if timeout is None else timeout)
+        self._timeline(point.lane).wait(point.value, self.timeout if timeout is None else timeout)
 
     def synchronize(self, timeout: float = 10.0) -> None:
         """Wait until every lane has finished its submitted work (SignalTimeout after timeout)."""
@@ -375,7 +375,7 @@ class VulkanDevice(Device):
             check(vk.lib.vkBeginCommandBuffer(cb, self.begin_info), "vkBeginCommandBuffer")
             record(cb)
             check(vk.lib.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
-            self.lane(0).submit(cb).wait(self.timeout)
+            self._timeline(0).submit(cb).wait(self.timeout)
         finally:
             self.free_command_buffer(cb)
 
@@ -428,7 +428,7 @@ class VulkanDevice(Device):
             pending = []
             for inst in instances:
                 p = inst.point
-                if p is not None and p.value > self.lane(p.lane).poll():
+                if p is not None and p.value > self._timeline(p.lane).poll():
                     if not wait:
                         pending.append(inst)
                         continue

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from amdgpu.errors import KernelArgumentError, VulkanError
-from amdgpu.geometry import dim3, workgroups
+from amdgpu.geometry import dim3, size_key, workgroups
 from compiler.spirv import EntryInterface, ShaderInterface, missing_features, reflect
 
 from .instance import check, vk
@@ -241,10 +241,14 @@ class Kernel:
     def groups(self, grid, block=None) -> tuple[int, int, int]:
         """Workgroup counts for a grid in work-items (ceil-div by the workgroup size)."""
         cache = self.__dict__.setdefault("_groups", {})
-        try:
-            return cache[(grid, block)]
-        except (KeyError, TypeError):
-            pass
+        gkey = size_key(grid)  # types told apart: True or 1.0 never hits the entry of 1
+        key = (gkey, size_key(block)) if gkey is not None else None
+        if key is not None and (key[1] is not None or block is None):
+            groups = cache.get(key)
+            if groups is not None:
+                return groups
+        else:
+            key = None
         g = dim3(grid, "grid", self.name)
         if block is not None:
             b = dim3(block, "block", self.name)
@@ -254,11 +258,8 @@ class Kernel:
                     f"{list(self.workgroup_size)}, got block={list(b)}; pass block=None"
                 )
         groups = workgroups(g, tuple(self.workgroup_size))  # type: ignore[arg-type]
-        if len(cache) < 1024:
-            try:
-                cache[(grid, block)] = groups
-            except TypeError:  # lists: not cached
-                pass
+        if key is not None and len(cache) < 1024:
+            cache[key] = groups
         return groups
 
     def __repr__(self) -> str:

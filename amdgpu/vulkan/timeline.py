@@ -106,7 +106,7 @@ class Lane:
                 continue  # already ordered
             other = point.timeline
             if other is None or other.device is not self.device:
-                other = self.device.lane(point.lane)
+                other = self.device._timeline(point.lane)
             if point.value <= other.reached:
                 continue
             if count >= MAX_WAITS:

@@ -156,8 +156,8 @@ def hold_lane(device, lane: int) -> Callable[[], None]:
         gate_lane = device.lanes - 1
         if lane == gate_lane:
             raise ValueError(f"lane {lane} is the gate lane: hold a lower lane")
-        timeline = device.lane(gate_lane)
-        point = TimelinePoint(gate_lane, timeline.submitted + 1, timeline)
+        gate = device.lane(gate_lane)
+        point = gate.point(gate.submitted + 1)
         empty_submission(device, lane, wait=[point])
 
         def release() -> None:
