@@ -185,3 +185,12 @@ def test_split_modules_keep_their_inner_order():
                 if t == package or rank.get(t, -1) > i:
                     wrong.append(f"{MODULES[m].relative_to(ROOT)}:{line}: {m} imports {t}")
     assert not wrong, "imports against a split module's order:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_virtual_systems_parts_get_their_collaborators_passed_in():
+    # queues, loader and copy engine work with what the provider hands them (memory,
+    # signals, lookups), never with the provider itself or its private fields
+    for part in ("hsa.virtual.queues", "hsa.virtual.loader", "hsa.virtual.copies"):
+        assert "hsa.virtual.provider" not in {t for t, _ in GRAPH[part]}, part
+        source = MODULES[part].read_text()
+        assert "provider._" not in source and "self.provider" not in source, part

@@ -36,7 +36,7 @@ from hsa.status import (
     HSA_STATUS_ERROR_NOT_INITIALIZED,
 )
 from hsa.virtual.memory import Allocation, MemoryMap
-from hsa.virtual.queues import VENDOR_SPECIFIC, PacketProcessor
+from hsa.virtual.queues import VENDOR_SPECIFIC, DeviceSide, PacketProcessor
 
 from . import build
 
@@ -314,7 +314,7 @@ class EmulatedPacketProcessor(PacketProcessor):
         base = (jump[1] & 0xFFFFFFFC) | (jump[2] << 32)
         size_dw = jump[3] & 0xFFFFF
         try:
-            ib = self.provider.memory.view(base, size_dw * 4).view(np.uint32)
+            ib = self.memory.view(base, size_dw * 4).view(np.uint32)
         except MemoryFault as exc:
             raise self._bad_packet(packet_id, words, f"PM4 indirect buffer: {exc}") from exc
         i = 0
@@ -354,7 +354,7 @@ class EmulatedQueue:
         self._error: BaseException | None = None
         self._callback = self._on_error
         self.destroyed = False
-        self.processor = EmulatedPacketProcessor(device, device.agent, self)
+        self.processor = EmulatedPacketProcessor(device.side, device.agent, self)
 
     @property
     def profiling(self) -> bool:
@@ -387,9 +387,8 @@ class EmulatedQueue:
 
 class EmulatedDevice:
     """The GPU behind the thunk: the device thread and one packet processor per queue.
-    Plays the `provider` role for PacketProcessor (_signals, memory, overlap, names)."""
+    Builds the `DeviceSide` its queues' PacketProcessors work with (signals, memory, names)."""
 
-    overlap = None
 
     def __init__(self, lib: ctypes.CDLL, isa: str = DEFAULT_ISA) -> None:
         self.lib = lib
@@ -398,6 +397,8 @@ class EmulatedDevice:
         self.memory = ThunkMemory(lib, 0)
         self._signals = RocrSignals(lib, self.memory)
         self._loader = _NoSymbols()
+        self.side = DeviceSide(self._signals, self.memory, self.kernel_name,
+                               self._loader.kernel_symbol)
         self._queues: dict[int, EmulatedQueue] = {}
         self._held: dict[int, int] | None = None  # hold(): queue id -> last doorbell value
         self._thread = threading.Thread(target=self._run, name="emulated-amdgpu-device",

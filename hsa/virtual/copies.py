@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from amdgpu.errors import HsaError
 
 if TYPE_CHECKING:
-    from hsa.virtual.provider import VirtualProvider
+    from hsa.virtual.memory import MemoryMap
+    from hsa.virtual.signals import SignalTable
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,11 @@ class _Copy:
 
 
 class CopyEngine:
-    def __init__(self, provider: VirtualProvider) -> None:
-        self._provider = provider
-        self._signals = provider._signals
+    def __init__(self, signals: SignalTable, memory: MemoryMap) -> None:
+        """`signals`: the table its dependencies and completions live in; `memory`: the
+        memory it copies within."""
+        self._signals = signals
+        self._memory = memory
         self._cv = self._signals_condition()
         self._pending: collections.deque[_Copy] = collections.deque()
         self._thread: threading.Thread | None = None
@@ -42,7 +45,7 @@ class CopyEngine:
         self.failures: list[BaseException] = []
 
     def _signals_condition(self) -> threading.Condition:
-        return threading.Condition(self._provider._signals.lock)
+        return threading.Condition(self._signals.lock)
 
     def submit(self, dst: int, src: int, size: int, deps: tuple[int, ...], completion: int
                ) -> None:
@@ -89,7 +92,7 @@ class CopyEngine:
                     )
                     if done is None:
                         return
-                memory = self._provider.memory
+                memory = self._memory
                 if job.size:
                     memory.view(job.dst, job.size)[:] = memory.view(job.src, job.size)
             except HsaError as exc:  # a dep or buffer was destroyed under the copy

@@ -11,8 +11,9 @@ publish each kernel as a symbol "name.kd" whose kernel_object is the loaded addr
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from hsa.status import (
 )
 
 if TYPE_CHECKING:
-    from hsa.virtual.provider import VirtualProvider
+    from hsa.virtual.memory import MemoryMap
 
 R_AMDGPU_NONE = 0
 R_AMDGPU_ABS32_LO = 1
@@ -62,8 +63,14 @@ class _ExecutableState:
 class CodeObjectLoader:
     """Readers and executables of one virtual system."""
 
-    def __init__(self, provider: VirtualProvider) -> None:
-        self._provider = provider
+    def __init__(self, memory: MemoryMap, agent_of: Callable[[int, str], Any],
+                 device_pool_of: Callable[[int], int]) -> None:
+        """`memory`: where loaded code lives; `agent_of(handle, call)`: the agent record
+        (raising the provider's HsaError for a bad handle); `device_pool_of(agent)`: the
+        pool its code segments come from."""
+        self._memory = memory
+        self._agent_of = agent_of
+        self._device_pool_of = device_pool_of
         self._lock = threading.Lock()
         self._readers: dict[int, bytes] = {}
         self._executables: dict[int, _ExecutableState] = {}
@@ -123,7 +130,7 @@ class CodeObjectLoader:
         data = self._readers.get(reader)
         if data is None:
             raise _bad_reader(reader, call)
-        ag = self._provider._agent(agent, call)
+        ag = self._agent_of(agent, call)
         if ag.info.device_type != DeviceType.GPU:
             raise HsaError(
                 HSA_STATUS_ERROR_INVALID_AGENT,
@@ -173,8 +180,8 @@ class CodeObjectLoader:
             )
         span = max(s.vaddr + s.memsz for s in segments)
         span = -(-span // SEGMENT_ALIGN) * SEGMENT_ALIGN
-        memory = self._provider.memory
-        pool = self._provider._device_pool_of(agent)
+        memory = self._memory
+        pool = self._device_pool_of(agent)
         alloc = memory.allocate(span, owner=agent, pool=pool, alignment=SEGMENT_ALIGN)
         base = alloc.base
         try:
@@ -236,7 +243,7 @@ class CodeObjectLoader:
     def symbol(self, exe: Executable, name: str, agent: int) -> KernelSymbol:
         call = "hsa_executable_get_symbol_by_name"
         state = self._state(exe, call)
-        self._provider._agent(agent, call)
+        self._agent_of(agent, call)
         for loaded in state.loaded:
             if loaded.agent == agent and name in loaded.kernels:
                 return loaded.kernels[name]
@@ -259,7 +266,7 @@ class CodeObjectLoader:
                     self._kernel_symbols.pop(ko, None)
         for loaded in state.loaded:
             try:
-                self._provider.memory.free(loaded.base)
+                self._memory.free(loaded.base)
             except KeyError:
                 pass
         state.exe.kernels.clear()

@@ -59,7 +59,7 @@ from hsa.virtual import executor as executor_registry
 from hsa.virtual.copies import CopyEngine
 from hsa.virtual.loader import CodeObjectLoader
 from hsa.virtual.memory import MemoryMap
-from hsa.virtual.queues import AMD_QUEUE_BYTES, VirtualQueue
+from hsa.virtual.queues import AMD_QUEUE_BYTES, DeviceSide, VirtualQueue
 from hsa.virtual.signals import KIND_DOORBELL, W_END_TS, W_QUEUE_PTR, W_START_TS, SignalTable
 
 QUEUE_MIN_SIZE = 0x40
@@ -145,8 +145,12 @@ class VirtualProvider(HsaProvider):
         self._next_queue_id = 0
         self._build_agents(list(gpus), compute_units, device_memory)
         self._signals = SignalTable(self.memory, owner=_CPU_HANDLE, pool=_INTERNAL_POOL)
-        self._loader = CodeObjectLoader(self)
-        self._copies = CopyEngine(self)
+        # The parts get what they work with, not the provider: the memory map, the signal
+        # table, and lookups of agents and pools (which raise the provider's HsaErrors).
+        self._loader = CodeObjectLoader(self.memory, self._agent, self._device_pool_of)
+        self._copies = CopyEngine(self._signals, self.memory)
+        self._side = DeviceSide(self._signals, self.memory, self.kernel_name,
+                                self._loader.kernel_symbol, overlap)
 
     # --- construction --------------------------------------------------------------------
     def _build_agents(self, gpus: list[str], compute_units: int | None,
@@ -566,7 +570,7 @@ class VirtualProvider(HsaProvider):
         with self._lock:
             queue_id = self._next_queue_id
             self._next_queue_id += 1
-        queue = VirtualQueue(self, ag, size, queue_id, struct, ring, doorbell, int(qtype),
+        queue = VirtualQueue(self._side, ag, size, queue_id, struct, ring, doorbell, int(qtype),
                              callback)
         self._signals.set_word(doorbell, W_QUEUE_PTR, struct.base)
         self._signals.set_doorbell_hook(doorbell, queue.processor.on_doorbell)

@@ -22,7 +22,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from hsa.virtual.signals import W_END_TS, W_START_TS, W_VALUE, SignalTable, cond
 from packets import AmdVendorFormat, PacketType
 
 if TYPE_CHECKING:
-    from hsa.virtual.provider import VirtualProvider, _Agent
+    from hsa.virtual.provider import _Agent
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +69,27 @@ _M16, _M32, _M64 = 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 _GIL_ATOMIC = sys.version_info >= (3, 10) and getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
+@dataclass(frozen=True)
+class DeviceSide:
+    """What a queue and its packet processor work with, passed in by whoever builds them
+    (the virtual provider, the emulated driver) rather than read from its private fields:
+    the signal table, the memory the packets and kernels address, the kernel behind a
+    kernel_object (name, and symbol for the kernarg alignment; None when unknown), and how
+    dispatches without the barrier bit run ("reverse", else in order)."""
+
+    signals: Any  # SignalTable (or the emulated driver's RocrSignals)
+    memory: Any  # MemoryMap (or ThunkMemory)
+    kernel_name: Callable[[int], str]
+    kernel_symbol: Callable[[int], Any]
+    overlap: str | None = None
+
+
 class VirtualQueue(Queue):
     """An AQL queue whose ring and indices live in the virtual system's memory."""
 
     def __init__(
         self,
-        provider: VirtualProvider,
+        side: DeviceSide,
         agent: _Agent,
         size: int,
         queue_id: int,
@@ -107,8 +123,8 @@ class VirtualQueue(Queue):
         w[3] = size  # size u32@24, reserved@28
         w[_W_ID] = queue_id
         ring.data.view(np.uint16)[::32] = INVALID  # every slot's header INVALID
-        self.processor = PacketProcessor(provider, agent, self)
-        self._signals = provider._signals
+        self.processor = PacketProcessor(side, agent, self)
+        self._signals = side.signals
         # The doorbell signal's record and value word, for the lock-free doorbell path.
         self._bell = self._signals.signal(doorbell_signal)
         self._bell_words = self._bell.words
@@ -215,11 +231,12 @@ class _Stopped(Exception):
 class PacketProcessor:
     """The per-queue thread that consumes AQL packets."""
 
-    def __init__(self, provider: VirtualProvider, agent: _Agent, queue: VirtualQueue) -> None:
-        self.provider = provider
+    def __init__(self, side: DeviceSide, agent: _Agent, queue: Any) -> None:
+        self.side = side
+        self.memory = side.memory
         self.agent = agent
         self.queue = queue
-        self.signals: SignalTable = provider._signals
+        self.signals: SignalTable = side.signals
         self.cv = threading.Condition(self.signals.lock)
         # The highest packet id rung so far, as a one-element min-heap: `heappushpop` of a
         # new id keeps the larger of the two in one C call, so concurrent doorbells raise it
@@ -349,7 +366,7 @@ class PacketProcessor:
         self._wait_for_header(slot)
         words = self._ring64[slot * 8 : slot * 8 + 8].tolist()
         ptype = words[0] & 0xFF
-        if ptype == KERNEL_DISPATCH and self.provider.overlap == "reverse":
+        if ptype == KERNEL_DISPATCH and self.side.overlap == "reverse":
             group = self._overlap_group(packet_id, slot, words)
             if len(group) > 1:
                 self._run_overlapped(group)
@@ -544,7 +561,7 @@ class PacketProcessor:
         if problems:
             raise self._bad_packet(packet_id, words, "; ".join(problems))
 
-        memory = self.provider.memory
+        memory = self.memory
         kd = memory.view(kernel_object, 64, self.agent.info.handle)  # faults like the CP
         kd_words = kd.view(np.uint32)
         fixed_group, fixed_private = int(kd_words[0]), int(kd_words[1])
@@ -554,8 +571,8 @@ class PacketProcessor:
             wave = 64
         else:
             wave = 32 if (int(kd.view(np.uint16)[28]) >> 10) & 1 else 64
-        name = self.provider.kernel_name(kernel_object)
-        symbol = self.provider._loader.kernel_symbol(kernel_object)
+        name = self.side.kernel_name(kernel_object)
+        symbol = self.side.kernel_symbol(kernel_object)
         align = max(16, symbol.kernarg_segment_alignment) if symbol else 16
         if kernarg % align:
             raise self._bad_packet(
