@@ -31,6 +31,7 @@ class ProgramBuffers:
     inputs: list[Any]
     outputs: list[Any]
     transients: list[Any]
+    results: list[Any] | None = None  # a host program's returned values (host_program.py)
 
     @property
     def table(self) -> list[Any]:
@@ -61,7 +62,9 @@ class ProgramRunner:
 
     def __init__(self, device: Any, bundle: Any):
         program = getattr(bundle, "program", None)
-        if not program or not (program.get("dispatches") or program.get("outputs")):
+        if not program or not (
+            program.get("dispatches") or program.get("outputs") or program.get("host")
+        ):
             raise DeviceError(
                 f"bundle {getattr(bundle, 'name', '?')!r} has no program: compile an .mlir "
                 f"source (OpenCL C bundles hold kernels only)"
@@ -69,6 +72,26 @@ class ProgramRunner:
         self.device = device
         self.bundle = bundle
         self.program = program
+        self.host = None
+        self._cb = None
+        variant = self._variant(bundle, device)
+        host = (getattr(variant, "info", None) or {}).get("host") if program.get("host") else None
+        if program.get("host"):
+            if host is None:
+                raise DeviceError(
+                    f"bundle {getattr(bundle, 'name', '?')!r} has a host program but no variant "
+                    f"for {getattr(device, 'target', '?')}: compile it for this device"
+                )
+            from amdgpu.host_program import HostProgram
+
+            # The whole host program, interpreted (branches, host reads, run-time command
+            # buffers); its initializers run here, once.
+            self.executable = device.load(bundle) if variant.data else None
+            self.host = HostProgram(device, self.executable, host)
+            self.dispatches: list[dict] = []
+            self.kernels: list[Any] = []
+            self._slot_base = {"input": 0, "output": 0, "transient": 0}
+            return
         # A program of copies and views only has no kernels to load.
         self.executable = device.load(bundle) if program["dispatches"] else None
         self.dispatches = self._for_variant(bundle, device, program["dispatches"])
@@ -78,21 +101,23 @@ class ProgramRunner:
             "output": len(program["inputs"]),
             "transient": len(program["inputs"]) + len(program["outputs"]),
         }
-        self._cb = None
 
     @staticmethod
-    def _for_variant(bundle: Any, device: Any, dispatches: list[dict]) -> list[dict]:
+    def _variant(bundle: Any, device: Any) -> Any:
+        """The bundle variant this device runs, or None."""
+        try:
+            if device.backend == "hsa":
+                return bundle.variant_for(device.isa)
+            return next((v for v in bundle.variants if v.kind == "spirv"), None)
+        except Exception:  # noqa: BLE001 - no per-variant facts: keep the program's own
+            return None
+
+    @classmethod
+    def _for_variant(cls, bundle: Any, device: Any, dispatches: list[dict]) -> list[dict]:
         """The program's dispatches with the workgroup size, count and constants of the
         variant this device runs: IREE tiles per target (gfx1100 may use 32-wide groups
         where SPIR-V uses 64), while `program` records the first target's choice."""
-        variant = None
-        try:
-            if device.backend == "hsa":
-                variant = bundle.variant_for(device.isa)
-            else:
-                variant = next((v for v in bundle.variants if v.kind == "spirv"), None)
-        except Exception:  # noqa: BLE001 - no per-variant facts: keep the program's own
-            variant = None
+        variant = cls._variant(bundle, device)
         facts = (getattr(variant, "info", None) or {}).get("dispatches")
         if not facts or len(facts) != len(dispatches):
             return list(dispatches)
@@ -140,6 +165,8 @@ class ProgramRunner:
                 )
             raw = dtypes.pack(a)
             ins.append(dev.buffer(raw if raw.nbytes else np.zeros(1, np.uint8)))
+        if self.host is not None:  # the host program allocates what it needs
+            return ProgramBuffers(ins, [], [])
         # An output `at` a slot and offset (in an input, or in a shared allocation) lives
         # there; its own slot keeps the table layout and holds one byte.
         outs = [
@@ -150,6 +177,10 @@ class ProgramRunner:
         return ProgramBuffers(ins, outs, trans)
 
     def read_outputs(self, buffers: ProgramBuffers) -> list[np.ndarray]:
+        if self.host is not None:
+            if buffers.results is None:
+                raise DeviceError("the program has not run on these buffers yet; run it first")
+            return self.host.read(buffers.results)
         out = []
         table = buffers.table
         for buf, t in zip(buffers.outputs, self.program["outputs"], strict=False):
@@ -220,6 +251,8 @@ class ProgramRunner:
 
     def run_immediate(self, buffers: ProgramBuffers, lane: int = 0) -> Any:
         """One `dispatch` per program dispatch (the lane keeps them in order)."""
+        if self.host is not None:
+            return self._run_host(buffers, replay=False)
         point = None
         dispatch = self.device.dispatch
         dev = self.device
@@ -233,7 +266,10 @@ class ProgramRunner:
         return point
 
     def record(self) -> Any:
-        """The program as a finalized command buffer over binding slots (cached)."""
+        """The program as a finalized command buffer over binding slots (cached). A host
+        program records each of its command buffers on first replay instead."""
+        if self.host is not None:
+            return None
         if self._cb is None:
             cb = self.device.command_buffer()
             slots = [
@@ -272,7 +308,14 @@ class ProgramRunner:
             used += [self._slot_base[b["kind"]] + int(b["index"]) for b in bs]
         return max(used) + 1
 
+    def _run_host(self, buffers: ProgramBuffers, replay: bool) -> None:
+        assert self.host is not None
+        buffers.results = self.host.run(buffers.inputs, replay=replay)
+        self.dispatches = [{"kernel": k} for k in self.host.dispatched]
+
     def replay(self, buffers: ProgramBuffers, lane: int = 0) -> Any:
+        if self.host is not None:
+            return self._run_host(buffers, replay=True)
         return self.device.submit(self.record(), buffers.table[: self._slots_used()], lane=lane)
 
     def run(

@@ -260,6 +260,7 @@ def _run_program(
             if progress:
                 progress(1)
         outputs = runner.read_outputs(buffers)
+        n = len(runner.dispatches)  # a host program's count is known once it has run
         correct, err = _compare(outputs, reference, _has_f16(runner.program))
         kernel_device = _timed_repetition(device, lambda: runner.run_immediate(buffers))
         replay_us = None

@@ -641,6 +641,44 @@ class _ProgramReader:
             program["steps"] = ordered
         return {"program": program, "dispatches": per_target}
 
+    def read_host(self) -> dict:
+        """The whole host program for the interpreter (compiler/iree_host.py): for programs
+        the static reading above refuses (host control flow, command buffers recorded at
+        run time, constants in globals)."""
+        from . import iree_host
+
+        ir = _ir()
+        name, func = self.entry()
+        block = func.regions[0].blocks[0]
+        inputs: list[dict] = [{} for _ in block.arguments]
+        for op in _walk(func):
+            if op.name == "hal.buffer_view.assert":
+                arg = op.operands[0]
+                if isinstance(arg, ir.BlockArgument):
+                    view = op.opview
+                    inputs[arg.arg_number] = {
+                        "shape": _shape(view.shape), "dtype": _dtype(view.element_type)
+                    }
+        if any(not t for t in inputs):
+            raise CompileError(
+                f"an input of {name} is not a tensor (a scalar or a list); pass tensors only"
+            )
+        host = iree_host.host_program(self.module, self.exports, _DTYPES, name, inputs)
+        kernels: dict[str, dict] = {}
+        for fn in [*host["initializers"], *host["funcs"].values()]:
+            for blk in fn["blocks"]:
+                for op in blk["ops"]:
+                    if op["op"] == "hal.executable.lookup.function":
+                        k = op["a"]["kernel"]
+                        kernels[k["name"]] = {
+                            "kernel": k["name"], "workgroup_size": k["workgroup_size"],
+                            "binding_count": k["binding_count"],
+                            "constant_count": k["constant_count"],
+                        }
+        program = {"function": name, "inputs": inputs, "outputs": [], "transients": [],
+                   "dispatches": [], "host": True}
+        return {"program": program, "dispatches": list(kernels.values()), "host": host}
+
     def _transfer(self, op, buffer_source: dict, table) -> dict:
         """A queue or command-buffer copy/fill as a program step (origins unresolved)."""
         ir = _ir()
@@ -791,7 +829,12 @@ def compile_mlir(
     for target, flags, abi in jobs:
         label = target if abi is None else f"vulkan {abi}"
         run = _run_iree(path, flags, label, extra_flags)
-        read = _ProgramReader(run.hal_text, _read_exports(run.targets_text)).read()
+        reader = _ProgramReader(run.hal_text, _read_exports(run.targets_text))
+        try:
+            read = reader.read()
+        except CompileError:
+            # More than one fixed sequence of command buffers: keep the whole host program.
+            read = reader.read_host()
         program = read["program"]
         structure = [
             [(b["kind"], b["index"], b["offset"], b["length"]) for b in d["bindings"]]
@@ -799,7 +842,7 @@ def compile_mlir(
         ]
         if result.program is None:
             result.program, first_structure = program, structure
-        if structure != first_structure:
+        if structure != first_structure and not program.get("host"):
             raise CompileError(
                 f"IREE split the program differently for {label} than for the first target; "
                 "compile those targets into separate bundles"
@@ -808,6 +851,8 @@ def compile_mlir(
             variant = _hsaco_variant(run, target, read, path.name)
         else:
             variant = _spirv_variant(run, abi, read, path.name, vulkan_target)
+        if "host" in read:
+            variant.info["host"] = read["host"]
         variant.program = program
         result.variants.append(variant)
     return result
