@@ -112,10 +112,26 @@ def list_workloads() -> list[tuple[str, str]]:
 
 
 def _compile(source: Any, device: Any) -> Any:
+    """Compile for this device: its gfx target, or Vulkan with a SPIR-V target made from
+    the device's own features (8/16-bit storage, Int64, Float16...) for MLIR sources."""
     import compiler
 
-    targets = ["vulkan"] if device.backend == "vulkan" else [device.target]
-    return compiler.compile(source, targets=targets)
+    if device.backend != "vulkan":
+        return compiler.compile(source, targets=[device.target])
+    vulkan_target = None
+    features = getattr(device, "enabled_features", None)
+    if features and (str(source).endswith(".mlir") or library_kind(source) == "mlir"):
+        from compiler.iree import vulkan_target_for
+
+        vulkan_target = vulkan_target_for(features or ())
+    return compiler.compile(source, targets=["vulkan"], vulkan_target=vulkan_target)
+
+
+def library_kind(source: Any) -> str | None:
+    from compiler import library
+
+    name = str(source)
+    return library.kind(name) if library.is_library_name(name) else None
 
 
 def _tolerance(dtype: Any) -> tuple[float, float]:

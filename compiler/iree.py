@@ -141,11 +141,47 @@ def iree_version() -> str:
     return f"iree {version.VERSION}"
 
 
+# Vulkan feature (as VkPhysicalDevice*Features names it) -> what it adds to the target's
+# wgp: compute types and storage widths; IREE derives the SPIR-V capabilities from them.
+_FEATURE_COMPUTE = {"shaderFloat16": "fp16", "shaderFloat64": "fp64", "shaderInt64": "int64",
+                    "shaderInt16": "int16", "shaderInt8": "int8"}
+_FEATURE_STORAGE = {"storageBuffer16BitAccess": "b16", "storageBuffer8BitAccess": "b8",
+                    "shaderInt64": "b64"}
+FEATURES_PREFIX = "features:"
+
+
+def vulkan_target_for(features) -> str:
+    """The `vulkan_target` for a device with these Vulkan features (its enabled_features,
+    as `hwlab devices` reports them): "features:" + the ones that change IREE's target."""
+    wanted = sorted(set(features) & (set(_FEATURE_COMPUTE) | set(_FEATURE_STORAGE)))
+    return FEATURES_PREFIX + ",".join(wanted)
+
+
+def _features_wgp(spec: str) -> str:
+    features = {f for f in spec[len(FEATURES_PREFIX):].split(",") if f}
+    unknown = features - set(_FEATURE_COMPUTE) - set(_FEATURE_STORAGE)
+    if unknown:
+        raise CompileError(
+            f"unknown Vulkan features {sorted(unknown)} in vulkan_target; use names from "
+            f"{sorted(set(_FEATURE_COMPUTE) | set(_FEATURE_STORAGE))}"
+        )
+    compute = ["fp32", "int32"] + [v for k, v in _FEATURE_COMPUTE.items() if k in features]
+    storage = ["b32"] + [v for k, v in _FEATURE_STORAGE.items() if k in features]
+    # fp16 arithmetic is needed by f16 programs; keep it as the portable target does.
+    if "fp16" not in compute:
+        compute.insert(1, "fp16")
+    return _PORTABLE_WGP.replace("compute = fp32|fp16|int32", "compute = " + "|".join(compute)
+                                 ).replace("storage = b32", "storage = " + "|".join(storage))
+
+
 def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) -> list[str]:
     """iree-compile flags that select a Vulkan device with one dispatch ABI."""
     if abi not in VULKAN_ABIS:
         raise CompileError(f"unknown Vulkan dispatch ABI {abi!r}; use one of {VULKAN_ABIS}")
-    if vulkan_target != DEFAULT_VULKAN_TARGET:
+    wgp = _PORTABLE_WGP
+    if vulkan_target.startswith(FEATURES_PREFIX):
+        wgp = _features_wgp(vulkan_target)
+    elif vulkan_target != DEFAULT_VULKAN_TARGET:
         return [
             "--iree-hal-target-device=vulkan",
             f"--iree-vulkan-target={vulkan_target}",
@@ -155,7 +191,7 @@ def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) ->
     device = (
         f'#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", '
         f'"{_VULKAN_FORMATS[abi]}", {{iree_codegen.target_info = #iree_gpu.target<'
-        f'arch = "portable", features = "{features}", wgp = <{_PORTABLE_WGP}>>}}>]> '
+        f'arch = "portable", features = "{features}", wgp = <{wgp}>>}}>]> '
         f": !hal.device"
     )
     return [f"--iree-hal-target-device={device}"]
@@ -346,6 +382,7 @@ class _ProgramReader:
 
     def __init__(self, text: str, exports: dict[tuple[str, str, str], _Export]):
         self._ctx, self.module = _parse(text, "hal")
+        self.text = text
         self.exports = exports
         self.funcs = {}
         self.initializers = []
@@ -369,7 +406,9 @@ class _ProgramReader:
 
     def entry(self):
         ir = _ir()
-        for name, op in self.funcs.items():
+        # The synchronous wrapper first: iree-turbine exports `f` and `f$async` (fences).
+        ordered = sorted(self.funcs.items(), key=lambda item: item[0].endswith("$async"))
+        for name, op in ordered:
             if "iree.abi.stub" in op.attributes and (
                 "sym_visibility" not in op.attributes
                 or ir.StringAttr(op.attributes["sym_visibility"]).value == "public"
@@ -649,21 +688,13 @@ class _ProgramReader:
 
         ir = _ir()
         name, func = self.entry()
-        block = func.regions[0].blocks[0]
-        inputs: list[dict] = [{} for _ in block.arguments]
-        for op in _walk(func):
-            if op.name == "hal.buffer_view.assert":
-                arg = op.operands[0]
-                if isinstance(arg, ir.BlockArgument):
-                    view = op.opview
-                    inputs[arg.arg_number] = {
-                        "shape": _shape(view.shape), "dtype": _dtype(view.element_type)
-                    }
+        inputs = self._asserted_inputs(func, depth=0)
         if any(not t for t in inputs):
             raise CompileError(
                 f"an input of {name} is not a tensor (a scalar or a list); pass tensors only"
             )
-        host = iree_host.host_program(self.module, self.exports, _DTYPES, name, inputs)
+        host = iree_host.host_program(self.module, self.exports, _DTYPES, name, inputs,
+                                      iree_host.resources(self.text))
         kernels: dict[str, dict] = {}
         for fn in [*host["initializers"], *host["funcs"].values()]:
             for blk in fn["blocks"]:
@@ -678,6 +709,30 @@ class _ProgramReader:
         program = {"function": name, "inputs": inputs, "outputs": [], "transients": [],
                    "dispatches": [], "host": True}
         return {"program": program, "dispatches": list(kernels.values()), "host": host}
+
+    def _asserted_inputs(self, func, depth: int) -> list[dict]:
+        """Shape and dtype of each argument from its hal.buffer_view.assert, following
+        calls (iree-turbine's `f` passes its views on to `f$async`, which asserts them)."""
+        ir = _ir()
+        block = func.regions[0].blocks[0]
+        inputs: list[dict] = [{} for _ in block.arguments]
+        for op in _walk(func):
+            if op.name == "hal.buffer_view.assert":
+                arg = op.operands[0]
+                if isinstance(arg, ir.BlockArgument):
+                    view = op.opview
+                    inputs[arg.arg_number] = {
+                        "shape": _shape(view.shape), "dtype": _dtype(view.element_type)
+                    }
+            elif op.name == "util.call" and depth < 4:
+                callee = self.funcs.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+                if callee is None or not callee.regions[0].blocks:
+                    continue
+                inner = self._asserted_inputs(callee, depth + 1)
+                for pos, value in enumerate(op.operands):
+                    if isinstance(value, ir.BlockArgument) and pos < len(inner) and inner[pos]:
+                        inputs[value.arg_number] = inputs[value.arg_number] or inner[pos]
+        return inputs
 
     def _transfer(self, op, buffer_source: dict, table) -> dict:
         """A queue or command-buffer copy/fill as a program step (origins unresolved)."""
@@ -826,9 +881,20 @@ def compile_mlir(
     first_structure = None
     jobs = [(t, _amd_device_flags(t), None) for t in gfx_targets]
     jobs += [("vulkan", vulkan_device_flags(a, vulkan_target), a) for a in vulkan_abis]
+    vulkan_errors: list[CompileError] = []
     for target, flags, abi in jobs:
         label = target if abi is None else f"vulkan {abi}"
-        run = _run_iree(path, flags, label, extra_flags)
+        try:
+            run = _run_iree(path, flags, label, extra_flags)
+        except CompileError as exc:
+            if abi is None:
+                raise
+            # Each Vulkan ABI is built on its own: a failing one (bda needs Int64) does not
+            # throw away the other; the error stands only when none builds.
+            vulkan_errors.append(exc)
+            if len(vulkan_errors) == len(vulkan_abis) and not gfx_targets:
+                raise vulkan_errors[0] from None
+            continue
         reader = _ProgramReader(run.hal_text, _read_exports(run.targets_text))
         try:
             read = reader.read()

@@ -181,6 +181,7 @@ def _block_index(blocks: list, block) -> int:
 
 
 _DENSE_HEX = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
+_BLOBS: dict[str, bytes] = {}  # dialect resources of the module being written
 
 
 def _constant_bytes(attr) -> bytes:
@@ -221,6 +222,13 @@ def _numpy_elements(parts: list[str]) -> bytes:
              "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.int8}
     out = bytearray()
     for part in parts:
+        r = re.match(r"dense_resource<([\w.$-]+)>", part)
+        if r:
+            if r.group(1) not in _BLOBS:
+                raise CompileError(f"a constant of the IREE program names resource "
+                                   f"{r.group(1)}, which the module does not hold")
+            out += _BLOBS[r.group(1)]
+            continue
         m = re.match(r'dense<(.*)>\s*:\s*(?:tensor|vector)<([0-9x]*)(\w+)>', part, re.S)
         if not m:
             raise CompileError(f"cannot read a constant of the IREE program ({part[:40]}...)")
@@ -243,10 +251,25 @@ def _numpy_elements(parts: list[str]) -> bytes:
     return bytes(out)
 
 
-def host_program(module, exports: dict, dtype_names: dict, entry: str, inputs: list) -> dict:
+_RESOURCE = re.compile(r'^\s*"?([\w.$-]+)"?\s*:\s*"0x([0-9A-Fa-f]*)"', re.M)
+
+
+def resources(text: str) -> dict[str, bytes]:
+    """The module's `dialect_resources` blobs (iree-turbine's weights), by name: the hex
+    string's first 4 bytes are the blob's alignment, the rest its data."""
+    at = text.rfind("dialect_resources")
+    if at < 0:
+        return {}
+    return {m.group(1): bytes.fromhex(m.group(2))[4:] for m in _RESOURCE.finditer(text, at)}
+
+
+def host_program(module, exports: dict, dtype_names: dict, entry: str, inputs: list,
+                 blobs: dict[str, bytes] | None = None) -> dict:
     """The whole host program of a parsed `hal` phase module (see the module docstring)."""
     from iree.compiler import ir
 
+    global _BLOBS
+    _BLOBS = blobs or {}
     writer = _Writer(module, exports, dtype_names, ir)
     initializers, funcs, globals_ = [], {}, {}
     for op in module.body.operations:

@@ -4,7 +4,8 @@
 2. workloads through the default driver (Vulkan: lavapipe on a machine with no GPU);
 3. the same workloads on the opt-in HSA direct path, `amdgpu:virtual` (a virtual gfx1100
    running the real machine code), with command-buffer replay and a packet trace;
-4. what packet-trace says about the packets that were submitted.
+4. a transformer block exported from PyTorch (examples/model), whole, through Vulkan;
+5. what packet-trace says about the packets that were submitted.
 
 Each step is a real command line; the demo stops at the first one that fails.
 """
@@ -42,6 +43,11 @@ def main() -> None:
     step(
         "chain-8 on the HSA path with a packet trace",
         "amdgpu-run", "chain-8", "--device", "amdgpu:virtual", "--replay", "--trace", str(trace),
+    )
+    model = Path(__file__).resolve().parent / "model" / "transformer_block.mlir"
+    step(
+        "A transformer block exported from PyTorch (iree-turbine), through Vulkan, checked "
+        "against IREE's CPU runtime", "amdgpu-run", str(model),
     )
     step("What was submitted", "packet-trace", "stats", str(trace))
     step("The first packets, decoded", "packet-trace", "show", str(trace), "--limit", "6")
