@@ -686,7 +686,6 @@ class _ProgramReader:
         run time, constants in globals)."""
         from . import iree_host
 
-        ir = _ir()
         name, func = self.entry()
         inputs = self._asserted_inputs(func, depth=0)
         if any(not t for t in inputs):
