@@ -123,7 +123,7 @@ def run(bundle_dir: Path, repeat: int) -> dict:
             got = _iree_to_host(config.device, fn_iree(dev_x))
             out[f"iree_{abi}_correct"] = bool(_compare([got], [want], False)[0])
             out[f"iree_{abi}_us"] = _median_us(
-                lambda f=fn_iree, c=config: _iree_to_host(c.device, f(dev_x)), repeat)
+                lambda f=fn_iree, c=config, a=dev_x: _iree_to_host(c.device, f(a)), repeat)
         except Exception as exc:  # noqa: BLE001 - report the one line, go on
             import traceback
 
