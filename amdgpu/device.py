@@ -19,8 +19,10 @@ from amdgpu.buffer import Buffer, HostBuffer, host_bytes
 from amdgpu.errors import BufferRangeError, DeviceError, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
 from hsa.provider import Capability
+from hsa.virtual.topology import compact_gpus, expand_gpus
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
+VIRTUAL_NODE_ENV = "AMDGPU_VIRTUAL_NODE"  # e.g. "8xgfx942": what plain amdgpu:virtual opens
 DEFAULT_EMULATED_GPU = "gfx90a"
 STAGING_MIN = 64 << 10  # async transfers' staging buffers: the smallest kept
 STAGING_CACHE = 64 << 20  # bytes of idle staging a device keeps for reuse
@@ -34,6 +36,7 @@ class DeviceSpec:
     provider: str = ""  # "rocr" | "virtual" | "emulated" (hsa only)
     gpus: tuple[str, ...] = ()  # virtual/emulated system's GPU targets
     index: int = 0
+    uuid: str = ""  # "GPU-<hex>": select the agent by UUID instead of by index
 
     @property
     def driver(self) -> str:
@@ -43,20 +46,33 @@ class DeviceSpec:
     def system(self) -> str:
         """The provider key: "rocr" or "virtual:gfx1100,gfx1100"."""
         if self.provider in ("virtual", "emulated"):
-            return self.provider + ":" + ",".join(self.gpus)
+            return self.provider + ":" + compact_gpus(self.gpus)
         return self.provider
 
     def __str__(self) -> str:
         if self.backend == "vulkan":
             return f"vulkan:{self.index}"
+        which = self.uuid or str(self.index)
         if self.provider == "rocr":
-            return f"amdgpu:{self.index}"
+            return f"amdgpu:{which}"
         if self.provider == "emulated":
             default = self.gpus == (DEFAULT_EMULATED_GPU,)
-            return "amdgpu:emulated" if default else f"amdgpu:emulated:{self.gpus[0]}"
-        if self.gpus == DEFAULT_VIRTUAL_GPUS:
-            return "amdgpu:virtual" if self.index == 0 else f"amdgpu:virtual:{self.index}"
-        return f"amdgpu:virtual:{','.join(self.gpus)}:{self.index}"
+            head = "amdgpu:emulated" if default else f"amdgpu:emulated:{self.gpus[0]}"
+            return head if which == "0" else f"{head}:{which}"
+        if self.gpus == default_virtual_gpus():
+            return "amdgpu:virtual" if which == "0" else f"amdgpu:virtual:{which}"
+        return f"amdgpu:virtual:{compact_gpus(self.gpus)}:{which}"
+
+
+def default_virtual_gpus() -> tuple[str, ...]:
+    """The GPUs of plain `amdgpu:virtual`: one gfx1100, or the node AMDGPU_VIRTUAL_NODE
+    names ("8xgfx942", "gfx942,gfx942")."""
+    import os
+
+    text = os.environ.get(VIRTUAL_NODE_ENV, "").strip().lower()
+    if not text:
+        return DEFAULT_VIRTUAL_GPUS
+    return tuple(expand_gpus(text.split(",")))
 
 
 # --- the device API both backends implement ------------------------------------------------

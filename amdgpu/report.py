@@ -26,6 +26,8 @@ class DeviceReport:
     reason: str = ""
     paths: dict[str, Capability] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    # HSA agents: {"uuid", "node", "pools": [...], "links": [...]} (`topology_of`)
+    topology: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -39,4 +41,5 @@ class DeviceReport:
                 k: {"available": c.available, "reason": c.reason} for k, c in self.paths.items()
             },
             "versions": dict(self.versions),
+            "topology": dict(self.topology),
         }

@@ -11,8 +11,15 @@ Spec forms:
     amdgpu:virtual, amdgpu:virtual:N      the default virtual system (one gfx1100), agent N
     amdgpu:emulated, amdgpu:emulated:gfx90a  real ROCr over the emulated AMD driver (hsa.emulated)
     amdgpu:virtual:GPUS[:N]               a virtual system of GPUS (comma-separated target
-                                          names, e.g. gfx1100,gfx1100), agent N
+                                          names, e.g. gfx1100,gfx1100, or a count: 8xgfx942,
+                                          an MI300X-like node with XGMI links), agent N
+    amdgpu:GPU-<uuid>, amdgpu:virtual[:GPUS]:GPU-<uuid>   the agent with that UUID
+                                          (HSA_AMD_AGENT_INFO_UUID; `hwlab devices` lists them)
     vulkan, vulkan:N                      Vulkan physical device N
+
+AMDGPU_VIRTUAL_NODE=8xgfx942 makes plain `amdgpu:virtual` that node (default: one gfx1100).
+ROCR_VISIBLE_DEVICES (ordinals or UUIDs) hides and orders GPUs: ROCr applies it itself, the
+virtual system the same way; N counts the visible agents.
 """
 
 from __future__ import annotations
@@ -21,18 +28,29 @@ import os
 import re
 from typing import Any
 
-from amdgpu.device import DEFAULT_EMULATED_GPU, DEFAULT_VIRTUAL_GPUS, Device, DeviceSpec
+from amdgpu.device import DEFAULT_EMULATED_GPU, Device, DeviceSpec, default_virtual_gpus
 from amdgpu.errors import AmdgpuError, DeviceError
 from amdgpu.report import DeviceReport
+from hsa.virtual.topology import MAX_GPUS, compact_gpus, expand_gpus
 
 DRIVERS = ("auto", "amdgpu", "vulkan")
 DRIVER_ENV = "AMDGPU_DRIVER"
 VALID_FORMS = (
-    "amdgpu, amdgpu:N, amdgpu:virtual, amdgpu:virtual:N, "
-    "amdgpu:virtual:gfx1100[,gfx1100...][:N], amdgpu:emulated[:gfx90a], vulkan, vulkan:N"
+    "amdgpu, amdgpu:N, amdgpu:GPU-<uuid>, amdgpu:virtual, amdgpu:virtual:N, "
+    "amdgpu:virtual:gfx1100[,gfx1100...][:N], amdgpu:virtual:8xgfx942[:N|:GPU-<uuid>], "
+    "amdgpu:emulated[:gfx90a][:N], vulkan, vulkan:N"
 )
 
 _TARGET_RE = re.compile(r"^gfx[0-9a-f]+$")
+_COUNTED_RE = re.compile(r"^([1-9][0-9]*x)?gfx[0-9a-f]+$")
+_UUID_RE = re.compile(r"^gpu-[0-9a-f]{1,16}$")
+
+
+def _which(text: str, spec: str) -> tuple[int, str]:
+    """(index, uuid) of an agent selector: an ordinal or GPU-<hex>."""
+    if _UUID_RE.match(text):
+        return 0, "GPU-" + text[4:]
+    return _index(text, spec), ""
 
 
 def _unknown(spec: str) -> DeviceError:
@@ -61,32 +79,42 @@ def parse_spec(spec: str) -> DeviceSpec:
         raise _unknown(spec)
     if not rest:
         return DeviceSpec("hsa", "rocr", index=0)
-    if rest[0] == "emulated":  # one emulated GPU per process: no index
-        if len(rest) > 2 or (len(rest) == 2 and not _TARGET_RE.match(rest[1])):
+    if rest[0] == "emulated":  # one emulated system per process
+        rest = rest[1:]
+        isa = DEFAULT_EMULATED_GPU
+        if rest and _TARGET_RE.match(rest[0]):
+            isa, rest = rest[0], rest[1:]
+        if len(rest) > 1:
             raise _unknown(spec)
-        return DeviceSpec("hsa", "emulated", (rest[1] if len(rest) == 2 else DEFAULT_EMULATED_GPU,))
+        index, uuid = _which(rest[0], spec) if rest else (0, "")
+        return DeviceSpec("hsa", "emulated", (isa,), index, uuid)
     if rest[0] != "virtual":
         if len(rest) > 1:
             raise _unknown(spec)
-        return DeviceSpec("hsa", "rocr", index=_index(rest[0], spec))
+        index, uuid = _which(rest[0], spec)
+        return DeviceSpec("hsa", "rocr", index=index, uuid=uuid)
     rest = rest[1:]
-    gpus: tuple[str, ...] = DEFAULT_VIRTUAL_GPUS
-    index = 0
-    if rest and not rest[0].isdigit():
-        gpus = tuple(g.strip() for g in rest[0].split(","))
-        if not gpus or not all(_TARGET_RE.match(g) for g in gpus):
+    gpus: tuple[str, ...] = default_virtual_gpus()
+    index, uuid = 0, ""
+    if rest and not rest[0].isdigit() and not _UUID_RE.match(rest[0]):
+        names = [g.strip() for g in rest[0].split(",")]
+        if not names or not all(_COUNTED_RE.match(g) for g in names):
             raise _unknown(spec)
+        gpus = tuple(expand_gpus(names))
+        if len(gpus) > MAX_GPUS:
+            raise DeviceError(f"device spec {spec!r} asks for {len(gpus)} GPUs: a virtual "
+                              f"node has at most {MAX_GPUS}")
         rest = rest[1:]
     if len(rest) > 1:
         raise _unknown(spec)
     if rest:
-        index = _index(rest[0], spec)
+        index, uuid = _which(rest[0], spec)
     if index >= len(gpus):
         raise DeviceError(
             f"device spec {spec!r} asks for agent {index} of a virtual system with "
             f"{len(gpus)} GPU(s): use an index below {len(gpus)}"
         )
-    return DeviceSpec("hsa", "virtual", gpus, index)
+    return DeviceSpec("hsa", "virtual", gpus, index, uuid)
 
 
 def resolve(spec: str | None = None, driver: str | None = None) -> DeviceSpec:
@@ -134,7 +162,7 @@ def devices() -> list[DeviceReport]:
     default virtual system's agents, and the Vulkan devices."""
     from amdgpu.hsa_backend.device import hsa_reports
 
-    reports = hsa_reports("rocr") + hsa_reports("virtual:" + ",".join(DEFAULT_VIRTUAL_GPUS))
+    reports = hsa_reports("rocr") + hsa_reports("virtual:" + compact_gpus(default_virtual_gpus()))
     reports.append(_emulated_report(DEFAULT_EMULATED_GPU))
     return reports + _vulkan_reports()
 

@@ -76,6 +76,7 @@ class AgentInfo:
     queue_max_size: int = 0
     node: int = 0
     vendor: str = "AMD"
+    uuid: str = ""  # HSA_AMD_AGENT_INFO_UUID: "GPU-<16 hex>" ("" for a CPU agent)
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,40 @@ class PoolInfo:
     @property
     def is_coarse_grained(self) -> bool:
         return bool(self.global_flags & GlobalFlag.COARSE_GRAINED)
+
+
+class PoolAccess(enum.IntEnum):
+    """hsa_amd_memory_pool_access_t (HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS)."""
+
+    NEVER_ALLOWED = 0
+    ALLOWED_BY_DEFAULT = 1
+    DISALLOWED_BY_DEFAULT = 2
+
+
+class LinkType(enum.IntEnum):
+    """hsa_amd_link_info_type_t."""
+
+    HYPERTRANSPORT = 0
+    QPI = 1
+    PCIE = 2
+    INFINIBAND = 3
+    XGMI = 4
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """One hop of the path from an agent to a pool: hsa_amd_memory_pool_link_info_t
+    (HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO; the number of hops is NUM_LINK_HOPS)."""
+
+    link_type: LinkType
+    numa_distance: int
+    min_latency: int = 0  # ns
+    max_latency: int = 0
+    min_bandwidth: int = 0  # MB/s
+    max_bandwidth: int = 0
+    atomic_32bit: bool = False
+    atomic_64bit: bool = False
+    coherent: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,6 +250,24 @@ class HsaProvider(abc.ABC):
 
     @abc.abstractmethod
     def agents_allow_access(self, agents: Sequence[int], address: int) -> None: ...
+
+    def agent_pool_access(self, agent: int, pool: int) -> PoolAccess:
+        """hsa_amd_agent_memory_pool_get_info(HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS)."""
+        raise NotImplementedError(f"{self.name} does not report pool access")
+
+    def agent_pool_links(self, agent: int, pool: int) -> list[LinkInfo]:
+        """The hops from `agent` to `pool` (NUM_LINK_HOPS, then LINK_INFO); [] for the
+        agent's own pools and for pools it can never reach."""
+        raise NotImplementedError(f"{self.name} does not report link info")
+
+    def memory_lock(self, address: int, size: int, agents: Sequence[int]) -> int:
+        """hsa_amd_memory_lock: pin `size` bytes of ordinary host memory at `address` for
+        `agents`; returns the address the agents use."""
+        raise NotImplementedError(f"{self.name} cannot pin host memory")
+
+    def memory_unlock(self, address: int) -> None:
+        """hsa_amd_memory_unlock of a host address given to memory_lock."""
+        raise NotImplementedError(f"{self.name} cannot pin host memory")
 
     @abc.abstractmethod
     def host_view(self, address: int, size: int) -> np.ndarray:

@@ -152,7 +152,10 @@ def test_two_agent_virtual_system_copies_between_devices():
         assert d0.agent.handle != d1.agent.handle
         src = d0.buffer(np.arange(100, dtype=np.int32))
         dst = d1.buffer(400)
-        d1.copy(dst, src)
+        with pytest.raises(DeviceError, match="no peer access.*enable_peer_access"):
+            d1.copy(dst, src)
+        d1.enable_peer_access(d0)
+        d1.copy(dst, src).wait(5.0)
         np.testing.assert_array_equal(dst.to_numpy(np.int32), np.arange(100))
         d0.fill(src, np.int32(7))
         assert (src.to_numpy(np.int32) == 7).all()

@@ -176,6 +176,7 @@ def test_second_agent_of_a_two_gpu_system(kernels_code):
         buf = d1.buffer(4096)
         d1.dispatch(fill, 1024, 256, (buf, np.float32(4.0), 1024))
         out = d0.buffer(4096)
+        d0.enable_peer_access(d1)
         d0.copy(out, buf)
         assert (out.to_numpy(np.float32) == 4.0).all()
 

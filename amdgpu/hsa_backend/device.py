@@ -26,6 +26,7 @@ from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.tracing import announce
 from amdgpu.report import DeviceReport
 from hsa.provider import Capability
+from hsa.virtual.topology import expand_gpus
 
 _KARG = struct.Struct("<Q")
 _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
@@ -62,6 +63,15 @@ class HsaDevice(Device):
     def _setup(self, spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout):
         p = self.provider
         gpus = p.gpu_agents()
+        if spec.uuid:
+            found = [i for i, a in enumerate(gpus) if a.uuid.lower() == spec.uuid.lower()]
+            if not found:
+                have = ", ".join(a.uuid or "?" for a in gpus) or "none"
+                raise DeviceError(
+                    f"{self.spec}: no GPU agent of the {p.name} system has UUID {spec.uuid} "
+                    f"(visible: {have}); check ROCR_VISIBLE_DEVICES or `hwlab devices`"
+                )
+            spec = DeviceSpec(spec.backend, spec.provider, spec.gpus, found[0], spec.uuid)
         if spec.index >= len(gpus):
             raise DeviceError(
                 f"{self.spec}: the {p.name} system has {len(gpus)} GPU agent(s): use an index "
@@ -69,6 +79,8 @@ class HsaDevice(Device):
             )
         self.agent = gpus[spec.index]
         self.index = spec.index
+        self.uuid = self.agent.uuid
+        self._peers: set[int] = set()  # agent handles with peer access (enable_peer_access)
         self.isa = self.agent.isa
         self.target = self.agent.isa.split(":")[0]
         self.name = self.agent.name
@@ -154,6 +166,90 @@ class HsaDevice(Device):
         if not self._closed:
             self.provider.memory_pool_free(buf.handle)
 
+    # --- peers (several GPU agents of one system) --------------------------------------------
+    def enable_peer_access(self, peer: Any) -> None:
+        """Let this device and `peer` (another GPU agent of the same HSA system) reach each
+        other's memory: device-to-device copies between them then run on a copy engine
+        without a host bounce (each buffer is made visible to the other agent with
+        hsa_amd_agents_allow_access when a copy first needs it)."""
+        self._check_open()
+        if not isinstance(peer, HsaDevice) or peer.provider is not self.provider:
+            raise DeviceError(
+                f"{self.spec}: peer access needs another GPU agent of the same HSA system, "
+                f"not {peer!r}: open both from one system (amdgpu:virtual:8xgfx942:N, amdgpu:N)"
+            )
+        if peer is self or peer.agent.handle == self.agent.handle:
+            return
+        for a, b in ((self, peer), (peer, self)):
+            access = a.provider.agent_pool_access(a.agent.handle, b.buffer_pool)
+            if int(access) == 0:  # HSA_AMD_MEMORY_POOL_ACCESS_NEVER_ALLOWED
+                raise DeviceError(
+                    f"{a.spec} can never access {b.spec}'s memory (the runtime reports "
+                    f"NEVER_ALLOWED): copy through the host (b.to_numpy, a.buffer)"
+                )
+        self._peers.add(peer.agent.handle)
+        peer._peers.add(self.agent.handle)
+
+    def can_access_peer(self, peer: Any) -> bool:
+        return isinstance(peer, HsaDevice) and (
+            peer.agent.handle == self.agent.handle or peer.agent.handle in self._peers)
+
+    def links(self, peer: Any = None) -> list:
+        """The hops from this agent to `peer`'s device memory (or to host memory when
+        `peer` is None), as hsa_amd_agent_memory_pool_get_info reports them."""
+        pool = self.host_pool if peer is None else peer.buffer_pool
+        return self.provider.agent_pool_links(self.agent.handle, pool)
+
+    def _share_with(self, buf: Buffer, agents: Sequence[int]) -> None:
+        """hsa_amd_agents_allow_access for `agents` on `buf`'s allocation, once each."""
+        root = buf.root
+        shared = root.__dict__.setdefault("_shared_with", set())
+        if not set(agents) <= shared:
+            owner = root.device.agent.handle
+            self.provider.agents_allow_access([owner, *agents], _allocation_base(root))
+            shared.update(agents)
+
+    def _buffer_agent(self, buf: Buffer) -> int:
+        """The agent of one side of a copy: its device's GPU, or the CPU for host memory."""
+        if isinstance(buf.root, HostBuffer):
+            return self.cpu_agent
+        return buf.device.agent.handle
+
+    def copy_async(self, dst: Buffer, src: Buffer, nbytes: int | None = None, *,
+                   lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """Copy `nbytes` from `src` to `dst` on a copy engine (hsa_amd_memory_async_copy),
+        ordered on this device's `lane`; either buffer may live on a peer device (after
+        enable_peer_access) or be a HostBuffer. Returns the point the copy completes at."""
+        self._check_open()
+        nbytes = self.check_copy(dst, src, nbytes)
+        self.check_lane(lane)
+        self.check_wait(wait)
+        self._check_peers(dst, src, "copy_async")
+        if not nbytes:
+            return self.barrier(lane, list(wait))
+        return self._copy_async(dst.view(0, nbytes), src.view(0, nbytes), nbytes, lane,
+                                list(wait))
+
+    def _check_peers(self, dst: Buffer, src: Buffer, what: str) -> None:
+        for buf in (dst, src):
+            owner = buf.device
+            if owner is self:
+                continue
+            if getattr(owner, "provider", None) is not self.provider:
+                raise DeviceError(
+                    f"{what}: {buf!r} belongs to another system than {self.spec}: copy "
+                    f"through the host (to_numpy, then write)"
+                )
+            if isinstance(buf.root, HostBuffer):  # host memory: every agent may reach it
+                self._share_with(buf, [self.agent.handle])
+                continue
+            if not self.can_access_peer(owner):
+                raise DeviceError(
+                    f"{what}: {buf!r} is on {owner.spec}, which {self.spec} has no peer "
+                    f"access to: call dev.enable_peer_access(peer) first (hwlab devices "
+                    f"lists the links)"
+                )
+
     def _copy_async(self, dst: Buffer, src: Buffer, nbytes: int, lane: int,
                     wait: Sequence[TimelinePoint]) -> TimelinePoint:
         """One lane submission done by the copy engine (hsa_amd_memory_async_copy): its
@@ -175,8 +271,12 @@ class HsaDevice(Device):
             deps.append(tl.proxy_after())
         done = self.signal_pool.take(1)
         p = self.provider
-        dst_agent = self.cpu_agent if isinstance(dst.root, HostBuffer) else self.agent.handle
-        src_agent = self.cpu_agent if isinstance(src.root, HostBuffer) else self.agent.handle
+        dst_agent = self._buffer_agent(dst)
+        src_agent = self._buffer_agent(src)
+        gpus = [a for a in (dst_agent, src_agent) if a != self.cpu_agent]
+        if len(set(gpus)) > 1:  # peer to peer: each agent must reach both buffers
+            self._share_with(dst, gpus)
+            self._share_with(src, gpus)
         last = packets.barrier_and_batch(
             dep_signals=(done,), completion_signal=ln.signal, barrier=True, count=1
         ).view(packets.PACKET)
@@ -253,6 +353,12 @@ class HsaDevice(Device):
         library `copy` kernel on `lane` (ordered like a dispatch); otherwise (another
         device of the same system, no kernels) the host copies after waiting for the lanes."""
         nbytes = self.check_copy(dst, src, nbytes)
+        other = src.device if src.device is not self else dst.device
+        if other is not self and getattr(other, "provider", None) is self.provider:
+            # peer to peer on the copy engine, after all the work submitted to the peer
+            self.check_wait(wait)
+            after = [other._point(i) for i in range(other.lanes)]
+            return self.copy_async(dst, src, nbytes, lane=lane, wait=[*wait, *after])
         if (
             src.device is self
             and dst.device is self
@@ -267,17 +373,10 @@ class HsaDevice(Device):
         for point in wait:
             point.wait(self.default_timeout)
         self._settle()
-        other = src.device if src.device is not self else dst.device
-        if other is not self:
-            if getattr(other, "provider", None) is not self.provider:
-                data = src.to_numpy()[:nbytes]
-                dst.write(data)
-                return self._point(lane)
-            other.synchronize()
-            p = self.provider
-            agents = [self.agent.handle, other.agent.handle]
-            p.agents_allow_access(agents, src.root.address)
-            p.agents_allow_access(agents, dst.root.address)
+        if other is not self:  # another system: through the host
+            data = src.to_numpy()[:nbytes]
+            dst.write(data)
+            return self._point(lane)
         self.provider.memory_copy(dst.address, src.address, nbytes)
         return self._point(lane)
 
@@ -621,6 +720,11 @@ class HsaDevice(Device):
         return _agent_report(self.provider, self._spec, self.agent)
 
 
+def _allocation_base(root: Buffer) -> int:
+    """The start of the pool allocation holding a root buffer (what allow_access takes)."""
+    return int(getattr(root.handle, "base", root.handle))
+
+
 def _fine_device_pool(p: Any, agent: Any) -> int | None:
     """The agent's own fine-grained global pool that allows runtime allocation, if any."""
     for x in p.agent_pools(agent.handle):
@@ -669,7 +773,54 @@ def _agent_report(p: Any, spec: DeviceSpec, agent: Any) -> DeviceReport:
         reason="",
         paths=paths,
         versions={"hsa": p.version(), "provider": p.name},
+        topology=topology_of(p, agent),
     )
+
+
+_SEGMENTS = {0: "global", 1: "readonly", 2: "private", 3: "group"}
+
+
+def _pool_kind(pool: Any) -> str:
+    if pool.segment != 0:
+        return _SEGMENTS.get(int(pool.segment), str(pool.segment))
+    if pool.is_kernarg:
+        return "kernarg"
+    return "coarse" if pool.is_coarse_grained else "fine" if pool.is_fine_grained else "global"
+
+
+def topology_of(p: Any, agent: Any) -> dict:
+    """An agent's pools and its links to every other agent's device memory and to host
+    memory, from hsa_amd_agent_memory_pool_get_info (NUM_LINK_HOPS, LINK_INFO, ACCESS)."""
+    pools = [
+        {"kind": _pool_kind(x), "bytes": int(x.size), "alloc": bool(x.runtime_alloc_allowed)}
+        for x in p.agent_pools(agent.handle)
+    ]
+    links = []
+    for other in p.agents():
+        if other.handle == agent.handle:
+            continue
+        target = next((x for x in p.agent_pools(other.handle)
+                       if x.segment == 0 and x.runtime_alloc_allowed
+                       and (x.is_coarse_grained or other.device_type == 0)
+                       and not x.is_kernarg), None)
+        if target is None:
+            continue
+        try:
+            access = p.agent_pool_access(agent.handle, target.handle)
+            hops = p.agent_pool_links(agent.handle, target.handle)
+        except (HsaError, NotImplementedError):
+            continue
+        links.append({
+            "to": other.uuid or ("cpu" if other.device_type == 0 else other.name),
+            "node": int(other.node),
+            "access": getattr(access, "name", str(access)).lower(),
+            "hops": len(hops),
+            "type": "+".join(getattr(h.link_type, "name", str(h.link_type)) for h in hops)
+            or "-",
+            "numa_distance": sum(h.numa_distance for h in hops),
+            "max_bandwidth_mbps": min((h.max_bandwidth for h in hops), default=0),
+        })
+    return {"uuid": agent.uuid, "node": int(agent.node), "pools": pools, "links": links}
 
 
 def _rocr_library_facts() -> tuple[dict[str, str], dict[str, Capability]]:
@@ -693,7 +844,8 @@ def _rocr_library_facts() -> tuple[dict[str, str], dict[str, Capability]]:
 def hsa_reports(system_key: str) -> list[DeviceReport]:
     """DeviceReports for every GPU agent of an HSA system (or one saying why none)."""
     provider = "rocr" if system_key == "rocr" else "virtual"
-    gpus = tuple(system_key.split(":", 1)[1].split(",")) if provider == "virtual" else ()
+    gpus = tuple(expand_gpus(system_key.split(":", 1)[1].split(","))) if provider == "virtual" \
+        else ()
     try:
         p = systems.acquire(system_key)
     except HsaUnavailable as e:

@@ -123,6 +123,9 @@ OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "hsa_amd_profiling_async_copy_enable": (STATUS, [c_bool]),
     "hsa_amd_memory_fill": (STATUS, [c_void_p, c_uint32, c_size_t]),
     "hsa_amd_register_system_event_handler": (STATUS, [SYSTEM_EVENT_CALLBACK, c_void_p]),
+    "hsa_amd_agent_memory_pool_get_info": (STATUS, [HANDLE, HANDLE, c_int32, c_void_p]),
+    "hsa_amd_memory_lock": (STATUS, [c_void_p, c_size_t, P_HANDLE, c_int, POINTER(c_void_p)]),
+    "hsa_amd_memory_unlock": (STATUS, [c_void_p]),
 }
 
 

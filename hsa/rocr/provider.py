@@ -28,6 +28,9 @@ from hsa.provider import (
     GlobalFlag,
     HsaProvider,
     KernelSymbol,
+    LinkInfo,
+    LinkType,
+    PoolAccess,
     PoolInfo,
     Queue,
     QueueErrorCallback,
@@ -376,6 +379,8 @@ class RocrProvider(HsaProvider):
             queue_max_size=self._agent_value(agent, S.HSA_AGENT_INFO_QUEUE_MAX_SIZE, u32),
             node=self._agent_value(agent, S.HSA_AGENT_INFO_NODE, u32),
             vendor=self._agent_text(agent, S.HSA_AGENT_INFO_VENDOR_NAME),
+            uuid=self._optional_text(agent, S.HSA_AMD_AGENT_INFO_UUID)
+            if device_type == DeviceType.GPU else "",
         )
 
     def _optional_text(self, agent: int, attribute: int) -> str:
@@ -457,6 +462,38 @@ class RocrProvider(HsaProvider):
 
     def agents_allow_access(self, agents: Sequence[int], address: int) -> None:
         self.api.hsa_amd_agents_allow_access(len(agents), _u64_array(agents), None, address)
+
+    def agent_pool_access(self, agent: int, pool: int) -> PoolAccess:
+        get = self._optional("hsa_amd_agent_memory_pool_get_info")
+        value = c_uint32()
+        get(agent, pool, S.HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, byref(value))
+        return PoolAccess(value.value)
+
+    def agent_pool_links(self, agent: int, pool: int) -> list[LinkInfo]:
+        get = self._optional("hsa_amd_agent_memory_pool_get_info")
+        hops = c_uint32()
+        get(agent, pool, S.HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS, byref(hops))
+        if not hops.value:
+            return []
+        infos = (S.MemoryPoolLinkInfo * hops.value)()
+        get(agent, pool, S.HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO, infos)
+        out = []
+        for x in infos:
+            kind = LinkType(x.link_type) if x.link_type in LinkType._value2member_map_ else \
+                x.link_type
+            out.append(LinkInfo(kind, x.numa_distance, x.min_latency, x.max_latency,
+                                x.min_bandwidth, x.max_bandwidth, x.atomic_support_32bit,
+                                x.atomic_support_64bit, x.coherent_support))
+        return out
+
+    def memory_lock(self, address: int, size: int, agents: Sequence[int]) -> int:
+        lock = self._optional("hsa_amd_memory_lock")
+        ptr = c_void_p()
+        lock(address, size, _u64_array(agents), len(agents), byref(ptr))
+        return int(ptr.value or 0)
+
+    def memory_unlock(self, address: int) -> None:
+        self._optional("hsa_amd_memory_unlock")(address)
 
     def host_view(self, address: int, size: int) -> np.ndarray:
         if address == 0 or size < 0:

@@ -132,6 +132,22 @@ class AmdEvent(ctypes.Structure):
     _fields_ = [("event_type", c_int32), ("memory_fault", GpuMemoryFaultInfo)]
 
 
+class MemoryPoolLinkInfo(ctypes.Structure):
+    """hsa_amd_memory_pool_link_info_t: one hop from an agent to a pool."""
+
+    _fields_ = [
+        ("min_latency", c_uint32),
+        ("max_latency", c_uint32),
+        ("min_bandwidth", c_uint32),
+        ("max_bandwidth", c_uint32),
+        ("atomic_support_32bit", ctypes.c_bool),
+        ("atomic_support_64bit", ctypes.c_bool),
+        ("coherent_support", ctypes.c_bool),
+        ("link_type", c_int32),  # hsa_amd_link_info_type_t
+        ("numa_distance", c_uint32),
+    ]
+
+
 HSA_AMD_GPU_MEMORY_FAULT_EVENT = 0
 AMD_SIGNAL_KIND_USER = 1
 AMD_SIGNAL_KIND_DOORBELL = -1
@@ -154,6 +170,12 @@ HSA_AGENT_INFO_NODE = 16  # uint32_t
 HSA_AGENT_INFO_DEVICE = 17  # hsa_device_type_t
 HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT = 0xA002  # uint32_t
 HSA_AMD_AGENT_INFO_PRODUCT_NAME = 0xA009  # char[64]
+HSA_AMD_AGENT_INFO_UUID = 0xA011  # char[21]: "GPU-" + 16 hex digits
+
+# hsa_amd_agent_memory_pool_info_t
+HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS = 0  # hsa_amd_memory_pool_access_t
+HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS = 1  # uint32_t
+HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO = 2  # hsa_amd_memory_pool_link_info_t[hops]
 
 # hsa_isa_info_t
 HSA_ISA_INFO_NAME_LENGTH = 0  # uint32_t
@@ -220,6 +242,7 @@ STRUCTS: dict[str, type[ctypes.Structure]] = {
     "hsa_amd_profiling_dispatch_time_t": DispatchTime,
     "hsa_amd_gpu_memory_fault_info_t": GpuMemoryFaultInfo,
     "hsa_amd_event_t": AmdEvent,
+    "hsa_amd_memory_pool_link_info_t": MemoryPoolLinkInfo,
 }
 
 

@@ -95,6 +95,25 @@ class MemoryMap:
             self._index = (bases[:i] + [alloc.base] + bases[i:], allocs[:i] + [alloc] + allocs[i:])
         return alloc
 
+    def adopt(self, base: int, data: np.ndarray, *, owner: int, pool: int,
+              allowed: set[int]) -> Allocation:
+        """Map memory the system did not allocate (pinned host memory: `data` views it at
+        `base`). ValueError when it overlaps an allocation."""
+        alloc = Allocation(base=base, size=data.size, data=data, owner=owner, pool=pool,
+                           allowed=set(allowed))
+        with self._lock:
+            bases, allocs = self._index
+            i = bisect.bisect_left(bases, base)
+            if (i > 0 and allocs[i - 1].end > base) or (i < len(bases) and bases[i] < alloc.end):
+                raise ValueError(f"0x{base:x}..+{data.size} overlaps an allocation")
+            self._index = (bases[:i] + [base] + bases[i:], allocs[:i] + [alloc] + allocs[i:])
+        return alloc
+
+    def overlaps(self, base: int, size: int) -> bool:
+        bases, allocs = self._index
+        i = bisect.bisect_left(bases, base)
+        return (i > 0 and allocs[i - 1].end > base) or (i < len(bases) and bases[i] < base + size)
+
     def free(self, base: int) -> Allocation:
         with self._lock:
             bases, allocs = self._index

@@ -20,6 +20,7 @@ error instead of a hang or a GPU reset. What it catches:
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -37,6 +38,8 @@ from hsa.provider import (
     GlobalFlag,
     HsaProvider,
     KernelSymbol,
+    LinkInfo,
+    PoolAccess,
     PoolInfo,
     Queue,
     QueueErrorCallback,
@@ -56,6 +59,7 @@ from hsa.status import (
     HSA_STATUS_ERROR_OUT_OF_RESOURCES,
 )
 from hsa.virtual import executor as executor_registry
+from hsa.virtual import topology
 from hsa.virtual.copies import CopyEngine
 from hsa.virtual.loader import CodeObjectLoader
 from hsa.virtual.memory import MemoryMap
@@ -119,11 +123,15 @@ class VirtualProvider(HsaProvider):
         compute_units: int | None = None,
         device_memory: int = 16 * _GIB,
         overlap: str | None = None,
+        visible_devices: str | None = None,
     ) -> None:
         """`overlap`: how kernel dispatches without the barrier bit run. "serial" (the
         default) runs every packet in order; "reverse" runs each run of such dispatches
         last-first, so a dependency that lacks its barrier bit fails deterministically, as
-        it may on hardware. The env var AMDGPU_VIRTUAL_OVERLAP sets the default."""
+        it may on hardware. The env var AMDGPU_VIRTUAL_OVERLAP sets the default.
+        `gpus` may count targets ("8xgfx942": an MI300X node, XGMI between its GPUs);
+        `visible_devices` (default: the env var ROCR_VISIBLE_DEVICES) selects and orders
+        GPUs by ordinal or UUID, as ROCr does."""
         overlap = overlap or os.environ.get("AMDGPU_VIRTUAL_OVERLAP", "serial")
         if overlap not in ("serial", "reverse"):
             raise HsaError(
@@ -133,8 +141,16 @@ class VirtualProvider(HsaProvider):
         self.overlap = overlap
         if isinstance(gpus, str):
             gpus = [g for g in gpus.split(",") if g]
+        gpus = topology.expand_gpus(list(gpus))
         if not gpus:
             raise HsaError(HSA_STATUS_ERROR_INVALID_ARGUMENT, "a virtual system needs a GPU")
+        if len(gpus) > topology.MAX_GPUS:
+            raise HsaError(HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                           f"{len(gpus)} GPUs: a virtual node has at most {topology.MAX_GPUS}")
+        if visible_devices is None:
+            visible_devices = os.environ.get("ROCR_VISIBLE_DEVICES")
+        self._visible_devices = visible_devices
+        self._locked: dict[int, int] = {}  # pinned host address -> its size
         self.memory = MemoryMap()
         self._lock = threading.Lock()
         self._closed = False
@@ -168,7 +184,10 @@ class VirtualProvider(HsaProvider):
         self._add_pool(cpu, Segment.GLOBAL, system | GlobalFlag.KERNARG_INIT, total_ram, True,
                        True)
         self._agents[cpu.info.handle] = cpu
-        for i, name in enumerate(gpus):
+        uuids = [topology.gpu_uuid(name, i) for i, name in enumerate(gpus)]
+        self._gpu_targets: dict[int, str] = {}  # GPU agent handle -> target name
+        for i in topology.visible_gpus(uuids, self._visible_devices):
+            name = gpus[i]
             try:
                 isa, family, wave, lds = _target_facts(name)
             except ValueError as exc:  # CodeObjectError from hsa.abi.targets
@@ -183,6 +202,7 @@ class VirtualProvider(HsaProvider):
                     compute_units=compute_units or _COMPUTE_UNITS.get(
                         isa.split(":")[0], _DEFAULT_CUS),
                     queue_min_size=QUEUE_MIN_SIZE, queue_max_size=QUEUE_MAX_SIZE, node=i + 1,
+                    uuid=uuids[i],
                 ),
                 family=family,
                 lds_size=lds,
@@ -194,6 +214,7 @@ class VirtualProvider(HsaProvider):
             self._add_pool(gpu, Segment.GLOBAL, GlobalFlag.FINE_GRAINED, device_memory, True,
                            False)
             self._agents[handle] = gpu
+            self._gpu_targets[handle] = gpu.info.name
 
     def _add_pool(
         self, agent: _Agent, segment: Segment, flags: GlobalFlag, size: int,
@@ -259,9 +280,10 @@ class VirtualProvider(HsaProvider):
         self._copies.stop()
         self._loader.release_all()
         self._signals.release_all()
-        for base in list(self._user_allocs):
+        for base in list(self._user_allocs) + list(self._locked):
             self.memory.free(base)
         self._user_allocs.clear()
+        self._locked.clear()
 
     def __enter__(self) -> VirtualProvider:
         return self
@@ -370,6 +392,69 @@ class VirtualProvider(HsaProvider):
         alloc = self._user_alloc_at(address, call)
         alloc.allowed.update(handles)
 
+    def agent_pool_access(self, agent: int, pool: int) -> PoolAccess:
+        call = "hsa_amd_agent_memory_pool_get_info"
+        ag = self._agent(agent, call)
+        p = self._pool(pool, call)
+        if p.info.agent == ag.info.handle:
+            return PoolAccess.ALLOWED_BY_DEFAULT
+        if p.info.segment != Segment.GLOBAL:
+            return PoolAccess.NEVER_ALLOWED
+        if p.info.accessible_by_all:
+            return PoolAccess.ALLOWED_BY_DEFAULT
+        return PoolAccess.DISALLOWED_BY_DEFAULT
+
+    def agent_pool_links(self, agent: int, pool: int) -> list[LinkInfo]:
+        call = "hsa_amd_agent_memory_pool_get_info"
+        ag = self._agent(agent, call)
+        p = self._pool(pool, call)
+        owner = p.info.agent
+        if owner == ag.info.handle or self.agent_pool_access(agent, pool) == \
+                PoolAccess.NEVER_ALLOWED:
+            return []
+        mine, theirs = self._gpu_targets.get(ag.info.handle), self._gpu_targets.get(owner)
+        if mine is None or theirs is None:  # the host and a GPU: one PCIe hop either way
+            return topology.gpu_to_host()
+        return topology.gpu_to_gpu(mine, theirs)
+
+    def _pool(self, pool: int, call: str) -> _Pool:
+        p = self._pools.get(pool)
+        if p is None:
+            self._check_open(call)
+            raise HsaError(HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
+                           f"pool handle 0x{pool:x} is not a pool of this system", call)
+        return p
+
+    def memory_lock(self, address: int, size: int, agents: Sequence[int]) -> int:
+        """Pins ordinary host memory: the bytes at `address` become an allocation of the
+        memory map (the GPU reads and writes them in place; the agent address is the host
+        address, as on a large-BAR system with the same virtual address space)."""
+        call = "hsa_amd_memory_lock"
+        self._check_open(call)
+        handles = [self._agent(a, call).info.handle for a in agents]
+        if size <= 0 or not address:
+            raise HsaError(HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                           f"cannot lock {size} bytes at 0x{address:x}", call)
+        if self.memory.overlaps(address, size):
+            raise HsaError(
+                HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                f"0x{address:x}..+{size} overlaps memory the system already maps (a pool "
+                "allocation or a locked range); lock ordinary host memory once", call)
+        data = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
+        self.memory.adopt(address, data, owner=_CPU_HANDLE, pool=_INTERNAL_POOL,
+                          allowed={_CPU_HANDLE, *handles})
+        with self._lock:
+            self._locked[address] = size
+        return address
+
+    def memory_unlock(self, address: int) -> None:
+        call = "hsa_amd_memory_unlock"
+        with self._lock:
+            if self._locked.pop(address, None) is None:
+                raise HsaError(HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                               f"0x{address:x} was not locked (unlocked twice?)", call)
+        self.memory.free(address)
+
     def _user_alloc_at(self, address: int, call: str):
         try:
             alloc = self.memory.find(address)
@@ -431,15 +516,19 @@ class VirtualProvider(HsaProvider):
         if size < 0:
             raise HsaError(HSA_STATUS_ERROR_INVALID_ARGUMENT, f"size {size} < 0", call)
         if size:
-            for addr, agent, what in ((dst, da, "destination"), (src, sa, "source")):
-                try:
-                    self.memory.find(addr, size, agent)
-                except MemoryFault as exc:
-                    raise HsaError(
-                        HSA_STATUS_ERROR_INVALID_ARGUMENT,
-                        f"{what} {exc.text}; check the range and allow_access for that agent",
-                        call,
-                    ) from None
+            # the GPU agents of the copy must reach both buffers (hsa_ext_amd.h); the host
+            # side of a host<->device copy is the GPU's DMA reaching host memory
+            engines = [a for a in dict.fromkeys((da, sa)) if a in self._gpu_targets] or [da]
+            for addr, what in ((dst, "destination"), (src, "source")):
+                for agent in engines:
+                    try:
+                        self.memory.find(addr, size, agent)
+                    except MemoryFault as exc:
+                        raise HsaError(
+                            HSA_STATUS_ERROR_INVALID_ARGUMENT,
+                            f"{what} {exc.text}; check the range and allow_access for that "
+                            "agent", call,
+                        ) from None
         deps = tuple(int(s) for s in dep_signals)
         for s in (*deps, completion_signal):
             if s and not self._signals.exists(s):

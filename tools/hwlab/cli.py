@@ -49,6 +49,7 @@ def cmd_devices(args) -> int:
     table.add_column("device", overflow="fold", ratio=2)
     table.add_column("backend available", overflow="fold", ratio=3)
     table.add_column("optimized paths", overflow="fold", ratio=4)
+    table.add_column("memory pools and links", overflow="fold", ratio=4)
     for d in devices:
         ident = (
             f"[bold]{escape(d.spec)}[/]\n{d.backend}: {escape(d.name or '-')}\n"
@@ -66,9 +67,26 @@ def cmd_devices(args) -> int:
         )
         if paths and not d.available:
             paths = "[dim]the library offers (no device to use them):[/]\n" + paths
-        table.add_row(ident, avail, paths or "-")
+        table.add_row(ident, avail, paths or "-", escape(_topology_text(d.topology)) or "-")
     console.print(table)
     return 0
+
+
+def _topology_text(topo: dict) -> str:
+    """An HSA agent's UUID, pools and links (hops, type, NUMA distance) in a few lines."""
+    if not topo:
+        return ""
+    lines = [f"{topo.get('uuid') or '-'} (node {topo.get('node', '?')})"]
+    for pool in topo.get("pools", []):
+        size = pool["bytes"]
+        text = f"{size >> 30} GiB" if size >= 1 << 30 else f"{size >> 10} KiB"
+        lines.append(f"pool {pool['kind']} {text}" + ("" if pool["alloc"] else " (no alloc)"))
+    for link in topo.get("links", []):
+        lines.append(
+            f"-> {link['to']}: {link['type']} {link['hops']} hop(s), NUMA {link['numa_distance']},"
+            f" {link['access'].replace('_', ' ')}"
+        )
+    return "\n".join(lines)
 
 
 def _write_reports(report, args, console: Console) -> None:

@@ -38,6 +38,7 @@ class LabDevice:
     paths: dict[str, bool]
     path_reasons: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    topology: dict = field(default_factory=dict)  # HSA agents: uuid, node, pools, links
 
     @property
     def family(self) -> str | None:
@@ -98,6 +99,7 @@ class LabDevice:
             "paths": self.paths,
             "path_reasons": self.path_reasons,
             "versions": self.versions,
+            "topology": self.topology,
             "classes": sorted(self.hardware_classes) if self.available else [],
         }
 
@@ -114,6 +116,7 @@ def _row(machine: str, rep) -> LabDevice:
         paths={k: bool(c.available) for k, c in rep.paths.items()},
         path_reasons={k: c.reason for k, c in rep.paths.items() if not c.available},
         versions={k: str(v) for k, v in (getattr(rep, "versions", {}) or {}).items()},
+        topology=dict(getattr(rep, "topology", {}) or {}),
     )
     return dev
 

@@ -1,0 +1,172 @@
+"""Several GPU agents of one system (issue 20): a virtual MI300X-like node (8 x gfx942,
+XGMI links), selection by ordinal and UUID, ROCR_VISIBLE_DEVICES, link facts from
+hsa_amd_agent_memory_pool_get_info, peer access and device-to-device copies on the copy
+engine without a host bounce."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import amdgpu
+from amdgpu.device import DeviceSpec
+from amdgpu.errors import DeviceError, HsaError
+from amdgpu.selection import parse_spec
+from hsa.provider import LinkType, PoolAccess
+from hsa.virtual import VirtualProvider
+
+pytestmark = pytest.mark.hsa_virtual
+NODE = "amdgpu:virtual:8xgfx942"
+
+
+def test_node_specs_parse_counts_ordinals_and_uuids(monkeypatch):
+    assert parse_spec(NODE + ":3") == DeviceSpec("hsa", "virtual", ("gfx942",) * 8, 3)
+    assert str(parse_spec(NODE + ":3")) == NODE + ":3"
+    by_uuid = parse_spec(NODE + ":GPU-00ab")
+    assert by_uuid.uuid == "GPU-00ab" and str(by_uuid) == NODE + ":GPU-00ab"
+    assert parse_spec("amdgpu:GPU-1234abcd").uuid == "GPU-1234abcd"
+    with pytest.raises(DeviceError, match="at most 64"):
+        parse_spec("amdgpu:virtual:65xgfx942")
+    with pytest.raises(DeviceError, match="index below 8"):
+        parse_spec(NODE + ":8")
+    monkeypatch.setenv("AMDGPU_VIRTUAL_NODE", "4xgfx942")
+    assert parse_spec("amdgpu:virtual:2").gpus == ("gfx942",) * 4
+    assert str(parse_spec("amdgpu:virtual:2")) == "amdgpu:virtual:2"
+    monkeypatch.delenv("AMDGPU_VIRTUAL_NODE")
+    assert parse_spec("amdgpu:virtual").gpus == ("gfx1100",)  # the default stays one GPU
+
+
+def test_every_agent_by_ordinal_and_by_uuid():
+    with VirtualProvider(gpus=("8xgfx942",)) as p:
+        uuids = [a.uuid for a in p.gpu_agents()]
+    assert len(set(uuids)) == 8 and all(u.startswith("GPU-") and len(u) == 20 for u in uuids)
+    with amdgpu.open(NODE + ":5") as d5, amdgpu.open(NODE + ":" + uuids[5]) as by_uuid:
+        assert d5.uuid == uuids[5] and by_uuid.agent.handle == d5.agent.handle
+        assert d5.agent.node == 6  # node 0 is the CPU
+    with pytest.raises(DeviceError, match="no GPU agent .* has UUID GPU-0000000000000bad"):
+        amdgpu.open(NODE + ":GPU-0000000000000bad")
+
+
+def test_rocr_visible_devices_hides_and_orders_gpus(monkeypatch):
+    with VirtualProvider(gpus=("8xgfx942",)) as p:
+        uuids = [a.uuid for a in p.gpu_agents()]
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", f"6,{uuids[2]},0")
+    with VirtualProvider(gpus=("8xgfx942",)) as p:
+        seen = p.gpu_agents()
+    assert [a.uuid for a in seen] == [uuids[6], uuids[2], uuids[0]]
+    assert [a.node for a in seen] == [7, 3, 1]  # KFD node numbers do not move
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "1,bogus,2")  # ROCr stops at a bad token
+    with VirtualProvider(gpus=("8xgfx942",)) as p:
+        assert [a.uuid for a in p.gpu_agents()] == [uuids[1]]
+
+
+def test_link_facts_xgmi_within_the_hive_pcie_elsewhere():
+    with VirtualProvider(gpus=("8xgfx942",)) as p:
+        g = p.gpu_agents()
+        cpu = p.cpu_agents()[0]
+        peer_vram = next(x for x in p.agent_pools(g[1].handle) if x.is_coarse_grained)
+        own_vram = next(x for x in p.agent_pools(g[0].handle) if x.is_coarse_grained)
+        host = next(x for x in p.agent_pools(cpu.handle) if x.is_fine_grained)
+        (hop,) = p.agent_pool_links(g[0].handle, peer_vram.handle)
+        assert (hop.link_type, hop.numa_distance) == (LinkType.XGMI, 15)
+        assert p.agent_pool_access(g[0].handle, peer_vram.handle) == \
+            PoolAccess.DISALLOWED_BY_DEFAULT
+        assert p.agent_pool_links(g[0].handle, own_vram.handle) == []
+        (to_host,) = p.agent_pool_links(g[0].handle, host.handle)
+        assert to_host.link_type == LinkType.PCIE
+        assert p.agent_pool_access(g[0].handle, host.handle) == PoolAccess.ALLOWED_BY_DEFAULT
+    with VirtualProvider(gpus=("gfx1100", "gfx1100")) as p:  # two Radeons: through the host
+        g = p.gpu_agents()
+        vram = next(x for x in p.agent_pools(g[1].handle) if x.is_coarse_grained)
+        hops = p.agent_pool_links(g[0].handle, vram.handle)
+        assert [h.link_type for h in hops] == [LinkType.PCIE, LinkType.PCIE]
+
+
+def test_virtual_copy_engine_refuses_peer_memory_without_allow_access():
+    with VirtualProvider(gpus=("2xgfx942",)) as p:
+        a, b = p.gpu_agents()
+        pa = next(x for x in p.agent_pools(a.handle) if x.is_coarse_grained)
+        pb = next(x for x in p.agent_pools(b.handle) if x.is_coarse_grained)
+        src, dst = p.memory_pool_allocate(pa.handle, 4096), p.memory_pool_allocate(pb.handle, 4096)
+        done = p.signal_create(1)
+        with pytest.raises(HsaError, match="not mapped for agent"):
+            p.memory_async_copy(dst, b.handle, src, a.handle, 4096, [], done)
+        p.agents_allow_access([a.handle, b.handle], src)
+        p.agents_allow_access([a.handle, b.handle], dst)
+        p.memory_async_copy(dst, b.handle, src, a.handle, 4096, [], done)
+        from hsa.provider import SignalCondition
+
+        p.signal_wait(done, SignalCondition.EQ, 0, 5.0)
+
+
+def test_peer_copy_runs_on_the_copy_engine_without_a_host_bounce():
+    with amdgpu.open(NODE + ":0") as d0, amdgpu.open(NODE + ":1") as d1:
+        assert d0.links(d1)[0].link_type == LinkType.XGMI
+        data = np.arange(1 << 16, dtype=np.float32)
+        src = d0.buffer(data)
+        dst = d1.buffer(data.nbytes)
+        with pytest.raises(DeviceError) as e:
+            d1.copy_async(dst, src)
+        assert "no peer access" in str(e.value) and "enable_peer_access" in str(e.value)
+        assert "\n" not in str(e.value)
+        d1.enable_peer_access(d0)
+        assert d1.can_access_peer(d0) and d0.can_access_peer(d1)
+        p = d0.provider
+        calls = []
+        real_async = p.memory_async_copy
+
+        def counted(*args):
+            calls.append(args)
+            return real_async(*args)
+
+        def bounce(*_args):
+            raise AssertionError("a host-side hsa_memory_copy during a peer copy")
+
+        p.memory_async_copy, p.memory_copy = counted, bounce
+        try:
+            point = d1.copy_async(dst, src, lane=1)
+            point.wait(10.0)
+        finally:
+            del p.memory_async_copy, p.memory_copy
+        ((dst_addr, dst_agent, src_addr, src_agent, size, _deps, _sig),) = calls
+        assert (dst_addr, src_addr, size) == (dst.address, src.address, data.nbytes)
+        assert (dst_agent, src_agent) == (d1.agent.handle, d0.agent.handle)
+        np.testing.assert_array_equal(dst.to_numpy(np.float32), data)
+
+
+def test_peer_copy_is_ordered_after_a_dispatch_on_the_peer():
+    with amdgpu.open(NODE + ":2") as d2, amdgpu.open(NODE + ":3") as d3:
+        d2.enable_peer_access(d3)
+        src = d3.buffer(4096)
+        fill = d3.fill(src, np.uint32(0xABCD1234))  # a kernel on d3's lane
+        dst = d2.buffer(4096)
+        d2.copy_async(dst, src, wait=[fill]).wait(10.0)
+        assert (dst.to_numpy(np.uint32) == 0xABCD1234).all()
+
+
+def test_peer_access_needs_one_system():
+    with amdgpu.open(NODE + ":0") as d0, amdgpu.open("amdgpu:virtual") as other:
+        with pytest.raises(DeviceError, match="same HSA system"):
+            d0.enable_peer_access(other)
+
+
+def test_hwlab_devices_lists_every_agent_with_pools_and_links(monkeypatch, capsys):
+    import json
+
+    from tools.hwlab.cli import main
+
+    monkeypatch.setenv("AMDGPU_VIRTUAL_NODE", "4xgfx942")
+    assert main(["devices", "--json"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out)
+            if r["spec"].startswith("amdgpu:virtual")]
+    assert [r["spec"] for r in rows] == ["amdgpu:virtual"] + [f"amdgpu:virtual:{i}"
+                                                              for i in (1, 2, 3)]
+    topo = rows[0]["topology"]
+    assert {p["kind"] for p in topo["pools"]} == {"coarse", "fine", "group"}
+    peers = [ln for ln in topo["links"] if ln["to"].startswith("GPU-")]
+    assert len(peers) == 3 and all(ln["type"] == "XGMI" and ln["hops"] == 1 for ln in peers)
+    assert {ln["to"] for ln in peers} == {r["topology"]["uuid"] for r in rows[1:]}
+    (host,) = [ln for ln in topo["links"] if ln["to"] == "cpu"]
+    assert (host["type"], host["numa_distance"]) == ("PCIE", 20)
+    assert main(["devices"]) == 0
+    assert "XGMI" in capsys.readouterr().out
