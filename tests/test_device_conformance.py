@@ -330,6 +330,7 @@ def test_copy_between_agents_of_a_two_gpu_system(lab_device):
         assert d0.agent.handle != d1.agent.handle
         data = np.arange(4096, dtype=np.float32)
         src, dst = d0.buffer(data), d1.buffer(data.nbytes)
+        d0.enable_peer_access(d1)  # without it the copy is refused (tests/test_multi_gpu.py)
         d0.copy(dst, src).wait(WAIT_S)
         np.testing.assert_array_equal(dst.to_numpy(np.float32), data)
 
