@@ -117,12 +117,16 @@ class Buffer:
         return out.reshape(shape) if shape is not None else out
 
     def write_async(
-        self, array: Any, offset: int = 0, *, lane: int = 0, wait: Any = ()
+        self, array: Any, offset: int = 0, *, lane: int = 0, wait: Any = (),
+        zero_copy: bool = False,
     ) -> Any:
-        """Start copying `array` (or a HostBuffer, zero-copy) in at byte `offset` on `lane`
-        after the points in `wait`; returns the TimelinePoint the copy completes at. The
-        array's bytes are taken now (staged), so the caller may reuse it at once."""
-        return self.device.write_async(self, array, offset, lane=lane, wait=wait)
+        """Start copying `array` in at byte `offset` on `lane` after the points in `wait`;
+        returns the TimelinePoint the copy completes at. A HostBuffer or an array pinned
+        with dev.pin(...) is copied in place (zero-copy: leave it alone until the point);
+        any other array's bytes are taken now (staged), so the caller may reuse it at once.
+        zero_copy=True refuses to stage: the array must be pinned."""
+        return self.device.write_async(self, array, offset, lane=lane, wait=wait,
+                                       zero_copy=zero_copy)
 
     def read_async(
         self,
@@ -132,12 +136,15 @@ class Buffer:
         dtype: Any = np.uint8,
         lane: int = 0,
         wait: Any = (),
+        zero_copy: bool = False,
     ) -> Any:
-        """Start copying this buffer's bytes from `offset` out into `out` (a HostBuffer:
-        zero-copy; a writable contiguous numpy array; None: a new `dtype` array of the rest
-        of the buffer) on `lane` after `wait`. Returns a TransferPoint: later work may wait
-        on it; `point.result()` waits and returns the filled array."""
-        return self.device.read_async(self, out, offset, dtype=dtype, lane=lane, wait=wait)
+        """Start copying this buffer's bytes from `offset` out into `out` (a HostBuffer or
+        a pinned array: zero-copy; a writable contiguous numpy array; None: a new `dtype`
+        array of the rest of the buffer) on `lane` after `wait`. Returns a TransferPoint:
+        later work may wait on it; `point.result()` waits and returns the filled array.
+        zero_copy=True refuses to stage: `out` must be pinned or a HostBuffer."""
+        return self.device.read_async(self, out, offset, dtype=dtype, lane=lane, wait=wait,
+                                      zero_copy=zero_copy)
 
     def free(self) -> None:
         if self.is_view:
@@ -196,6 +203,27 @@ class HostBuffer(Buffer):
             )
         out = self.array.view(dtype)
         return out.reshape(shape) if shape is not None else out
+
+
+class PinnedBuffer(HostBuffer):
+    """An existing numpy array registered with the GPU (`dev.pin(array)`,
+    hsa_amd_memory_lock): `.array` is the caller's own array, copies and kernels reach its
+    bytes in place. `unpin()` (or free()) waits for the lanes, then unlocks it; the array
+    itself stays the caller's."""
+
+    def __init__(self, device: Any, address: int, nbytes: int, *, array: np.ndarray,
+                 owner: np.ndarray, host_address: int):
+        super().__init__(device, address, nbytes, array=array, handle=host_address,
+                         memory="pinned")
+        self.owner = owner  # keeps the caller's array (and its memory) alive while pinned
+        self.host_address = host_address
+
+    def unpin(self) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        spec = getattr(self.device, "spec", "?")
+        return f"<PinnedBuffer 0x{self.host_address:x} {self.nbytes} bytes on {spec}>"
 
 
 MEMORY_KINDS = ("device", "device-fine", "host")

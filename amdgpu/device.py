@@ -302,6 +302,24 @@ class Device(abc.ABC):
         """Pinned host memory this device reaches directly (`.array`: zero-copy)."""
         raise DeviceError(f"{self.spec} ({type(self).__name__}) offers no host buffers")
 
+    def pin(self, array: Any) -> HostBuffer:
+        """Register an existing numpy array with the GPU (zero-copy async transfers)."""
+        raise DeviceError(
+            f"{self.spec} ({type(self).__name__}) cannot pin host arrays: use "
+            f"dev.host_buffer(...) and fill its .array instead"
+        )
+
+    def pinned_view(self, array: Any) -> Buffer | None:
+        """The pinned buffer bytes `array` occupies, or None (see `pin`)."""
+        return None
+
+    def _unpinned(self, array: np.ndarray, what: str, buf: Buffer) -> DeviceError:
+        return DeviceError(
+            f"{what}(zero_copy=True) with {buf!r}: the array at 0x{int(array.ctypes.data):x} "
+            f"({array.nbytes} bytes) is not pinned for {self.spec}: dev.pin(array) first, or "
+            f"leave zero_copy off to stage it"
+        )
+
     def _release_host(self, buf: Buffer) -> None:
         """Free a staging HostBuffer whose transfer completed (no wait for the lanes)."""
         raise DeviceError(f"{self.spec} ({type(self).__name__}) offers no host buffers")
@@ -387,15 +405,19 @@ class Device(abc.ABC):
         *,
         lane: int = 0,
         wait: Sequence[TimelinePoint] = (),
+        zero_copy: bool = False,
     ) -> TimelinePoint:
         """`dst.write_async(array, offset, lane=, wait=)`: see Buffer.write_async."""
         self._check_transfer(dst, "write_async", lane, wait)
         offset = _count(offset, "write_async offset")
-        if isinstance(array, HostBuffer):
-            src = self._host_side(array, "write_async")
+        pinned = self.pinned_view(array) if isinstance(array, np.ndarray) else None
+        if isinstance(array, HostBuffer) or pinned is not None:
+            src = pinned if pinned is not None else self._host_side(array, "write_async")
             staging = None
             nbytes = src.nbytes
             dst._check_range(offset, nbytes)
+        elif zero_copy:
+            raise self._unpinned(np.asarray(array), "write_async", dst)
         else:
             data = host_bytes(array, "write_async")
             nbytes = data.size
@@ -421,6 +443,7 @@ class Device(abc.ABC):
         dtype: Any = np.uint8,
         lane: int = 0,
         wait: Sequence[TimelinePoint] = (),
+        zero_copy: bool = False,
     ) -> TransferPoint:
         """`src.read_async(out, offset, dtype=, lane=, wait=)`: see Buffer.read_async."""
         self._check_transfer(src, "read_async", lane, wait)
@@ -428,9 +451,23 @@ class Device(abc.ABC):
         staging: HostBuffer | None = None
         flat = np.empty(0, np.uint8)  # the caller's array's bytes, when staged
         result: Any
+        pinned = self.pinned_view(out) if isinstance(out, np.ndarray) else None
+        dst: Buffer
         if isinstance(out, HostBuffer):
             dst = self._host_side(out, "read_async")
             nbytes, result = dst.nbytes, dst
+        elif pinned is not None:
+            if not out.flags.writeable:
+                raise KernelArgumentError("read_async wants a writable out= array")
+            dst, nbytes, result = pinned, pinned.nbytes, out
+            src._check_range(offset, nbytes)
+        elif zero_copy and out is not None:
+            raise self._unpinned(np.asarray(out), "read_async", src)
+        elif zero_copy:
+            raise DeviceError(
+                f"read_async(zero_copy=True) from {src!r} needs out= a pinned array or a "
+                f"HostBuffer on {self.spec}: dev.pin(array) or dev.host_buffer(n)"
+            )
         else:
             if out is None:
                 dtype = np.dtype(dtype)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import packets
-from amdgpu.buffer import Buffer, HostBuffer, as_host_array, check_memory_kind
+from amdgpu.buffer import Buffer, HostBuffer, PinnedBuffer, as_host_array, check_memory_kind
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
@@ -25,6 +25,7 @@ from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
 from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.tracing import announce
 from amdgpu.report import DeviceReport
+from amdgpu.suballoc import MAX_BLOCK, MIN_BLOCK, Block, SlabAllocator
 from hsa.provider import Capability
 from hsa.virtual.topology import expand_gpus
 
@@ -47,6 +48,7 @@ class HsaDevice(Device):
         kernarg_bytes: int = 4 << 20,
         use_barrier_value: bool | None = None,
         default_timeout: float = 10.0,
+        suballocate: int = MAX_BLOCK,
     ):
         self._spec = spec
         self.spec = str(spec)
@@ -56,6 +58,8 @@ class HsaDevice(Device):
         self.lanes_: list[QueueLane] = []
         try:
             self._setup(spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout)
+            self._slabs: dict[int, SlabAllocator] = {}  # pool -> small-buffer blocks
+            self.suballocate = int(suballocate)  # largest sub-allocated buffer; 0: none
         except BaseException:
             self.close()
             raise
@@ -136,11 +140,32 @@ class HsaDevice(Device):
                     f'memory="device" or memory="host"'
                 )
             pool = self.fine_pool
-        address = self.provider.memory_pool_allocate(pool, max(nbytes, 1))
-        buf = Buffer(self, address, nbytes, handle=address)
+        if 0 < nbytes <= self.suballocate:
+            block = self._slab_allocator(pool).take(nbytes)
+            address, handle = block.address, block
+        else:
+            address = handle = self.provider.memory_pool_allocate(pool, max(nbytes, 1))
+        buf = Buffer(self, address, nbytes, handle=handle)
         if data is not None and nbytes:
             self._write_bytes(buf, 0, data.reshape(-1).view(np.uint8))
         return buf
+
+    def _slab_allocator(self, pool: int) -> SlabAllocator:
+        slabs = self._slabs.get(pool)
+        if slabs is None:
+            p = self.provider
+            slabs = self._slabs[pool] = SlabAllocator(
+                lambda n: p.memory_pool_allocate(pool, n), p.memory_pool_free,
+                lambda: self.lanes_, max_block=max(self.suballocate, MIN_BLOCK))
+        return slabs
+
+    def allocator_stats(self) -> dict[str, int]:
+        """Slabs and blocks of the small-buffer sub-allocator, summed over its pools."""
+        out = {"slabs": 0, "slab_bytes": 0, "blocks_in_use": 0, "blocks_waiting_for_gpu": 0}
+        for slabs in self._slabs.values():
+            for k, v in slabs.stats().items():
+                out[k] += v
+        return out
 
     def host_buffer(self, array_or_nbytes: Any, dtype: Any = None) -> HostBuffer:
         """Pinned host memory from the system's fine-grained pool, reachable by this agent
@@ -161,6 +186,48 @@ class HsaDevice(Device):
         if data is not None and nbytes:
             view[:] = data.reshape(-1).view(np.uint8)
         return HostBuffer(self, address, nbytes, array=view, handle=address)
+
+    def pin(self, array: Any) -> PinnedBuffer:
+        """Register an existing C-contiguous numpy array with this agent
+        (hsa_amd_memory_lock): async copies to and from it, and kernels, use its bytes in
+        place, without staging. `unpin()` releases it; the array stays the caller's."""
+        self._check_open()
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or array.nbytes == 0:
+            raise KernelArgumentError(
+                f"{self.spec}: pin wants a non-empty C-contiguous numpy array, got "
+                f"{type(array).__name__}: use np.ascontiguousarray(...) (a copy) first"
+            )
+        flat = array.reshape(-1).view(np.uint8)
+        host = int(flat.ctypes.data)
+        pins = self._pins()
+        if any(host < b.host_address + b.nbytes and b.host_address < host + flat.size
+               for b in pins.values()):
+            raise DeviceError(
+                f"{self.spec}: the array at 0x{host:x} ({flat.size} bytes) overlaps memory "
+                f"already pinned here: unpin that first, or pin the whole array once"
+            )
+        address = self.provider.memory_lock(host, flat.size, [self.agent.handle])
+        buf = PinnedBuffer(self, address, flat.size, array=flat, owner=array, host_address=host)
+        pins[id(buf)] = buf
+        return buf
+
+    def _pins(self) -> dict:
+        pins = self.__dict__.get("_pinned")
+        if pins is None:
+            pins = self.__dict__["_pinned"] = {}
+        return pins
+
+    def pinned_view(self, array: Any) -> Buffer | None:
+        """The pinned bytes `array` occupies, as a view of its PinnedBuffer; None when the
+        array is not inside memory pinned on this device."""
+        pins = self.__dict__.get("_pinned")
+        if not pins or not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            return None
+        start = int(array.ctypes.data)
+        for buf in list(pins.values()):
+            if buf.host_address <= start and start + array.nbytes <= buf.host_address + buf.nbytes:
+                return buf.view(start - buf.host_address, array.nbytes)
+        return None
 
     def _release_host(self, buf: Buffer) -> None:
         if not self._closed:
@@ -322,15 +389,34 @@ class HsaDevice(Device):
         return view.copy()
 
     def _free_buffer(self, buf: Buffer) -> None:
-        if not self._closed:
+        if self._closed:
+            return
+        if isinstance(buf, PinnedBuffer):  # the lanes may still read or write it
             self._settle()
-            self.provider.memory_pool_free(buf.handle)
+            self._pins().pop(id(buf), None)
+            self.provider.memory_unlock(buf.host_address)
+            return
+        if isinstance(buf.handle, Block):  # reused once the work submitted so far is done
+            self._slab_allocator_of(buf.handle).release(buf.handle)
+            return
+        self._settle()
+        self.provider.memory_pool_free(buf.handle)
+
+    def _slab_allocator_of(self, block: Block) -> SlabAllocator:
+        for slabs in self._slabs.values():
+            if block.base in slabs.slab_set:
+                return slabs
+        raise DeviceError(f"{self.spec}: {block!r} is not from this device's slabs")
 
     def _live_lanes(self) -> list:
         return list(self.lanes_)
 
     def _release_handle(self, handle: Any) -> None:
-        if not self._closed:
+        if self._closed:
+            return
+        if isinstance(handle, Block):
+            self._slab_allocator_of(handle).release_idle(handle)
+        else:
             self.provider.memory_pool_free(handle)
 
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
@@ -700,6 +786,17 @@ class HsaDevice(Device):
             except HsaError:
                 pass
             staging._freed = True
+        for pinned in list(self.__dict__.get("_pinned", {}).values()):
+            try:
+                self.provider.memory_unlock(pinned.host_address)
+            except HsaError:
+                pass
+            pinned._freed = True
+        for slabs in getattr(self, "_slabs", {}).values():
+            try:
+                slabs.close()
+            except HsaError:
+                pass
         for ln in self.lanes_:
             ln.destroy()
         if getattr(self, "signal_pool", None) is not None:

@@ -1,7 +1,7 @@
 """hwlab: the hardware-lab test runner.
 
 hwlab devices [--json]
-hwlab run [--device SPEC ...] [--suite conformance|perf|all|FILE] [-k EXPR]
+hwlab run [--device SPEC ...] [--suite conformance|perf|transfers|all|FILE] [-k EXPR]
           [--json F] [--junit F] [--html F]
 hwlab merge A.json B.json ... [--json F] [--junit F] [--html F]
 hwlab bench [--device SPEC ...] [--json F]
@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         "--suite",
         action="append",
         metavar="NAME",
-        help="conformance (default), perf, all, or a path to a suite file",
+        help="conformance (default), perf, transfers (-k bandwidth, -k overlap), all, or a "
+        "path to a suite file",
     )
     r.add_argument("-k", metavar="EXPR", help="only tests matching this pytest expression")
     outputs(r)

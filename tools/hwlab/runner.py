@@ -22,8 +22,9 @@ SUITES_DIR = Path(__file__).parent / "suites"
 #: The conformance suite is the test suite's own (`make test` runs it on this machine's
 #: devices); perf is hwlab's.
 CONFORMANCE = Path(__file__).resolve().parents[2] / "tests" / "test_device_conformance.py"
-SUITES = {"conformance": [str(CONFORMANCE)], "perf": [str(SUITES_DIR / "perf.py")]}
-SUITES["all"] = SUITES["conformance"] + SUITES["perf"]
+SUITES = {"conformance": [str(CONFORMANCE)], "perf": [str(SUITES_DIR / "perf.py")],
+          "transfers": [str(SUITES_DIR / "transfers.py")]}
+SUITES["all"] = SUITES["conformance"] + SUITES["perf"] + SUITES["transfers"]
 
 
 def suite_files(suite: str) -> list[Path]:

@@ -1,0 +1,190 @@
+"""The small-buffer sub-allocator (amdgpu/suballoc.py) and pinned arrays (dev.pin), issue 20:
+slabs instead of one HSA allocation per buffer, reuse only after the GPU is done, and
+zero-copy async transfers from and into the caller's own numpy arrays."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import amdgpu
+import packets
+from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.suballoc import MIN_BLOCK, SlabAllocator, size_class
+
+pytestmark = pytest.mark.hsa_virtual
+WAIT_S = 30.0
+
+
+class FakeLane:
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.done = 0
+
+    def completed(self) -> int:
+        return self.done
+
+
+def test_size_classes():
+    assert [size_class(n) for n in (1, 256, 257, 1000, 4096, 4097)] == [
+        256, 256, 512, 1024, 4096, 8192]
+
+
+def test_blocks_come_back_only_after_the_lanes_pass_their_release():
+    calls = []
+    lane = FakeLane()
+    alloc = SlabAllocator(lambda n: calls.append(n) or 0x10_0000 * len(calls), lambda a: None,
+                          lambda: [lane], slab_bytes=64 * MIN_BLOCK, max_block=MIN_BLOCK)
+    first = alloc.take(100)
+    lane.submitted = 5  # work that may use `first` is in flight
+    alloc.release(first)
+    second = alloc.take(100)
+    assert second.address != first.address
+    assert alloc.stats()["blocks_waiting_for_gpu"] == 1
+    lane.done = 4
+    assert alloc.take(100).address != first.address
+    lane.done = 5
+    assert alloc.take(100).address == first.address  # now, and only now
+    assert len(calls) == 1  # one slab for all of it
+
+
+def _counting(provider, names):
+    counts = dict.fromkeys(names, 0)
+    for name in names:
+        real = getattr(provider, name)
+
+        def counted(*args, _real=real, _name=name):
+            counts[_name] += 1
+            return _real(*args)
+
+        setattr(provider, name, counted)
+    return counts
+
+
+def test_ten_thousand_small_buffers_make_a_handful_of_hsa_calls():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        counts = _counting(dev.provider, ("memory_pool_allocate", "memory_pool_free",
+                                          "agents_allow_access", "memory_copy"))
+        try:
+            bufs = [dev.buffer(16 + (i % 64) * 64) for i in range(10_000)]  # 16 B .. 4 KiB
+            assert len({b.address for b in bufs}) == 10_000
+            ends = sorted((b.address, b.address + b.nbytes) for b in bufs)
+            pairs = zip(ends, ends[1:], strict=False)
+            assert all(a_end <= b_start for (_, a_end), (b_start, _) in pairs)
+            total = sum(counts.values())
+            assert total == counts["memory_pool_allocate"] <= 40, counts
+            for b in bufs:
+                b.free()
+            again = [dev.buffer(16 + (i % 64) * 64) for i in range(10_000)]
+            assert sum(counts.values()) == total  # every block reused, no new slab
+            assert dev.allocator_stats()["blocks_in_use"] == 10_000
+            del again
+        finally:
+            for name in counts:
+                delattr(dev.provider, name)
+
+
+def test_a_freed_block_is_not_reused_while_the_gpu_may_still_use_it():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        ln = dev.lane(0)
+        gate = dev.provider.signal_create(1)
+        with ln.lock:  # lane 0 stays busy until `gate` reaches 0
+            value = ln.submitted + 1
+            ln.publish_block(packets.barrier_and_batch(
+                dep_signals=(gate,), completion_signal=ln.signal, barrier=True, count=1,
+            ).view(packets.PACKET))
+            ln.submitted = value
+        buf = dev.buffer(256)
+        address = buf.address
+        buf.free()
+        assert dev.buffer(256).address != address
+        assert dev.allocator_stats()["blocks_waiting_for_gpu"] == 1
+        dev.provider.signal_store(gate, 0)
+        dev.synchronize(WAIT_S)
+        assert dev.buffer(256).address == address
+        dev.provider.signal_destroy(gate)
+
+
+def test_dropped_small_buffers_return_to_their_slab():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        buf = dev.buffer(np.arange(32, dtype=np.int32))
+        address = buf.address
+        del buf
+        gc.collect()
+        assert dev.buffer(128).address == address  # reaped at this allocation
+
+
+def test_small_buffers_hold_data_and_run_kernels():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        a = dev.buffer(np.arange(64, dtype=np.float32))
+        b = dev.buffer(256)
+        dev.copy(b, a).wait(WAIT_S)  # the library copy kernel
+        np.testing.assert_array_equal(b.to_numpy(np.float32), np.arange(64))
+        assert a.handle.base == b.handle.base  # one slab
+
+
+def test_suballocation_can_be_turned_off():
+    with amdgpu.open("amdgpu:virtual", suballocate=0) as dev:
+        counts = _counting(dev.provider, ("memory_pool_allocate",))
+        for _ in range(10):
+            dev.buffer(64)
+        assert counts["memory_pool_allocate"] == 10
+        del dev.provider.memory_pool_allocate
+
+
+# --- pinned arrays ----------------------------------------------------------------------------
+def test_pinned_arrays_are_copied_in_place_without_staging():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        data = np.arange(1 << 15, dtype=np.float32)
+        out = np.zeros_like(data)
+        pin_in, pin_out = dev.pin(data), dev.pin(out)
+        buf = dev.buffer(data.nbytes)
+        staged = []
+        real = dev._staging_buffer
+        dev._staging_buffer = lambda n: staged.append(n) or real(n)
+        point = buf.write_async(data, zero_copy=True, lane=0)
+        back = buf.read_async(out, zero_copy=True, lane=1, wait=[point])
+        assert back.result(WAIT_S) is out
+        np.testing.assert_array_equal(out, data)
+        half = buf.read_async(out[: 1 << 14], lane=0).result(WAIT_S)  # a pinned slice
+        np.testing.assert_array_equal(half, data[: 1 << 14])
+        assert staged == []
+        del dev._staging_buffer
+        pin_in.unpin()
+        pin_out.unpin()
+        with pytest.raises(DeviceError, match="is not pinned for amdgpu:virtual.*dev.pin"):
+            buf.write_async(data, zero_copy=True)
+
+
+def test_pinned_array_in_a_kernel_and_a_command_buffer_copy():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        host = np.zeros(1024, dtype=np.uint32)
+        pinned = dev.pin(host)
+        src = dev.buffer(np.arange(1024, dtype=np.uint32))
+        cb = dev.command_buffer()
+        cb.copy(pinned, src, host.nbytes)  # device -> host memory, recorded once
+        cb.finalize()
+        dev.submit(cb).wait(WAIT_S)
+        np.testing.assert_array_equal(host, np.arange(1024))
+        back = dev.buffer(host.nbytes)
+        host[:] = 7
+        cb2 = dev.command_buffer()
+        cb2.copy(back, pinned, host.nbytes)  # host memory -> device
+        dev.submit(cb2.finalize()).wait(WAIT_S)
+        assert (back.to_numpy(np.uint32) == 7).all()
+        pinned.unpin()
+
+
+def test_pin_refuses_bad_arrays_in_one_line():
+    with amdgpu.open("amdgpu:virtual") as dev:
+        with pytest.raises(KernelArgumentError, match="C-contiguous"):
+            dev.pin(np.zeros((8, 8))[:, 1])
+        a = np.zeros(100)
+        p = dev.pin(a)
+        with pytest.raises(DeviceError, match="overlaps memory already pinned"):
+            dev.pin(a[10:20])
+        p.unpin()
+        with pytest.raises(DeviceError, match="freed"):
+            _ = p.array
