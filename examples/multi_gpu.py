@@ -5,7 +5,8 @@ import numpy as np
 import amdgpu
 
 node = "amdgpu:virtual:8xgfx942"  # an MI300X-like node; on ROCr: amdgpu:0, amdgpu:1, ...
-d0, d1 = amdgpu.open(node + ":0"), amdgpu.open(node + ":1")
+d0 = amdgpu.open(node + ":0", suballocate=64 << 10)  # slabs: ROCr's default, opt-in here
+d1 = amdgpu.open(node + ":1")
 print(d0.uuid, "->", d1.uuid, [(h.link_type.name, h.numa_distance) for h in d0.links(d1)])
 
 x = np.arange(1 << 20, dtype=np.float32)

@@ -12,7 +12,7 @@ import pytest
 import amdgpu
 import packets
 from amdgpu.errors import DeviceError, KernelArgumentError
-from amdgpu.suballoc import MIN_BLOCK, SlabAllocator, size_class
+from amdgpu.suballoc import MAX_BLOCK, MIN_BLOCK, SlabAllocator, size_class
 
 pytestmark = pytest.mark.hsa_virtual
 WAIT_S = 30.0
@@ -64,7 +64,7 @@ def _counting(provider, names):
 
 
 def test_ten_thousand_small_buffers_make_a_handful_of_hsa_calls():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         counts = _counting(dev.provider, ("memory_pool_allocate", "memory_pool_free",
                                           "agents_allow_access", "memory_copy"))
         try:
@@ -87,7 +87,7 @@ def test_ten_thousand_small_buffers_make_a_handful_of_hsa_calls():
 
 
 def test_a_freed_block_is_not_reused_while_the_gpu_may_still_use_it():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         ln = dev.lane(0)
         gate = dev.provider.signal_create(1)
         with ln.lock:  # lane 0 stays busy until `gate` reaches 0
@@ -108,7 +108,7 @@ def test_a_freed_block_is_not_reused_while_the_gpu_may_still_use_it():
 
 
 def test_dropped_small_buffers_return_to_their_slab():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         buf = dev.buffer(np.arange(32, dtype=np.int32))
         address = buf.address
         del buf
@@ -117,7 +117,7 @@ def test_dropped_small_buffers_return_to_their_slab():
 
 
 def test_small_buffers_hold_data_and_run_kernels():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         a = dev.buffer(np.arange(64, dtype=np.float32))
         b = dev.buffer(256)
         dev.copy(b, a).wait(WAIT_S)  # the library copy kernel
@@ -125,8 +125,10 @@ def test_small_buffers_hold_data_and_run_kernels():
         assert a.handle.base == b.handle.base  # one slab
 
 
-def test_suballocation_can_be_turned_off():
-    with amdgpu.open("amdgpu:virtual", suballocate=0) as dev:
+def test_suballocation_is_off_by_default_on_the_virtual_system():
+    """Its memory map faults on an overrun of any one buffer; a slab would hide it."""
+    with amdgpu.open("amdgpu:virtual") as dev:
+        assert dev.suballocate == 0
         counts = _counting(dev.provider, ("memory_pool_allocate",))
         for _ in range(10):
             dev.buffer(64)
@@ -136,7 +138,7 @@ def test_suballocation_can_be_turned_off():
 
 # --- pinned arrays ----------------------------------------------------------------------------
 def test_pinned_arrays_are_copied_in_place_without_staging():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         data = np.arange(1 << 15, dtype=np.float32)
         out = np.zeros_like(data)
         pin_in, pin_out = dev.pin(data), dev.pin(out)
@@ -159,7 +161,7 @@ def test_pinned_arrays_are_copied_in_place_without_staging():
 
 
 def test_pinned_array_in_a_kernel_and_a_command_buffer_copy():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         host = np.zeros(1024, dtype=np.uint32)
         pinned = dev.pin(host)
         src = dev.buffer(np.arange(1024, dtype=np.uint32))
@@ -178,7 +180,7 @@ def test_pinned_array_in_a_kernel_and_a_command_buffer_copy():
 
 
 def test_pin_refuses_bad_arrays_in_one_line():
-    with amdgpu.open("amdgpu:virtual") as dev:
+    with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         with pytest.raises(KernelArgumentError, match="C-contiguous"):
             dev.pin(np.zeros((8, 8))[:, 1])
         a = np.zeros(100)

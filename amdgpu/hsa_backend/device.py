@@ -48,7 +48,7 @@ class HsaDevice(Device):
         kernarg_bytes: int = 4 << 20,
         use_barrier_value: bool | None = None,
         default_timeout: float = 10.0,
-        suballocate: int = MAX_BLOCK,
+        suballocate: int | None = None,
     ):
         self._spec = spec
         self.spec = str(spec)
@@ -59,7 +59,12 @@ class HsaDevice(Device):
         try:
             self._setup(spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout)
             self._slabs: dict[int, SlabAllocator] = {}  # pool -> small-buffer blocks
-            self.suballocate = int(suballocate)  # largest sub-allocated buffer; 0: none
+            # The largest buffer cut from a slab (0: none). On by default on ROCr, where each
+            # pool allocation is a kernel call; off on the virtual and emulated systems, whose
+            # memory map checks every buffer's own bounds (a slab would hide an overrun).
+            if suballocate is None:
+                suballocate = MAX_BLOCK if spec.provider == "rocr" else 0
+            self.suballocate = int(suballocate)
         except BaseException:
             self.close()
             raise
