@@ -156,14 +156,19 @@ class Buffer:
     # --- checks --------------------------------------------------------------------------
     def _check_alive(self) -> None:
         if self.root._freed:
-            raise DeviceError(f"buffer at 0x{self.address:x} was freed: allocate a new one")
+            spec = getattr(self.device, "spec", "?")
+            raise DeviceError(
+                f"buffer at 0x{self.address:x} ({self.nbytes} bytes) on {spec} was freed: "
+                f"allocate a new one"
+            )
 
     def _check_range(self, offset: int, nbytes: int) -> None:
         self._check_alive()
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise BufferRangeError(
                 f"bytes [{offset}, {offset + nbytes}) are outside a buffer of {self.nbytes} "
-                f"bytes: check the offset and size"
+                f"bytes (0x{self.address:x} on {getattr(self.device, 'spec', '?')}): check "
+                f"the offset and size"
             )
 
     def __len__(self) -> int:

@@ -170,3 +170,32 @@ def test_hwlab_devices_lists_every_agent_with_pools_and_links(monkeypatch, capsy
     assert (host["type"], host["numa_distance"]) == ("PCIE", 20)
     assert main(["devices"]) == 0
     assert "XGMI" in capsys.readouterr().out
+
+
+def test_bad_transfers_are_one_line_naming_buffer_device_and_next_step():
+    from amdgpu.errors import BufferRangeError
+
+    with amdgpu.open(NODE + ":4") as d4, amdgpu.open(NODE + ":5") as d5:
+        small, big = d4.buffer(64), d4.buffer(4096)
+        freed = d4.buffer(64)
+        freed.free()
+        other = d5.buffer(64)
+        cases = [
+            (BufferRangeError, lambda: d4.copy_async(small, big, 128),
+             ("0x%x" % small.address, NODE + ":4", "check the offset")),
+            (DeviceError, lambda: d4.copy_async(freed, small),
+             ("0x%x" % freed.address, NODE + ":4", "allocate a new one")),
+            (DeviceError, lambda: d4.copy_async(small, other),
+             (repr(other), NODE + ":5", "enable_peer_access")),
+            (DeviceError, lambda: small.write_async(np.zeros(16, np.uint8), zero_copy=True),
+             (repr(small), NODE + ":4", "dev.pin(array)")),
+        ]
+        before = small.to_numpy().copy()
+        for kind, call, needles in cases:
+            with pytest.raises(kind) as e:
+                call()
+            text = str(e.value)
+            assert "\n" not in text
+            for needle in needles:
+                assert needle in text, (needle, text)
+        np.testing.assert_array_equal(small.to_numpy(), before)  # nothing half-copied
