@@ -182,9 +182,9 @@ def test_bad_transfers_are_one_line_naming_buffer_device_and_next_step():
         other = d5.buffer(64)
         cases = [
             (BufferRangeError, lambda: d4.copy_async(small, big, 128),
-             ("0x%x" % small.address, NODE + ":4", "check the offset")),
+             (f"0x{small.address:x}", NODE + ":4", "check the offset")),
             (DeviceError, lambda: d4.copy_async(freed, small),
-             ("0x%x" % freed.address, NODE + ":4", "allocate a new one")),
+             (f"0x{freed.address:x}", NODE + ":4", "allocate a new one")),
             (DeviceError, lambda: d4.copy_async(small, other),
              (repr(other), NODE + ":5", "enable_peer_access")),
             (DeviceError, lambda: small.write_async(np.zeros(16, np.uint8), zero_copy=True),
