@@ -88,7 +88,7 @@ def test_ten_thousand_small_buffers_make_a_handful_of_hsa_calls():
 
 def test_a_freed_block_is_not_reused_while_the_gpu_may_still_use_it():
     with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
-        ln = dev.lane(0)
+        ln = dev._timeline(0)  # the QueueLane behind dev.lane(0)
         gate = dev.provider.signal_create(1)
         with ln.lock:  # lane 0 stays busy until `gate` reaches 0
             value = ln.submitted + 1
