@@ -115,13 +115,21 @@ GFX950_ADDED = {"VOP3P": [
     "v_mfma_f32_32x32x16_bf16 v[16:31], v[0:3], v[8:11], 0",
     "v_mfma_i32_16x16x64_i8 v[4:7], v[0:3], v[8:11], 0",
     "v_mfma_i32_32x32x32_i8 v[16:31], v[0:3], v[8:11], 0",
+    "v_dot2_f32_bf16 v5, v1, v2, v3",
 ], "VOP3": [
     "v_bitop3_b32 v3, v18, v8, v7 bitop3:0x1e", "v_bitop3_b16 v3, v18, v8, v7 bitop3:0x1e",
+    "v_cvt_pk_bf16_f32 v5, v1, v2", "v_cvt_pk_f16_f32 v5, v1, v2",
+    "v_cvt_sr_bf16_f32 v5, v1, v2", "v_cvt_sr_f16_f32 v5, v1, v2",
+    "v_ashr_pk_i8_i32 v5, v1, v2, v3", "v_ashr_pk_u8_i32 v5, v1, v2, v3",
+    "v_minimum3_f32 v5, v1, v2, v3", "v_maximum3_f32 v5, v1, v2, v3",
+    "v_permlane16_swap_b32_e64 v1, v2", "v_permlane32_swap_b32_e64 v1, v2",
+    "v_prng_b32_e64 v1, v2", "v_cvt_f32_bf16_e64 v1, v2",
 ], "DS": [
     "ds_read_b64_tr_b16 v[0:1], v2", "ds_read_b64_tr_b8 v[0:1], v2",
     "ds_read_b64_tr_b4 v[0:1], v2", "ds_read_b96_tr_b6 v[0:2], v2",
 ], "VOP1": [
-    "v_permlane32_swap_b32 v1, v2", "v_permlane16_swap_b32 v1, v2",
+    "v_permlane32_swap_b32 v1, v2", "v_permlane16_swap_b32 v1, v2", "v_prng_b32 v1, v2",
+    "v_cvt_f32_bf16 v1, v2",
 ]}
 _OPCODE = {"VOP3P": (16, 0x7F), "VOP3": (16, 0x3FF), "DS": (17, 0xFF), "VOP1": (9, 0xFF)}
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hsa.virtual.gfx9 import gfx950
 from hsa.virtual.isa import executor as core
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
@@ -410,6 +411,9 @@ def make_compile(
         if "sdwa" in inst.f:
             fn = compile_sdwa(renamed, lambda i: _compile_alu(i, samples))
             return core.Compiled(inst, core.SIMPLE, fn, None if fn else "not implemented")
+        tr = gfx950.compile_memory(inst, base)
+        if tr is not None:
+            return core.Compiled(inst, core.MEMORY, tr)
         if canon in _NOP_MEMORY:
             return core.Compiled(inst, core.MEMORY, lambda g, ctx: None)
         if canon in ("s_memtime", "s_memrealtime"):
@@ -432,5 +436,8 @@ def _compile_alu(inst: d.Instruction, samples) -> Callable | None:
         return compile_mfma(inst, samples(inst))
     if "sdwa" in inst.f or not inst.name.startswith("v_"):
         return None
+    fn = gfx950.compile_alu(inst, name)
+    if fn is not None:
+        return fn
     c = core.compile_instruction(inst)
     return c.fn if c.kind == core.SIMPLE and c.fn is not None else None

@@ -583,7 +583,9 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
                     else:
                         out[okf] = gather_typed(ctx, inst, a[okf], kind[0])
                 values_words.append(out)
-            if kind[0] is None or kind[0] == np.uint32:
+            if f.get("lds"):  # gfx9 "lds": the data goes to LDS, not to VGPRs
+                _load_to_lds(g, ctx, inst, idx, values_words, size)
+            elif kind[0] is None or kind[0] == np.uint32:
                 for k, w in enumerate(values_words):
                     _put(g, f["vdata"] + k, idx, w.astype(u32))
             else:
@@ -599,6 +601,18 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
                     scatter_typed(ctx, inst, (flat_addr + u64(4 * k))[ok], w[ok])
 
     return run
+
+
+def _load_to_lds(g: WaveGroup, ctx: BatchContext, inst: d.Instruction, idx,
+                 values_words: list[np.ndarray], size: int) -> None:
+    """A buffer load with the lds bit (gfx9; 12 and 16 bytes a lane on gfx950): lane l's
+    `size` bytes go to LDS at M0 + the instruction offset + l * size."""
+    lane = np.broadcast_to(np.arange(g.lanes, dtype=np.int64), (g.count, g.lanes))
+    m0 = np.broadcast_to(g.s[:, d.M0].astype(np.int64)[:, None], (g.count, g.lanes))
+    lds_addr = _sel(m0 + inst.f["offset"] + lane * size, idx)
+    space, addr = ctx.lds_space(g, inst, lds_addr, idx)
+    for k, w in enumerate(values_words):
+        space.scatter(addr + 4 * k, w)
 
 
 def _in_range(offset, k, size, num_records, structured, in_range_s):
