@@ -37,7 +37,7 @@ def family(target: str) -> Family:
     return Family(target, partial(decoder.decode_one, target=target), wave_sizes=(64,),
                   vgpr_rows=vgpr_rows, kernarg_preload=target != "gfx90a",
                   private_buffer=private_vsharp,
-                  compile=semantics.make_compile(sample))
+                  compile=semantics.make_compile(sample, target))
 
 
 class Gfx9Executor:

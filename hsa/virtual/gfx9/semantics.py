@@ -17,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.virtual.gfx9 import gfx950
+from hsa.virtual.gfx9.mfma import compile_mfma
 from hsa.virtual.isa import executor as core
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
@@ -198,90 +199,6 @@ def _accvgpr(which: str) -> Callable:
     return compile_
 
 
-# --- MFMA --------------------------------------------------------------------------------------
-_MFMA = re.compile(r"^v_mfma_(f32|i32)_(\d+)x(\d+)x(\d+)_?(f16|bf16_1k|bf16|xf32|f32|i8)$")
-_BYTES = {"f16": 2, "bf16": 2, "bf16_1k": 2, "f32": 4, "xf32": 4, "i8": 1}
-
-
-def _to_tf32(x: np.ndarray) -> np.ndarray:
-    b = np.asarray(x, f32).view(u32)
-    b = (b + u32(0xFFF) + ((b >> u32(13)) & u32(1))) & u32(0xFFFFE000)
-    return b.view(f32)
-
-
-def mfma_operand(g: WaveGroup, row: int, rows: int, kind: str, vals: int) -> np.ndarray:
-    """(waves, 64 lanes, vals) values of an MFMA A or B operand starting at v[row]."""
-    words = np.ascontiguousarray(g.v[row: row + rows].transpose(1, 2, 0))  # (W, 64, rows)
-    if kind == "i8":
-        return words.view(np.int8)[..., :vals].astype(np.int64)
-    if kind in ("f16",):
-        return words.view(np.float16)[..., :vals].astype(f64)
-    if kind in ("bf16", "bf16_1k"):
-        h = words.view(np.uint16)[..., :vals].astype(u32) << u32(16)
-        return h.view(f32).astype(f64)
-    x = words.view(f32)[..., :vals]
-    return (_to_tf32(x) if kind == "xf32" else x).astype(f64)
-
-
-def mfma_layout(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The CDNA single-block layout: per lane the A row / B column and its k offset, and
-    per (D register, lane) the output row and column."""
-    lane = np.arange(64)
-    vals = m * k // 64
-    a_row, k0 = lane % m, (lane // m) * vals
-    regs = m * n // 64
-    r = np.arange(regs)[:, None]
-    d_col = np.broadcast_to(lane % n, (regs, 64))
-    d_row = (r // 4) * (4 * (64 // n)) + 4 * (lane // n)[None, :] + r % 4
-    return a_row, k0, d_row, d_col
-
-
-def compile_mfma(inst: d.Instruction, sample: str) -> Callable[[WaveGroup], None] | None:
-    m_ = _MFMA.match(base_name(inst.name))
-    if m_ is None:
-        return None
-    out_t, m, n, k, kind = m_.group(1), *map(int, m_.groups()[1:4]), m_.group(5)
-    regs = m * n // 64
-    widths = [int(b) - int(a) + 1 for a, b in re.findall(r"[va]\[(\d+):(\d+)\]", sample)]
-    if m != n or not widths or widths[0] != regs:
-        return None  # multi-block shapes (4x4, 32x32x1 ...): not modelled
-    vals = m * k // 64
-    in_rows = max(1, vals * _BYTES[kind] // 4)
-    f = inst.f
-    a_row, k0, d_row, d_col = mfma_layout(m, n, k)
-    ks = k0[:, None] + np.arange(vals)[None, :]  # (64, vals) k index of each value
-
-    def reg(code: int, acc: bool) -> int:
-        return (AGPR_ROW if acc else 0) + code - d.VGPR0
-
-    def run(g: WaveGroup) -> None:
-        if f["cbsz"] or f["abid"] or f["blgp"]:
-            raise NotImplementedError("MFMA broadcast controls (cbsz/abid/blgp)")
-        A = mfma_operand(g, reg(f["src0"], bool(f["acc"] & 1)), in_rows, kind, vals)
-        B = mfma_operand(g, reg(f["src1"], bool(f["acc"] & 2)), in_rows, kind, vals)
-        W = g.count
-        am = np.zeros((W, m, k), A.dtype)
-        bm = np.zeros((W, k, n), B.dtype)
-        am[:, a_row[:, None], ks] = A
-        bm[:, ks, (np.arange(64) % n)[:, None]] = B
-        prod = np.einsum("wmk,wkn->wmn", am, bm)  # exact in f64 / int64
-        dvals = prod[:, d_row, d_col]  # (W, regs, 64)
-        acc = bool(f["acc_cd"])
-        if f["src2"] >= d.VGPR0:
-            c = g.v[reg(f["src2"], acc): reg(f["src2"], acc) + regs].transpose(1, 0, 2)
-        else:
-            c = np.broadcast_to(np.asarray(g.vread(f["src2"], inst.literal), u32), (W, regs, 64))
-        if out_t == "f32":
-            res = (dvals + c.view(f32).astype(f64)).astype(f32).view(u32)
-        else:
-            res = (dvals + c.astype(np.int32).astype(np.int64)).astype(np.int64).astype(u32)
-        res = res.transpose(1, 0, 2)
-        dst = reg(d.VGPR0 + f["vdst"], acc)
-        g.v[dst: dst + regs] = res  # MFMA ignores EXEC
-
-    return run
-
-
 # --- SDWA --------------------------------------------------------------------------------------
 def _select(value: np.ndarray, sel: int, sext: bool) -> np.ndarray:
     value = np.asarray(value, u32)
@@ -395,7 +312,7 @@ for _n in ("v_pk_fma_f32", "v_pk_mul_f32", "v_pk_add_f32", "v_pk_mov_b32"):
 
 
 def make_compile(
-    samples: Callable[[d.Instruction], str],
+    samples: Callable[[d.Instruction], str], target: str = "gfx942",
 ) -> Callable[[d.Instruction], core.Compiled]:
     """The Family.compile hook: gfx9-only semantics first, else the core under the
     canonical name. `samples(inst)` gives LLVM's sample text of the opcode (MFMA shapes)."""
@@ -409,7 +326,7 @@ def make_compile(
         if canon.startswith("ds_cmpstore"):  # gfx9 ds_cmpst: data0 = compare, data1 = new
             renamed.f = dict(inst.f, data0=inst.f["data1"], data1=inst.f["data0"])
         if "sdwa" in inst.f:
-            fn = compile_sdwa(renamed, lambda i: _compile_alu(i, samples))
+            fn = compile_sdwa(renamed, lambda i: _compile_alu(i, samples, target))
             return core.Compiled(inst, core.SIMPLE, fn, None if fn else "not implemented")
         tr = gfx950.compile_memory(inst, base)
         if tr is not None:
@@ -418,7 +335,7 @@ def make_compile(
             return core.Compiled(inst, core.MEMORY, lambda g, ctx: None)
         if canon in ("s_memtime", "s_memrealtime"):
             return core.Compiled(inst, core.MEMORY, _smem_time(inst))
-        fn = _compile_alu(renamed, samples)
+        fn = _compile_alu(renamed, samples, target)
         if fn is not None:
             return core.Compiled(inst, core.SIMPLE, fn)
         c = core.compile_instruction(renamed)
@@ -427,13 +344,13 @@ def make_compile(
     return compile_inst
 
 
-def _compile_alu(inst: d.Instruction, samples) -> Callable | None:
+def _compile_alu(inst: d.Instruction, samples, target: str = "gfx942") -> Callable | None:
     """gfx9-only ALU semantics (inst already renamed), or None."""
     name = inst.name
     if name in _GFX9_ALU:
         return _GFX9_ALU[name](inst)
     if name.startswith("v_mfma_"):
-        return compile_mfma(inst, samples(inst))
+        return compile_mfma(inst, samples(inst), target)
     if "sdwa" in inst.f or not inst.name.startswith("v_"):
         return None
     fn = gfx950.compile_alu(inst, name)

@@ -1,0 +1,235 @@
+"""CDNA matrix instructions (v_mfma_*) on wide wave state: every shape of gfx90a, gfx942 and
+gfx950's dense MFMA (single and multi-block, f32/f16/bf16/xf32/i8/f64/fp8/bf8), with the
+cbsz/abid (A broadcast) and blgp (B lane pattern) controls.
+
+The register layouts, as AMD documents them (CDNA3 ISA guide, "Matrix Arithmetic"; AMD's
+matrix instruction calculator prints the same tables):
+- blocks: an instruction computes B independent (M x N) = (M x K) @ (K x N) products; B is
+  what the D register count implies (D holds B*M*N values).
+- A (and B, with N for M): lane l holds `vals` consecutive K values of row i = l % M of
+  block g % B, at k = (g // B) * vals, where g = l // M is the lane group. cbsz/abid: A of
+  block b comes from block (b with its low cbsz bits replaced by abid). blgp: B of lane l
+  is read from lane blgp_source(l) (broadcast or rotated lane groups).
+- D and C (32-bit results): register r of lane l, with g = l // N, is row
+  (r // 4) * 4 * (64 // N) + 4 * g + r % 4 of the blocks stacked on top of each other
+  (B*M rows), column l % N. f64 results take two registers each: item r of lane l is
+  block g % B, row g // B + (64 // N // B) * r, column l % N.
+
+Products are exact in float64 for every input type here but f32/f64 (rounded once per
+product there); the sums are float64 then rounded to the output type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+
+from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
+from hsa.virtual.isa.valu import base_name
+
+u32, f32, f64 = np.uint32, np.float32, np.float64
+
+_MFMA = re.compile(
+    r"^v_mfma_(f32|i32|f64)_(\d+)x(\d+)x(\d+)(?:_(\d+)b)?_?"
+    r"(f16|bf16_1k|bf16|xf32|f32|i8|f64|(?:fp8|bf8)_(?:fp8|bf8))$")
+_BYTES = {"f16": 2, "bf16": 2, "bf16_1k": 2, "f32": 4, "xf32": 4, "i8": 1, "f64": 8,
+          "fp8": 1, "bf8": 1}
+
+
+@dataclass(frozen=True)
+class MfmaShape:
+    out: str  # f32 | i32 | f64
+    m: int
+    n: int
+    k: int
+    blocks: int
+    a_kind: str
+    b_kind: str
+    vals: int  # A/B values a lane holds
+    d_items: int  # D values a lane holds
+
+
+def parse(name: str, sample: str) -> MfmaShape | None:
+    """The shape of an MFMA from its mnemonic and LLVM's sample text (register widths)."""
+    m_ = _MFMA.match(base_name(name))
+    if m_ is None:
+        return None
+    out, m, n, k, kind = m_.group(1), *map(int, m_.groups()[1:4]), m_.group(6)
+    a_kind, b_kind = kind.split("_") if kind[:3] in ("fp8", "bf8") else (kind, kind)
+    widths = _operand_widths(sample)
+    if len(widths) < 2 or widths[0] is None or widths[1] is None:
+        return None
+    d_regs, a_regs = widths[0], widths[1]
+    d_items = d_regs // (2 if out == "f64" else 1)
+    vals = a_regs * 4 // _BYTES[a_kind]
+    blocks = d_items * 64 // (m * n)
+    if blocks < 1 or 64 * vals != blocks * m * k or 64 % m or 64 % n:
+        return None
+    return MfmaShape(out, m, n, k, blocks, a_kind, b_kind, vals, d_items)
+
+
+def _operand_widths(sample: str) -> list[int | None]:
+    """Register counts of the first operands of LLVM's sample text ("v[16:31], a32, ...")."""
+    out: list[int | None] = []
+    for token in sample.split(None, 1)[1].split(","):
+        token = token.strip().split()[0] if token.strip() else ""
+        rng = re.fullmatch(r"[va]\[(\d+):(\d+)\]", token)
+        if rng:
+            out.append(int(rng.group(2)) - int(rng.group(1)) + 1)
+        elif re.fullmatch(r"[va]\d+", token):
+            out.append(1)
+        else:
+            out.append(None)
+    return out
+
+
+def blgp_source(blgp: int) -> np.ndarray:
+    """The lane whose B value lane l uses under a blgp pattern."""
+    lane = np.arange(64)
+    return [lane, lane % 32, lane % 32 + 32, (lane + 16) % 64,
+            lane % 16, lane % 16 + 16, lane % 16 + 32, lane % 16 + 48][blgp]
+
+
+@cache
+def layout(shape: MfmaShape, cbsz: int = 0, abid: int = 0, blgp: int = 0
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat gathers: A tiles (B, M, K) and B tiles (B, K, N) from the (64 lanes x vals)
+    operand values, and D (items, 64) from the (B, M, N) products."""
+    m, n, k, nb, vals = shape.m, shape.n, shape.k, shape.blocks, shape.vals
+    lane = np.arange(64)[:, None]
+    v = np.arange(vals)[None, :]
+    src = lane * vals + v  # (64, vals)
+
+    def tiles(rows: int) -> np.ndarray:
+        g = lane // rows
+        out = np.full((nb, rows, k), -1, np.int64)
+        out[np.broadcast_to(g % nb, src.shape), np.broadcast_to(lane % rows, src.shape),
+            (g // nb) * vals + v] = src
+        assert (out >= 0).all(), "the lanes cover every element of every block"
+        return out
+
+    a_take = tiles(m)
+    if cbsz:
+        group = 1 << cbsz
+        if group > nb or abid >= group:
+            raise ValueError(f"cbsz {cbsz} / abid {abid} do not fit {nb} block(s)")
+        a_take = a_take[(np.arange(nb) & ~(group - 1)) | abid]
+    b_take = tiles(n).transpose(0, 2, 1)  # (B, K, N)
+    if blgp:
+        b_take = (blgp_source(blgp) * vals)[b_take // vals] + b_take % vals
+    r = np.arange(shape.d_items)[:, None]
+    g = np.arange(64)[None, :] // n
+    col = np.arange(64)[None, :] % n
+    if shape.out == "f64":
+        blk, row = g % nb, g // nb + (64 // n // nb) * r
+    else:
+        stacked = (r // 4) * 4 * (64 // n) + 4 * g + r % 4
+        blk, row = stacked // m, stacked % m
+    d_take = (blk * m + row) * n + col
+    return a_take, b_take, d_take
+
+
+def _fp8_table(kind: str, ocp: bool) -> np.ndarray:
+    dtype = {("fp8", False): ml_dtypes.float8_e4m3fnuz, ("bf8", False): ml_dtypes.float8_e5m2fnuz,
+             ("fp8", True): ml_dtypes.float8_e4m3fn, ("bf8", True): ml_dtypes.float8_e5m2}
+    return np.arange(256, dtype=np.uint8).view(dtype[kind, ocp]).astype(f64)
+
+
+def _to_tf32(x: np.ndarray) -> np.ndarray:
+    b = np.asarray(x, f32).view(u32)
+    b = (b + u32(0xFFF) + ((b >> u32(13)) & u32(1))) & u32(0xFFFFE000)
+    return b.view(f32)
+
+
+def operand_values(words: np.ndarray, kind: str, vals: int, ocp_fp8: bool) -> np.ndarray:
+    """(W, 64, regs) uint32 register words -> (W, 64, vals) float64 (or exact int) values."""
+    words = np.ascontiguousarray(words)
+    if kind == "i8":
+        return words.view(np.int8)[..., :vals].astype(f64)
+    if kind in ("fp8", "bf8"):
+        return _fp8_table(kind, ocp_fp8)[words.view(np.uint8)[..., :vals]]
+    if kind == "f16":
+        return words.view(np.float16)[..., :vals].astype(f64)
+    if kind in ("bf16", "bf16_1k"):
+        h = words.view(np.uint16)[..., :vals].astype(u32) << u32(16)
+        return h.view(f32).astype(f64)
+    if kind == "f64":
+        return words.view(f64)[..., :vals]
+    x = words.view(f32)[..., :vals]
+    return (_to_tf32(x) if kind == "xf32" else x).astype(f64)
+
+
+def compile_mfma(inst: d.Instruction, sample: str, target: str = "gfx942"
+                 ) -> Callable[[WaveGroup], None] | None:
+    shape = parse(inst.name, sample)
+    if shape is None:
+        return None
+    f = inst.f
+    neg = 0
+    blgp = f["blgp"]
+    if shape.out == "f64":
+        if target == "gfx90a" and blgp:
+            return None
+        neg, blgp = blgp, 0  # gfx940+: the f64 forms' blgp bits are neg:[A, B, C]
+    try:
+        a_take, b_take, d_take = layout(shape, f["cbsz"], f["abid"], blgp)
+    except ValueError:
+        return None
+    regs_a = max(1, shape.vals * _BYTES[shape.a_kind] // 4)
+    regs_b = max(1, shape.vals * _BYTES[shape.b_kind] // 4)
+    wide = 2 if shape.out == "f64" else 1
+    d_regs = shape.d_items * wide
+    ocp = target == "gfx950"
+    nb, m, n = shape.blocks, shape.m, shape.n
+
+    def reg(code: int, acc: bool) -> int:
+        return (AGPR_ROW if acc else 0) + code - d.VGPR0
+
+    def values(g: WaveGroup, code: int, acc: bool, rows: int, kind: str) -> np.ndarray:
+        r = reg(code, acc)
+        words = g.v[r: r + rows].transpose(1, 2, 0)  # (W, 64, rows)
+        return operand_values(words, kind, shape.vals, ocp).reshape(words.shape[0], -1)
+
+    def run(g: WaveGroup) -> None:
+        W = g.count
+        av = values(g, f["src0"], bool(f["acc"] & 1), regs_a, shape.a_kind)
+        bv = values(g, f["src1"], bool(f["acc"] & 2), regs_b, shape.b_kind)
+        if neg & 1:
+            av = -av
+        if neg & 2:
+            bv = -bv
+        prod = np.matmul(av[:, a_take], bv[:, b_take])  # (W, B, M, N)
+        dvals = prod.reshape(W, nb * m * n)[:, d_take].transpose(1, 0, 2)  # (items, W, 64)
+        acc = bool(f["acc_cd"])
+        if f["src2"] >= d.VGPR0:
+            cw = g.v[reg(f["src2"], acc): reg(f["src2"], acc) + d_regs]
+        else:  # an inline constant C: the same bits in every register
+            cw = np.broadcast_to(np.asarray(g.vread(f["src2"], inst.literal), u32),
+                                 (d_regs, W, 64))
+        dst = reg(d.VGPR0 + f["vdst"], acc)
+        if shape.out == "f64":
+            c = np.ascontiguousarray(cw.reshape(shape.d_items, 2, W, 64).transpose(0, 2, 3, 1))
+            cf = c.view(f64)[..., 0] if f["src2"] >= d.VGPR0 else _const_f64(g, f, inst, W)
+            res = dvals + (-cf if neg & 4 else cf)
+            pair = np.ascontiguousarray(res.astype(f64)[..., None]).view(u32)  # (items,W,64,2)
+            g.v[dst: dst + d_regs] = pair.transpose(0, 3, 1, 2).reshape(d_regs, W, 64)
+        elif shape.out == "f32":  # MFMA ignores EXEC
+            g.v[dst: dst + d_regs] = (dvals + cw.view(f32)).astype(f32).view(u32)
+        else:
+            g.v[dst: dst + d_regs] = (dvals.astype(np.int64) + cw.view(np.int32)).astype(u32)
+
+    return run
+
+
+def _const_f64(g: WaveGroup, f: dict, inst: d.Instruction, W: int) -> np.ndarray:
+    value = np.asarray(g.vread(f["src2"], inst.literal, "64"))
+    return np.broadcast_to(value.astype(np.uint64).view(f64), (1, W, 64))
+
+
+__all__ = ["MfmaShape", "blgp_source", "compile_mfma", "layout", "operand_values", "parse"]
