@@ -130,8 +130,11 @@ GFX950_ADDED = {"VOP3P": [
 ], "VOP1": [
     "v_permlane32_swap_b32 v1, v2", "v_permlane16_swap_b32 v1, v2", "v_prng_b32 v1, v2",
     "v_cvt_f32_bf16 v1, v2",
+], "GLOBAL": [
+    "global_load_lds_dwordx3 v[2:3], off", "global_load_lds_dwordx4 v[2:3], off",
 ]}
-_OPCODE = {"VOP3P": (16, 0x7F), "VOP3": (16, 0x3FF), "DS": (17, 0xFF), "VOP1": (9, 0xFF)}
+_OPCODE = {"VOP3P": (16, 0x7F), "VOP3": (16, 0x3FF), "DS": (17, 0xFF), "VOP1": (9, 0xFF),
+           "GLOBAL": (18, 0x7F)}
 
 
 def assemble_gfx950(lines: list[str]) -> list[int]:

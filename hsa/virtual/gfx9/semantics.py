@@ -72,6 +72,9 @@ def canonical(name: str) -> str:
     m = re.match(r"^(s_\w+?)n2(_\w+)$", name)  # s_andn2_b64 -> s_and_not1_b64
     if m and m.group(1) in ("s_and", "s_or"):
         return f"{m.group(1)}_not1{m.group(2)}"
+    m = re.match(r"^(global|scratch)_load_lds_(\w+)$", name)  # straight to LDS
+    if m and m.group(2) in _MEM_SUFFIX:
+        return f"{m.group(1)}_load_lds_{_MEM_SUFFIX[m.group(2)]}"
     m = re.match(r"^(global|flat|scratch|buffer)_(load|store)_(\w+)$", name)
     if m and m.group(3) in _MEM_SUFFIX:
         return f"{m.group(1)}_{m.group(2)}_{_MEM_SUFFIX[m.group(3)]}"

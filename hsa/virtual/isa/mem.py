@@ -320,6 +320,9 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
     op, _, suffix = rest.partition("_")
     if op in ("inv", "wb", "wbinv", "prefetch"):  # gfx12 cache control: coherent here
         return lambda g, ctx: None
+    to_lds = op == "load" and suffix.startswith("lds_")  # gfx9: loads straight to LDS
+    if to_lds:
+        suffix = suffix[4:]
     if op == "load":
         kind = _LOADS.get(suffix)
     elif op == "store":
@@ -357,7 +360,16 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
             return
         addr = addresses(g, ctx, idx)
         space = ctx.space_for(g, inst, seg, addr, idx)
-        if op == "load":
+        if to_lds:
+            dtype, nwords, _ = kind
+            if dtype is None or dtype == np.uint32:
+                got = space.gather_words(addr, nwords)
+                values = [got[:, k] for k in range(nwords)]
+            else:
+                values = [space.gather(addr, np.dtype(dtype))]
+            size = np.dtype(dtype).itemsize if dtype is not None else 4 * nwords
+            _load_to_lds(g, ctx, inst, idx, values, size)
+        elif op == "load":
             _load_into(g, f["vdst"], idx, kind, lambda dt: space.gather(addr, dt),
                        lambda n: space.gather_words(addr, n))
         elif op == "store":
