@@ -5,7 +5,7 @@ The wheel's `zig` binary is a multi-call driver: `zig clang ...` is clang 22 and
 (which costs a Python start-up per call). One source builds once per target id:
 
     zig clang -x cl -cl-std=CL2.0 -target amdgcn-amd-amdhsa -mcpu=<target id> -nogpulib
-              -cl-no-stdinc -O2 -mcode-object-version=<5|6> -include amdgpu_opencl.h -c SRC
+              -cl-no-stdinc -O2 -mcode-object-version=<4|5|6> -include amdgpu_opencl.h -c SRC
     zig ld.lld -shared OBJ -o OUT.hsaco
 
 `-cl-no-stdinc` because the wheel ships no OpenCL headers: the work-item functions, barrier
@@ -41,7 +41,7 @@ __all__ = [
 
 #: The built-in OpenCL header force-included into every OpenCL C compile.
 HEADER = Path(__file__).with_name("kernels") / "amdgpu_opencl.h"
-CODE_OBJECT_VERSIONS = (5, 6)
+CODE_OBJECT_VERSIONS = (4, 5, 6)
 
 # clang 20+ emits a callable copy of every OpenCL kernel (__clang_ocl_kern_imp_<name>); a
 # kernel with a __local array then gets this backend warning for that copy, which nothing
@@ -142,7 +142,7 @@ def compile_opencl(
     """
     if code_object_version not in CODE_OBJECT_VERSIONS:
         raise CompileError(
-            f"code object version {code_object_version} is not supported; use 5 or 6"
+            f"code object version {code_object_version} is not supported; use 4, 5 or 6"
         )
     path = Path(source)
     if not path.is_file():
@@ -153,6 +153,7 @@ def compile_opencl(
         "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}",
         "-nogpulib", "-cl-no-stdinc", "-O2",
         f"-mcode-object-version={code_object_version}",
+        f"-DAMDGPU_DIRECT_COV={code_object_version}",
         "-include", str(HEADER),
     ]
     for name, value in (defines or {}).items():

@@ -43,3 +43,71 @@ for _name in ("test_fill", "test_copy_with_partial_workgroups", "test_saxpy",
               "test_out_of_bounds_write_faults_with_kernel_pc_and_address",
               "test_trap_is_a_queue_exception"):
     globals()[_name] = getattr(gfx11_tests, _name)
+
+
+@pytest.mark.hsa_virtual
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+@pytest.mark.parametrize("version", [4, 5])
+def test_saxpy_hidden_grid_stride_in_every_code_object_version(target, version):
+    """The kernel library's saxpy_hidden strides by get_local_size * get_num_groups. Built as
+    code object v4 it used to read v5 hidden-argument offsets (v4 has global offsets there):
+    stride 0, a loop that never ends. Now v4 takes the sizes from the dispatch packet."""
+    import numpy as np
+
+    import amdgpu
+    import tests.test_codeobject_foreign as foreign
+    from compiler import clang, library
+    from hsa.abi.codeobject import read_code_object
+
+    data = clang.compile_opencl(library.path("saxpy_hidden"), target,
+                                code_object_version=version)
+    assert read_code_object(data).code_object_version == version
+    dev = amdgpu.open(f"amdgpu:virtual:{target}")
+    try:
+        kernel = foreign._kernel(dev, data, "saxpy_hidden")
+        n = 3000  # grid 768 (3 groups of 256): four strides, the last one partial
+        x = np.arange(n, dtype=np.float32)
+        y = dev.buffer(np.ones(n, np.float32))
+        dev.dispatch(kernel, 768, 256, (y, dev.buffer(x), np.float32(2), np.uint32(n))).wait(60)
+        np.testing.assert_array_equal(y.to_numpy(np.float32), 2 * x + 1)
+    finally:
+        dev.close()
+
+
+@pytest.mark.hsa_virtual
+def test_overlap_reverse_on_cdna_agents(monkeypatch):
+    """AMDGPU_VIRTUAL_OVERLAP=reverse on two gfx942 agents: dispatches recorded without a
+    barrier run last-first, so the consumer reads stale data; with the barrier it is right."""
+    import amdgpu
+    import compiler
+    from tests.test_driver_dispatch import _missing_barrier_case
+
+    monkeypatch.setenv("AMDGPU_VIRTUAL_OVERLAP", "reverse")
+    code = {name: compiler.compile(name, targets=["gfx942"]) for name in ("fill", "copy")}
+    with amdgpu.open("amdgpu:virtual:gfx942,gfx942") as dev:
+        assert dev.provider.overlap == "reverse"
+        _missing_barrier_case(dev, code)
+
+
+def test_unsupported_instruction_names_its_code_object_offset(harness):
+    """An instruction the gfx9 semantics lack (sparse MFMA, v_smfmac) is one queue error
+    naming the kernel, the mnemonic and its offset in the code object, not a host address."""
+    from amdgpu.errors import IllegalInstruction
+    from hsa.virtual.gfx11.testing import ILLEGAL_KERNEL_S
+
+    src = (ILLEGAL_KERNEL_S.replace("gfx1100", harness.target)
+           .replace("  v_cubeid_f32 v0, v1, v1, v1\n",
+                    "  v_smfmac_f32_16x16x32_f16 v[4:7], v[0:1], v[8:11], v2\n")
+           .replace("  .amdhsa_wavefront_size32 1\n", "  .amdhsa_accum_offset 8\n")
+           .replace(".amdhsa_next_free_vgpr 8", ".amdhsa_next_free_vgpr 16")
+           .replace(".wavefront_size: 32", ".wavefront_size: 64"))
+    if harness.target == "gfx90a":
+        pytest.skip("gfx90a has no sparse MFMA")
+    bad = harness.load(build_code_object(src, "assembler", mcpu=harness.target))
+    with pytest.raises(IllegalInstruction) as info:
+        harness.dispatch(bad, "illegal", (64,), (64,), [])
+    text = str(info.value)
+    entry = bad.kernel("illegal").descriptor.kernel_code_entry_byte_offset
+    offset = bad.kernel_object("illegal") - bad.base + entry + 4  # the second instruction
+    assert f"at code-object offset 0x{offset:x} (v_smfmac_f32_16x16x32_f16)" in text
+    assert "kernel illegal" in text and f"0x{bad.base + offset:x}" not in text

@@ -42,6 +42,28 @@ typedef uint uint4 __attribute__((ext_vector_type(4)));
 #define AMDGPU_OCL_OVERLOAD static inline __attribute__((always_inline, overloadable))
 
 /* --- hidden arguments (code object v5/v6) ------------------------------------------- */
+/* Code object v4's hidden arguments start with the global offsets and hold no block counts:
+ * there (compiler.clang defines AMDGPU_DIRECT_COV from -mcode-object-version) the grid and
+ * group sizes come from the dispatch packet (+4 group sizes u16, +12 grid sizes u32), as
+ * ROCm's ockl does for v4. Reading v5 offsets in a v4 object gave a grid-stride loop a
+ * stride of 0: a kernel that never ends. */
+#if defined(AMDGPU_DIRECT_COV) && AMDGPU_DIRECT_COV < 5
+AMDGPU_OCL_INLINE uint __amdgpu_packet_grid(uint dim) {
+    return ((__constant uint *)__builtin_amdgcn_dispatch_ptr())[3 + dim];
+}
+
+AMDGPU_OCL_INLINE uint __amdgpu_packet_group(uint dim) {
+    return ((__constant ushort *)__builtin_amdgcn_dispatch_ptr())[2 + dim];
+}
+
+AMDGPU_OCL_INLINE uint __amdgpu_block_count(uint dim) {
+    return dim < 3 ? __amdgpu_packet_grid(dim) / __amdgpu_packet_group(dim) : 1u;
+}
+
+AMDGPU_OCL_INLINE uint __amdgpu_remainder(uint dim) {
+    return dim < 3 ? __amdgpu_packet_grid(dim) % __amdgpu_packet_group(dim) : 0u;
+}
+#else
 AMDGPU_OCL_INLINE uint __amdgpu_block_count(uint dim) {
     __constant uint *hidden = (__constant uint *)__builtin_amdgcn_implicitarg_ptr();
     return dim < 3 ? hidden[dim] : 1u;
@@ -51,6 +73,7 @@ AMDGPU_OCL_INLINE uint __amdgpu_remainder(uint dim) {
     __constant ushort *hidden = (__constant ushort *)__builtin_amdgcn_implicitarg_ptr();
     return dim < 3 ? (uint)hidden[9 + dim] : 0u;
 }
+#endif
 
 AMDGPU_OCL_INLINE uint __amdgpu_group_size(uint dim) {
     switch (dim) {
