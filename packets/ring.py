@@ -135,6 +135,71 @@ class Ring:
         self._doorbell(idx)
         return idx
 
+    def publish_parts(self, body, header: int, *, kernarg: bytes | None = None,
+                      symbol: str | None = None) -> int:
+        """`publish` of a packet kept as its 60 bytes after the header word (any buffer:
+        a cached launch keeps a memoryview of its packet template) and the 32-bit header
+        word (`header | setup << 16`): no 64-byte bytes object is built or parsed."""
+        if _STATE.sink is not None:
+            packet = _WORD.pack(header) + bytes(body)
+            return self._publish_traced(packet, kernarg, symbol)
+        if self._hint - self._read >= self.size:
+            self._wait_unreserved(1)
+        idx = self._add_write_index(1)
+        if idx >= self._hint:
+            self._hint = idx + 1
+        if idx - self._read >= self.size:
+            self._wait_reserved(idx, 1)
+        off = (idx & self._mask) << 6
+        self._mv[off + 4:off + PACKET_SIZE] = body  # the body, then the one header store
+        self._header_words[off >> 2] = header
+        self.doorbells += 1
+        self._doorbell(idx)
+        return idx
+
+    def publish_ready(self, block: np.ndarray, first_header: int) -> int:
+        """Publish N packets held in `block` as they go out, except the first, whose header
+        is INVALID there and `first_header` here; returns the id of the first. One copy of
+        the whole block (two on wrap), then the one header store: an in-order packet
+        processor reaches packets 2..N only through packet 1, whose header is written after
+        every other byte, so the other headers need no store of their own (the doorbell
+        comes last, as always). The fast form for a block published again and again (a
+        command buffer's); `publish_many` does the rest (traced, wait packets in front)."""
+        last = self._last
+        if block is last[0]:
+            src = last[1]
+        else:
+            src = _block_view(block)
+            if type(block) is np.ndarray and (src.obj is block or src.obj.base is block):
+                self._last = (block, src)
+        nbytes = src.nbytes
+        n = nbytes >> 6
+        if not 0 < n <= self.size or src[0] != _INVALID_TYPE:
+            raise PacketError(
+                f"publish_ready takes 1..{self.size} packets whose first header is INVALID "
+                f"(got {n} packets, first type {src[0] if n else None}); use publish_many"
+            )
+        if self._hint + n - self._read > self.size:
+            self._wait_unreserved(n)
+        idx = self._add_write_index(n)
+        last_id = idx + n - 1
+        if last_id >= self._hint:
+            self._hint = last_id + 1
+        if last_id - self._read >= self.size:
+            self._wait_reserved(idx, n)
+        off = (idx & self._mask) << 6
+        mv = self._mv
+        tail = self._ring_bytes - off
+        if nbytes <= tail:
+            mv[off:off + nbytes] = src
+        else:
+            mv[off:] = src[:tail]
+            mv[:nbytes - tail] = src[tail:]
+        self._header_words[off >> 2] = first_header
+        self.doorbells += 1
+        self._doorbell(last_id)
+        return idx
+
     def _publish_traced(self, packet, kernarg, symbol) -> int:
         """`publish` with a trace sink: the same steps, timed, then one packet record."""
         sink = _STATE.sink

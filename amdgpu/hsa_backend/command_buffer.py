@@ -314,10 +314,11 @@ class HsaCommandBuffer(CommandBuffer):
                 packets.PACKET
             )
             block = np.concatenate([disp, tail])
-        # Kept with INVALID headers and the header words apart: Ring.publish_many then
-        # copies the bodies in one piece and stores the headers after them.
+        # Kept as published but for the first header, INVALID here (the header words
+        # apart too): Ring.publish_ready copies the block in one piece, then stores that
+        # one header, which an in-order processor must pass to reach any other packet.
         headers = block.view(np.uint32).reshape(len(block), 16)[:, 0].copy()
-        block.view(np.uint32).reshape(len(block), 16)[:, 0] = packets.INVALID_HEADER
+        block.view(np.uint32).reshape(len(block), 16)[0, 0] = packets.INVALID_HEADER
         template_bytes = memoryview(template)
         return _Segment(
             block=block,
@@ -417,6 +418,8 @@ class HsaCommandBuffer(CommandBuffer):
             )
         if _TRACE.sink is not None:
             self._publish_traced(lane, seg, block, headers, off, base, addrs)
+        elif pre is None and len(block) <= lane.ring.size:
+            lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header
         else:
             lane.publish_block(block, headers)
 

@@ -569,7 +569,7 @@ class HsaDevice(Device):
         )
         if launch is None:
             launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
-        size, explicit, fast, hidden_start, hidden, head, tail, geom = launch
+        size, explicit, fast, hidden_start, hidden, words, body, header, geom = launch
         # The kernarg bytes first: a refused argument raises before anything is reserved.
         last = kernel.last  # (args, launch, bytes): one tuple, so threads see a whole one
         if args is last[0] and launch is last[1]:
@@ -605,17 +605,20 @@ class HsaDevice(Device):
             else:
                 off = ring.allocate(size, value)
             ln.kernarg_view[off : off + size] = data  # the whole block in one store
-            pkt = head + (ln.kernarg_address + off).to_bytes(8, "little") + tail
+            words[5] = ln.kernarg_address + off  # the launch's packet template, in place
             if proxies:
                 ln.hold_proxies(value, proxies)
-            if self._timer is not None:  # per-dispatch device time (hsa_backend.timing)
-                self._timer.publish(ln, kernel, pkt, pre)
-            elif _TRACE.sink is not None:  # the one check of the untraced path
-                self._publish_traced(ln, kernel, pkt, data, pre)
-            elif pre is None:
-                ln.ring.publish(pkt)
+            if pre is None and self._timer is None and _TRACE.sink is None:
+                ln.ring.publish_parts(body, header)  # the untraced path: one check
             else:
-                ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
+                pkt = header.to_bytes(4, "little") + body.tobytes()
+                if self._timer is not None:  # per-dispatch device time (hsa_backend.timing)
+                    self._timer.publish(ln, kernel, pkt, pre)
+                elif _TRACE.sink is not None:
+                    self._publish_traced(ln, kernel, pkt, data, pre)
+                else:
+                    ln.publish_block(
+                        np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
             ln.submitted = value
         finally:
             lock.release()

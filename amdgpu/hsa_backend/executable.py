@@ -164,8 +164,8 @@ class HsaKernel:
                cluster: Any = None) -> tuple:
         """Everything an immediate dispatch of this shape on this lane reuses, cached:
         (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
-        hidden-args bytes, packet bytes before kernarg_address, packet bytes after it,
-        (grid, block, dims)). `cluster` (gfx1250): workgroups per cluster."""
+        hidden-args bytes, the packet template as u64 words, its 60 body bytes, its header
+        word, (grid, block, dims)). `cluster` (gfx1250): workgroups per cluster."""
         if dynamic_lds.__class__ is not int:
             dynamic_lds = _lds_bytes(dynamic_lds, self.name)
         # The cache key tells types apart (1 == True == 1.0 as dict keys): only exact ints
@@ -186,6 +186,13 @@ class HsaKernel:
         g, b, dims = self.geometry(grid, block)
         layout = self.layout
         pkt = self.packet_template(g, b, dims, dynamic_lds, lane.signal, cluster)
+        # The packet as a template the dispatch patches in place (kernarg_address, u64
+        # word 5, under the lane's lock: the entry is per lane) and publishes as its 60
+        # body bytes and the header word (Ring.publish_parts): no bytes built per dispatch.
+        template = bytearray(pkt)
+        words = memoryview(template).cast("Q")
+        header = int.from_bytes(pkt[:4], "little")
+        body = memoryview(template)[4:]
         if layout._fast is not None:
             hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
             entry = (
@@ -194,12 +201,13 @@ class HsaKernel:
                 layout._fast,
                 layout.hidden_start,
                 hidden,
-                pkt[:40],
-                pkt[48:],
+                words,
+                body,
+                header,
                 (g, b, dims),
             )
         else:
-            entry = (layout.size, None, None, 0, b"", pkt[:40], pkt[48:], (g, b, dims))
+            entry = (layout.size, None, None, 0, b"", words, body, header, (g, b, dims))
         if key is not None:
             if len(self._launches) > 1024:
                 self._launches.clear()

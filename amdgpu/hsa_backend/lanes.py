@@ -354,9 +354,11 @@ class QueueLane:
             return
         step = self.ring.size // 2
         for i in range(0, n, step):
-            self.ring.publish_many(
-                block[i : i + step], None if headers is None else headers[i : i + step]
-            )
+            chunk = block[i : i + step]
+            if headers is not None and i:  # publish_many wants the chunk's first INVALID
+                chunk = chunk.copy()
+                chunk.view(np.uint32).reshape(len(chunk), 16)[0, 0] = packets.INVALID_HEADER
+            self.ring.publish_many(chunk, None if headers is None else headers[i : i + step])
 
     def destroy(self) -> None:
         p = self.provider
