@@ -289,8 +289,9 @@ CASES = {
                      "v_add_nc_u32 v4, v12, v13", "small",
                      lambda a, b, c: np.repeat(a.reshape(-1, 32).sum(axis=1).astype(u32) + 1,
                                                32), None),
+    # typed loads convert through the V#'s format and DST_SEL: 32_FLOAT, x y z w
     "tbuffer": ("s_mov_b32 s12, s6\ns_and_b32 s13, s7, 0xffff\ns_mov_b32 s14, 0x400\n"
-                "s_mov_b32 s15, 0x31027000\nv_lshlrev_b32 v5, 3, v0\n"
+                "s_mov_b32 s15, 0x31016fac\nv_lshlrev_b32 v5, 3, v0\n"
                 "tbuffer_load_format_xy v[12:13], v5, s[12:15], 0 format:[BUF_FMT_32_32_UINT] "
                 "offen\nbuffer_load_format_x v14, v5, s[12:15], 0 offen offset:4\n"
                 "s_waitcnt vmcnt(0)\nv_add_nc_u32 v4, v12, v13\nv_add_nc_u32 v4, v4, v14",

@@ -12,7 +12,8 @@ import pytest
 
 from amdgpu.errors import HsaError
 from hsa.virtual.gfx11 import decoder as d
-from hsa.virtual.isa.executor import SIMPLE, compile_instruction
+from hsa.virtual.gfx11.semantics import compile_gfx11 as compile_instruction
+from hsa.virtual.isa.executor import SIMPLE
 from hsa.virtual.isa.state import LANES, WaveGroup
 
 pytestmark = pytest.mark.isa_gfx11

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from hsa.virtual.executor import register_executor
 from hsa.virtual.gfx11 import decoder
+from hsa.virtual.gfx11.semantics import compile_gfx11
 from hsa.virtual.isa.executor import Executor, Family
 
-GFX11 = Family("gfx11", decoder.decode_one)
+GFX11 = Family("gfx11", decoder.decode_one, compile=compile_gfx11)
 
 _SHARED: Executor | None = None
 

@@ -22,7 +22,7 @@ PROBE = dict(sdst=16, ssrc0=32, ssrc1=48, simm16=0x10, vdst=16, src0=288, src1=3
 
 def coverage() -> dict[str, tuple[int, int, list[str]]]:
     """encoding -> (implemented, total, names not implemented); VOPD halves left out."""
-    from hsa.virtual.isa.executor import compile_instruction
+    from hsa.virtual.gfx11.semantics import compile_gfx11 as compile_instruction
 
     out = {}
     for enc, table in sorted(d.opcode_tables().items()):

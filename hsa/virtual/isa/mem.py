@@ -501,6 +501,44 @@ def private_vsharp(private_size: int) -> tuple[int, int, int, int]:
     return (0, PRIVATE_VSHARP_HI, 0xFFFFFFFF, 1 << 23)  # word 3: ADD_TID_ENABLE
 
 
+def _buffer_operands(g: WaveGroup, inst: d.Instruction) -> tuple:
+    """V# words 0-1, base, stride, num_records (per wave) and per-lane offset, index,
+    soffset of a MUBUF/MTBUF instruction."""
+    f = inst.f
+    r = f["srsrc"]
+    w0, w1, w2 = (g.s[:, r + k].astype(u64) for k in range(3))
+    base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
+    stride = (w1 >> u64(16)) & u64(0x3FFF)
+    soff = (np.asarray(g.sread(f["soffset"], inst.literal), u64)
+            if f["soffset"] != d.NULL else u64(0))
+    offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])
+    vreg = f["vaddr"]
+    index = np.zeros((g.count, g.lanes), dtype=u64)
+    if f["idxen"]:
+        index = index + g.v[vreg].astype(u64)
+        vreg += 1
+    if f["offen"]:
+        offset = offset + g.v[vreg].astype(u64)
+    offset &= u64(0xFFFFFFFF)  # the buffer offset is 32-bit: -16 + 16 is 0, not 2**32
+    soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
+                           (g.count, 1))
+    return w0, w1, base, stride, w2, offset, index, soff
+
+
+def buffer_elements(g: WaveGroup, inst: d.Instruction, size: int
+                    ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """(active lanes, byte address per active lane, in range per active lane) of a
+    `size`-byte element access through the instruction's V#."""
+    _, _, base, stride, num_records, offset, index, soff = _buffer_operands(g, inst)
+    idx = _active(g)
+    structured = (stride != 0)[:, None]
+    in_range_s = ((index < num_records[:, None]) & (offset + u64(size) <= stride[:, None])
+                  if np.any(structured) else None)
+    ok = _in_range(offset, 0, size, num_records, structured, in_range_s)
+    addr = base[:, None] + stride[:, None] * index + offset + soff
+    return idx, _sel(addr, idx), _sel(ok, idx)
+
+
 def compile_mubuf(inst: d.Instruction) -> Callable | None:
     """MUBUF (buffer_*) and MTBUF (tbuffer_*) instructions through V# descriptors."""
     name = inst.name
@@ -528,24 +566,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         idx = _active(g)
         if idx is not None and idx.size == 0:
             return
-        r = f["srsrc"]
-        w0, w1, w2 = (g.s[:, r + k].astype(u64) for k in range(3))
-        base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
-        stride = (w1 >> u64(16)) & u64(0x3FFF)
-        num_records = w2
-        soff = (np.asarray(g.sread(f["soffset"], inst.literal), u64)
-                if f["soffset"] != d.NULL else u64(0))
-        offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])
-        vreg = f["vaddr"]
-        index = np.zeros((g.count, g.lanes), dtype=u64)
-        if f["idxen"]:
-            index = index + g.v[vreg].astype(u64)
-            vreg += 1
-        if f["offen"]:
-            offset = offset + g.v[vreg].astype(u64)
-        offset &= u64(0xFFFFFFFF)  # the buffer offset is 32-bit: -16 + 16 is 0, not 2**32
-        soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
-                               (g.count, 1))
+        w0, w1, base, stride, num_records, offset, index, soff = _buffer_operands(g, inst)
         if op in ("load", "store") and np.all((w1 & u64(0xFFFF)) == PRIVATE_VSHARP_HI) and (
                 np.all(w0 == 0)):
             # the private segment buffer (gfx9 non-architected scratch): swizzled per lane,

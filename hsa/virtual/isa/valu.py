@@ -13,6 +13,7 @@ registers are functions of their own in `SPECIAL`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -223,6 +224,42 @@ def _sad_u32(a, b, c):
     return (np.abs(a - b) + np.asarray(c, i64)).astype(u32)
 
 
+def _two_over_pi_bits(bits: int) -> int:
+    """floor(2/pi * 2**bits), from pi by Machin's formula in integers (16 guard bits)."""
+    one = 1 << (bits + 16)
+
+    def arctan_inv(x: int) -> int:  # arctan(1/x) * one
+        total = term = one // x
+        k, x2 = 1, x * x
+        while term:
+            term //= x2
+            total += term // (2 * k + 1) if k % 2 == 0 else -(term // (2 * k + 1))
+            k += 1
+        return total
+
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))
+    return (2 * one * one // pi) >> 16
+
+
+@lru_cache(maxsize=1)
+def _trig_preop_segments() -> np.ndarray:
+    """The 53-bit segment of 2/pi's 1201 fraction bits at each left shift (0 past the end)."""
+    frac = _two_over_pi_bits(1201)
+    mask = (1 << 53) - 1
+    return np.array([float(((frac << s) >> 1148) & mask) for s in range(32 * 53 + 1024)],
+                    dtype=f64)
+
+
+def _trig_preop(a, seg):
+    """v_trig_preop_f64 (RDNA3 ISA): 53 bits of 2/pi starting at bit 53 * S1[4:0] (further
+    along by the exponent of S0 beyond 1077), scaled to their place: 2**(-53 - shift),
+    2**128 more for exponents >= 1968. Rounded toward zero by construction."""
+    exp = ((np.asarray(a, f64).view(u64) >> u64(52)) & u64(0x7FF)).astype(np.int64)
+    shift = (np.asarray(seg, u32) & u32(31)).astype(np.int64) * 53 + np.maximum(exp - 1077, 0)
+    scale = -53 - shift + np.where(exp >= 1968, 128, 0)
+    return np.ldexp(_trig_preop_segments()[shift], scale.astype(np.int32))
+
+
 _FLOAT_OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {}
 for _t in ("f32", "f16"):
     _FLOAT_OPS.update({
@@ -299,6 +336,7 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_rsq_f64": ("f64", ("f64",), lambda a: 1.0 / np.sqrt(a)),
     "v_sqrt_f64": ("f64", ("f64",), np.sqrt),
     "v_ldexp_f64": ("f64", ("f64", "i32"), lambda a, e: np.ldexp(a, np.asarray(e, i32))),
+    "v_trig_preop_f64": ("f64", ("f64", "u32"), _trig_preop),
     "v_trunc_f64": ("f64", ("f64",), np.trunc),
     "v_floor_f64": ("f64", ("f64",), np.floor),
     "v_ceil_f64": ("f64", ("f64",), np.ceil),
