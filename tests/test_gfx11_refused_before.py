@@ -17,7 +17,7 @@ pytestmark = pytest.mark.isa_gfx11
 u32, f32, f64 = np.uint32, np.float32, np.float64
 
 
-def kernel_source(name: str, body: str, lds: int = 0) -> str:
+def kernel_source(name: str, body: str, lds: int = 0, wave: int = 32) -> str:
     return f"""
 .amdgcn_target "amdgcn-amd-amdhsa--gfx1100"
 .text
@@ -42,7 +42,7 @@ def kernel_source(name: str, body: str, lds: int = 0) -> str:
   .amdhsa_system_sgpr_workgroup_id_x 1
   .amdhsa_group_segment_fixed_size {lds}
   .amdhsa_kernarg_size 16
-  .amdhsa_wavefront_size32 1
+  .amdhsa_wavefront_size32 {int(wave == 32)}
 .end_amdhsa_kernel
 .amdgpu_metadata
 ---
@@ -54,10 +54,10 @@ amdhsa.kernels:
     .group_segment_fixed_size: {lds}
     .private_segment_fixed_size: 0
     .kernarg_segment_align: 8
-    .wavefront_size: 32
+    .wavefront_size: {wave}
     .sgpr_count: 32
     .vgpr_count: 32
-    .max_flat_workgroup_size: 32
+    .max_flat_workgroup_size: {wave}
     .args:
       - {{.offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global}}
       - {{.offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global}}
@@ -120,7 +120,7 @@ def test_trig_preop_f64_matches_the_isa_model():
     assert abs(total - 2 / mpmath.pi) < mpmath.mpf(2) ** -159
 
 
-# --- typed buffer formats -------------------------------------------------------------------------
+# --- typed buffer formats ------------------------------------------------------------------------
 def format_model(name: str, raw: bytes) -> list[float | int]:
     """A format element's x, y, z, w as the ISA describes the conversion, lane by lane in
     Python numbers (components listed from the most significant bits down in the name)."""
@@ -301,7 +301,7 @@ def test_small_float_store_rounds_and_saturates():
                 assert abs(y - x) <= 2.0 ** (e - mant) / 2 * (1 + 1e-12), (b, x, y)
 
 
-# --- buffer loads to LDS --------------------------------------------------------------------------
+# --- buffer loads to LDS -------------------------------------------------------------------------
 def _mubuf_words(name: str, vaddr: int, srsrc: int, offset: int) -> str:
     """`.long` words of a MUBUF instruction (offen, soffset 0), encoded by the RDNA3 layout;
     clang 22 no longer assembles the LDS-loading forms for gfx1100."""
@@ -386,3 +386,196 @@ def test_format_instructions_never_let_an_exception_escape():
             except HsaError:
                 stopped += 1
     assert stopped == 0  # every format either converts or reads as zeros
+
+
+# --- ALU and SALU opcodes ------------------------------------------------------------------------
+N = 256  # 8 waves
+
+
+def run_alu(body: str, a, b, c, out_words_per_lane: int = 1) -> np.ndarray:
+    """v1, v2, v3 = a, b, c of the lane (v[1:2] = a when the body asks for 64-bit a via
+    v[6:7] = (a, b)); the body leaves v4 (v[4:5]) per lane."""
+    load = """  global_load_b32 v1, v10, s[6:7]
+  global_load_b32 v2, v10, s[6:7] offset:1024
+  global_load_b32 v3, v10, s[6:7] offset:2048
+  s_waitcnt vmcnt(0)
+"""
+    store = ("  global_store_b32 v10, v4, s[4:5]" if out_words_per_lane == 1 else
+             "  v_lshlrev_b32 v11, 1, v10\n  global_store_b64 v11, v[4:5], s[4:5]")
+    inputs = np.concatenate([a, b, c]).astype(u32)
+    got = run(load + body + "\n" + store, inputs, N * out_words_per_lane, lanes=N)
+    return got if out_words_per_lane == 1 else got.reshape(N, out_words_per_lane)
+
+
+def _bytes(x: int) -> list[int]:
+    return [(x >> s) & 255 for s in range(0, 32, 8)]
+
+
+def test_lerp_u8():
+    rng = np.random.default_rng(21)
+    a, b, c = (rng.integers(0, 2**32, N, dtype=np.uint64).astype(u32) for _ in range(3))
+    got = run_alu("  v_lerp_u8 v4, v1, v2, v3", a, b, c)
+    for i in range(N):
+        x, y, z = int(a[i]), int(b[i]), int(c[i])
+        lerp = sum(((bx + by + (bz & 1)) >> 1) << (8 * k) for k, (bx, by, bz) in enumerate(
+            zip(_bytes(x), _bytes(y), _bytes(z), strict=True)))
+        assert got[i] == lerp, i
+
+
+def test_sad_hi_u8():
+    rng = np.random.default_rng(22)
+    a, b, c = (rng.integers(0, 2**32, N, dtype=np.uint64).astype(u32) for _ in range(3))
+    got = run_alu("  v_sad_hi_u8 v4, v1, v2, v3", a, b, c)
+    for i in range(N):
+        sad = sum(abs(p - q) for p, q in zip(_bytes(int(a[i])), _bytes(int(b[i])),
+                                             strict=True))
+        assert got[i] == ((sad << 16) + int(c[i])) & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_qsad_pk_u16_u8(masked):
+    rng = np.random.default_rng(23 + masked)
+    a, b, c = (rng.integers(0, 2**32, N, dtype=np.uint64).astype(u32) for _ in range(3))
+    b[::4] &= u32(0x00FF00FF)  # zero reference bytes, which the masked form skips
+    op = "v_mqsad_pk_u16_u8" if masked else "v_qsad_pk_u16_u8"
+    # S0 = (a, b) as 64 bits, S1 = b, S2 = (c, a)
+    got = run_alu(f"  v_mov_b32 v6, v1\n  v_mov_b32 v7, v2\n  v_mov_b32 v8, v3\n"
+                  f"  v_mov_b32 v9, v1\n  {op} v[4:5], v[6:7], v2, v[8:9]", a, b, c, 2)
+    for i in range(N):
+        s0 = int(a[i]) | int(b[i]) << 32
+        s2 = int(c[i]) | int(a[i]) << 32
+        ref = _bytes(int(b[i]))
+        want = 0
+        for k in range(4):
+            window = _bytes((s0 >> (8 * k)) & 0xFFFFFFFF)
+            sad = sum(abs(p - q) for p, q in zip(window, ref, strict=True) if not (
+                masked and q == 0))
+            want |= ((sad + ((s2 >> (16 * k)) & 0xFFFF)) & 0xFFFF) << (16 * k)
+        assert (int(got[i, 0]) | int(got[i, 1]) << 32) == want, i
+
+
+def cube_model(x: float, y: float, z: float) -> tuple[float, float, float, float]:
+    """(id, sc, tc, ma) of the RDNA3 pseudo-code, in Python floats."""
+    if abs(z) >= abs(x) and abs(z) >= abs(y):
+        return (5.0 if z < 0 else 4.0), (-x if z < 0 else x), -y, 2 * z
+    if abs(y) >= abs(x):
+        return (3.0 if y < 0 else 2.0), x, (-z if y < 0 else z), 2 * y
+    return (1.0 if x < 0 else 0.0), (z if x < 0 else -z), -y, 2 * x
+
+
+def test_cube_ops():
+    rng = np.random.default_rng(24)
+    xyz = rng.standard_normal((3, N)).astype(f32)
+    xyz[:, ::7] = np.round(xyz[:, ::7])  # ties between axes
+    a, b, c = (xyz[k].view(u32) for k in range(3))
+    got = {}
+    for op in ("id", "sc", "tc", "ma"):
+        got[op] = run_alu(f"  v_cube{op}_f32 v4, v1, v2, v3", a, b, c).view(f32)
+    for i in range(N):
+        want = cube_model(*(float(v) for v in xyz[:, i]))
+        assert tuple(float(got[op][i]) for op in ("id", "sc", "tc", "ma")) == tuple(
+            float(np.float32(w)) for w in want), i
+
+
+def test_scalar_quad_ops_b64():
+    """s_wqm_b64, s_quadmask_b64 (with SCC) and s_bitreplicate_b64_b32, one value per wave."""
+    rng = np.random.default_rng(25)
+    a, b, c = (rng.integers(0, 2**32, N, dtype=np.uint64).astype(u32) for _ in range(3))
+    a[::64] = 0  # some zero inputs for SCC
+    a[32::64] &= u32(0x00F000F0)
+    body = """  v_readfirstlane_b32 s8, v1
+  v_readfirstlane_b32 s9, v2
+  s_and_b32 s9, s9, s8
+  s_wqm_b64 s[12:13], s[8:9]
+  s_cselect_b32 s20, 1, 0
+  s_quadmask_b64 s[14:15], s[8:9]
+  s_cselect_b32 s21, 1, 0
+  s_bitreplicate_b64_b32 s[16:17], s8
+  v_cmp_eq_u32_e64 s22, 1, v0
+  v_mov_b32 v4, s12
+  v_cndmask_b32 v4, v4, s13, s22
+  v_cmp_eq_u32_e64 s22, 2, v0
+  v_cndmask_b32 v4, v4, s14, s22
+  v_cmp_eq_u32_e64 s22, 3, v0
+  v_cndmask_b32 v4, v4, s15, s22
+  v_cmp_eq_u32_e64 s22, 4, v0
+  v_cndmask_b32 v4, v4, s16, s22
+  v_cmp_eq_u32_e64 s22, 5, v0
+  v_cndmask_b32 v4, v4, s17, s22
+  v_cmp_eq_u32_e64 s22, 6, v0
+  v_cndmask_b32 v4, v4, s20, s22
+  v_cmp_eq_u32_e64 s22, 7, v0
+  v_cndmask_b32 v4, v4, s21, s22"""
+    got = run_alu(body, a, b, c).reshape(8, 32)
+    for w in range(8):
+        x = int(a[32 * w]) | (int(b[32 * w]) & int(a[32 * w])) << 32
+        wqm = sum(0xF << (4 * q) for q in range(16) if (x >> (4 * q)) & 0xF)
+        quad = sum(1 << q for q in range(16) if (x >> (4 * q)) & 0xF)
+        rep = sum(3 << (2 * i) for i in range(32) if (int(a[32 * w]) >> i) & 1)
+        want = [wqm & M, wqm >> 32, quad & M, quad >> 32, rep & M, rep >> 32, int(wqm != 0),
+                int(quad != 0)]
+        assert [int(v) for v in got[w, :8]] == want, w
+
+
+M = 0xFFFFFFFF
+
+
+def test_permlane64_swaps_wave64_halves_and_is_refused_in_wave32():
+    """gfx11 runs wave32 kernels only, where the instruction is refused by name (LLVM folds
+    it away in wave32); on a 64-lane wave group the core swaps the halves."""
+    from amdgpu.errors import IllegalInstruction
+    from hsa.virtual.gfx11 import decoder as dec
+    from hsa.virtual.gfx11.semantics import compile_gfx11
+    from hsa.virtual.isa.state import WaveGroup
+
+    op = next(k for k, v in dec.opcode_tables()["VOP1"].items()
+              if v["name"] == "v_permlane64_b32")
+    inst = dec.decode_one([0x3F << 25 | 4 << 17 | op << 9 | (256 + 1), 0, 0], 0, 0)
+    assert inst.name == "v_permlane64_b32"
+    fn = compile_gfx11(inst).fn
+    v = np.zeros((8, 2, 64), u32)
+    v[1] = np.arange(128, dtype=u32).reshape(2, 64) * 5 + 1
+    g = WaveGroup(np.zeros((2, 128), u32), v, np.zeros(2, bool), np.arange(2), 0)
+    g.s[:, dec.EXEC_LO] = g.s[:, dec.EXEC_HI] = 0xFFFFFFFF
+    fn(g)
+    assert np.array_equal(g.v[4], v[1][:, np.arange(64) ^ 32])
+
+    body = """  v_lshlrev_b32 v10, 2, v0
+  v_permlane64_b32 v4, v0
+  global_store_b32 v10, v4, s[4:5]"""
+    h = Harness()
+    code = h.load(build_code_object(kernel_source("k", body), "assembler"))
+    with pytest.raises(IllegalInstruction, match="v_permlane64_b32"):
+        h.dispatch(code, "k", (32,), (32,), [h.alloc(128), h.alloc(128)])
+
+
+def test_mqsad_u32_u8():
+    rng = np.random.default_rng(26)
+    a, b, c = (rng.integers(0, 2**32, N, dtype=np.uint64).astype(u32) for _ in range(3))
+    b[::3] &= u32(0xFF00FF00)
+    # S0 = (a, c), S1 = b, S2 = (c, a, b, 5); the result overwrites S2's registers
+    body = """  v_mov_b32 v6, v1
+  v_mov_b32 v7, v3
+  v_mov_b32 v12, v3
+  v_mov_b32 v13, v1
+  v_mov_b32 v14, v2
+  v_mov_b32 v15, 5
+  v_mqsad_u32_u8 v[12:15], v[6:7], v2, v[12:15]
+  v_lshlrev_b32 v11, 2, v10
+  global_store_b128 v11, v[12:15], s[4:5]"""
+    load = """  global_load_b32 v1, v10, s[6:7]
+  global_load_b32 v2, v10, s[6:7] offset:1024
+  global_load_b32 v3, v10, s[6:7] offset:2048
+  s_waitcnt vmcnt(0)
+"""
+    got = run(load + body, np.concatenate([a, b, c]), 4 * N, lanes=N).reshape(N, 4)
+    for i in range(N):
+        s0 = int(a[i]) | int(c[i]) << 32
+        ref = _bytes(int(b[i]))
+        acc = [int(c[i]), int(a[i]), int(b[i]), 5]
+        want = []
+        for k in range(4):
+            window = _bytes((s0 >> (8 * k)) & 0xFFFFFFFF)
+            sad = sum(abs(p - q) for p, q in zip(window, ref, strict=True) if q)
+            want.append((sad + acc[k]) & 0xFFFFFFFF)
+        assert [int(x) for x in got[i]] == want, i

@@ -224,6 +224,30 @@ def _quadmask(a):  # one bit per quad: set when any lane of the quad is
     return out
 
 
+def _wqm64(a):
+    a = np.asarray(a, u64)
+    out = np.zeros_like(a)
+    for q in range(16):
+        out |= np.where((a >> u64(4 * q)) & u64(15) != 0, u64(15) << u64(4 * q), u64(0))
+    return out
+
+
+def _quadmask64(a):
+    a = np.asarray(a, u64)
+    out = np.zeros_like(a)
+    for q in range(16):
+        out |= np.where((a >> u64(4 * q)) & u64(15) != 0, u64(1) << u64(q), u64(0))
+    return out
+
+
+def _bitreplicate(a):  # each bit of a 32-bit source twice: bit i -> bits 2i and 2i+1
+    a = np.asarray(a, u64) & u64(0xFFFFFFFF)
+    out = np.zeros_like(a)
+    for i in range(32):
+        out |= ((a >> u64(i)) & u64(1)) * (u64(3) << u64(2 * i))
+    return out
+
+
 def _ff1(x, wide):
     x = np.asarray(x, u64 if wide else u32)
     out = np.full(x.shape, 0xFFFFFFFF, dtype=u32)
@@ -268,6 +292,9 @@ SOP1: dict[str, tuple[bool, bool, Callable]] = {
                                                            np.asarray(a, u32))), None)),
     "s_wqm_b32": (False, False, lambda a: (_wqm(a), _nz(_wqm(a)))),
     "s_quadmask_b32": (False, False, lambda a: (_quadmask(a), _nz(_quadmask(a)))),
+    "s_wqm_b64": (True, True, lambda a: (_wqm64(a), _nz(_wqm64(a)))),
+    "s_quadmask_b64": (True, True, lambda a: (_quadmask64(a), _nz(_quadmask64(a)))),
+    "s_bitreplicate_b64_b32": (False, True, lambda a: (_bitreplicate(a), None)),
 }
 
 

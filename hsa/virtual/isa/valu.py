@@ -260,6 +260,46 @@ def _trig_preop(a, seg):
     return np.ldexp(_trig_preop_segments()[shift], scale.astype(np.int32))
 
 
+def _lerp_u8(a, b, c):
+    """v_lerp_u8: per byte, (a + b + the low bit of c's byte) >> 1."""
+    a, b, c = (np.asarray(x, u32).astype(np.int64) for x in (a, b, c))
+    out = np.zeros(np.broadcast(a, b, c).shape, np.int64)
+    for shift in range(0, 32, 8):
+        byte = (((a >> shift) & 255) + ((b >> shift) & 255) + ((c >> shift) & 1)) >> 1
+        out |= byte << shift
+    return out.astype(u32)
+
+
+def _qsad(a, b, c, masked):
+    """v_qsad_pk_u16_u8 / v_mqsad_pk_u16_u8: four 16-bit SADs of S1 against the byte
+    windows of the 64-bit S0 at byte 0..3, each plus its 16 bits of S2 (16 bits kept)."""
+    a, c = np.asarray(a, u64), np.asarray(c, u64)
+    out = np.zeros(np.broadcast(a, b, c).shape, u64)
+    for i in range(4):
+        window = ((a >> u64(8 * i)) & M32).astype(u32)
+        acc = ((c >> u64(16 * i)) & u64(0xFFFF)).astype(u32)
+        sad = _sad_bytes(window, b, acc, 8, masked).astype(u64) & u64(0xFFFF)
+        out |= sad << u64(16 * i)
+    return out
+
+
+def _cube(x, y, z, what: str):
+    """v_cubeid/sc/tc/ma_f32: the major axis of (x, y, z) (z, then y, then x on ties), its
+    face id, the face's s and t coordinates, and twice the major coordinate."""
+    ax, ay, az = np.abs(x), np.abs(y), np.abs(z)
+    zmajor = (az >= ax) & (az >= ay)
+    ymajor = ~zmajor & (ay >= ax)
+    if what == "id":
+        return np.where(zmajor, np.where(z < 0, 5.0, 4.0), np.where(
+            ymajor, np.where(y < 0, 3.0, 2.0), np.where(x < 0, 1.0, 0.0))).astype(f32)
+    if what == "sc":
+        return np.where(zmajor, np.where(z < 0, -x, x), np.where(
+            ymajor, x, np.where(x < 0, z, -z)))
+    if what == "tc":
+        return np.where(zmajor, -y, np.where(ymajor, np.where(y < 0, -z, z), -y))
+    return 2 * np.where(zmajor, z, np.where(ymajor, y, x))
+
+
 _FLOAT_OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {}
 for _t in ("f32", "f16"):
     _FLOAT_OPS.update({
@@ -337,6 +377,15 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_sqrt_f64": ("f64", ("f64",), np.sqrt),
     "v_ldexp_f64": ("f64", ("f64", "i32"), lambda a, e: np.ldexp(a, np.asarray(e, i32))),
     "v_trig_preop_f64": ("f64", ("f64", "u32"), _trig_preop),
+    "v_lerp_u8": ("u32", ("u32", "u32", "u32"), _lerp_u8),
+    "v_sad_hi_u8": ("u32", ("u32", "u32", "u32"),
+                    lambda a, b, c: (_sad_bytes(a, b, 0, 8) << u32(16)) + np.asarray(c, u32)),
+    "v_qsad_pk_u16_u8": ("u64", ("u64", "u32", "u64"), lambda a, b, c: _qsad(a, b, c, False)),
+    "v_mqsad_pk_u16_u8": ("u64", ("u64", "u32", "u64"), lambda a, b, c: _qsad(a, b, c, True)),
+    "v_cubeid_f32": ("f32", ("f32", "f32", "f32"), lambda x, y, z: _cube(x, y, z, "id")),
+    "v_cubesc_f32": ("f32", ("f32", "f32", "f32"), lambda x, y, z: _cube(x, y, z, "sc")),
+    "v_cubetc_f32": ("f32", ("f32", "f32", "f32"), lambda x, y, z: _cube(x, y, z, "tc")),
+    "v_cubema_f32": ("f32", ("f32", "f32", "f32"), lambda x, y, z: _cube(x, y, z, "ma")),
     "v_trunc_f64": ("f64", ("f64",), np.trunc),
     "v_floor_f64": ("f64", ("f64",), np.floor),
     "v_ceil_f64": ("f64", ("f64",), np.ceil),
@@ -945,6 +994,34 @@ def _permlane(g: WaveGroup, form: AluForm, cross: bool) -> None:
     g.vwrite(form.vdst, np.take_along_axis(src, srcl, axis=1))
 
 
+def op_permlane64(g: WaveGroup, form: AluForm) -> None:
+    """v_permlane64_b32: each lane of a wave64 reads lane ^ 32 (the other half)."""
+    if g.lanes != 64:
+        raise IllegalInstruction(HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                                 "v_permlane64_b32 swaps the halves of a wave64; this wave "
+                                 "has 32 lanes (LLVM folds it away in wave32)")
+    src = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
+    g.vwrite(form.vdst, src[:, _LANE[:64] ^ 32])
+
+
+def op_mqsad_u32(g: WaveGroup, form: AluForm) -> None:
+    """v_mqsad_u32_u8: four 32-bit masked SADs of S1 against the byte windows of the 64-bit
+    S0 at byte 0..3, each plus its dword of the 128-bit S2 (VGPRs or a 64-bit-or-less
+    source zero-extended)."""
+    a = np.array(read_src(g, form, 0, "u64"), u64)  # copies: vdst may overlap a source
+    b = np.array(read_src(g, form, 1, "u32"), u32)
+    code = form.srcs[2]
+    if code >= d.VGPR0:
+        acc = [g.v[code - d.VGPR0 + k].copy() for k in range(4)]
+    else:
+        low = np.asarray(read_src(g, form, 2, "u64"), u64)
+        acc = [(low & M32).astype(u32), (low >> u64(32)).astype(u32), u32(0), u32(0)]
+    for k in range(4):
+        window = ((a >> u64(8 * k)) & M32).astype(u32)
+        g.vwrite(form.vdst + k, np.broadcast_to(_sad_bytes(window, b, acc[k], 8, True),
+                                                (g.count, g.lanes)))
+
+
 def op_fmac(g: WaveGroup, form: AluForm, t: str) -> None:
     dpp = DppSource(g, form.inst) if form.dpp else None
     a = read_src(g, form, 0, t, dpp)
@@ -1118,6 +1195,8 @@ SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
     "v_writelane_b32": op_writelane,
     "v_permlane16_b32": lambda g, f: _permlane(g, f, False),
     "v_permlanex16_b32": lambda g, f: _permlane(g, f, True),
+    "v_permlane64_b32": op_permlane64,
+    "v_mqsad_u32_u8": op_mqsad_u32,
     "v_fmac_f32": lambda g, f: op_fmac(g, f, "f32"),
     "v_fmac_dx9_zero_f32": op_fmac_dx9,
     "v_fmac_f16": lambda g, f: op_fmac(g, f, "f16"),
