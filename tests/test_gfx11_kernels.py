@@ -281,10 +281,10 @@ def test_unsupported_instruction_is_illegal(harness):
         harness.dispatch(bad, "illegal", (32,), (32,), [])
     e = info.value
     assert e.status == HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
-    assert "v_cubeid_f32 (VOP3)" in str(e) and "kernel illegal" in str(e)
+    assert "v_mullit_f32 (VOP3)" in str(e) and "kernel illegal" in str(e)
     entry = bad.kernel("illegal").descriptor.kernel_code_entry_byte_offset
     offset = bad.kernel_object("illegal") - bad.base + entry + 4  # the second instruction
-    assert f"at code-object offset 0x{offset:x} (v_cubeid_f32)" in str(e)
+    assert f"at code-object offset 0x{offset:x} (v_mullit_f32)" in str(e)
 
 
 def test_dispatch_ptr_sgprs_point_at_the_packet(harness):

@@ -178,7 +178,7 @@ ILLEGAL_KERNEL_S = """
 .type illegal,@function
 illegal:
   v_mov_b32 v1, 1.0
-  v_cubeid_f32 v0, v1, v1, v1
+  v_mullit_f32 v0, v1, v1, v1
   s_endpgm
 .rodata
 .p2align 6
