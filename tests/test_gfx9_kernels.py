@@ -96,7 +96,7 @@ def test_unsupported_instruction_names_its_code_object_offset(harness):
     from hsa.virtual.gfx11.testing import ILLEGAL_KERNEL_S
 
     src = (ILLEGAL_KERNEL_S.replace("gfx1100", harness.target)
-           .replace("  v_cubeid_f32 v0, v1, v1, v1\n",
+           .replace("  v_mullit_f32 v0, v1, v1, v1\n",
                     "  v_smfmac_f32_16x16x32_f16 v[4:7], v[0:1], v[8:11], v2\n")
            .replace("  .amdhsa_wavefront_size32 1\n", "  .amdhsa_accum_offset 8\n")
            .replace(".amdhsa_next_free_vgpr 8", ".amdhsa_next_free_vgpr 16")
