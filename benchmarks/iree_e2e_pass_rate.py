@@ -21,6 +21,7 @@ import argparse
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -193,44 +194,51 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     running: list[tuple[Path, subprocess.Popen, float, object]] = []
     queue = list(programs)
-    while queue or running:
-        while queue and len(running) < args.jobs:
-            p = queue.pop(0)
-            log = tempfile.TemporaryFile(mode="w+")
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--one", str(p), "--devices", ",".join(devices)],
-                stdout=log, stderr=subprocess.DEVNULL, env=env,
-            )
-            running.append((p, proc, time.perf_counter(), log))
-        time.sleep(0.2)
-        for item in list(running):
-            p, proc, started, log = item
-            if proc.poll() is None and time.perf_counter() - started < args.timeout:
-                continue
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-                res = {"reference": "ok", **{d: f"error: timeout after {args.timeout:.0f} s"
-                                             for d in devices}}
-            else:
-                log.seek(0)  # type: ignore[attr-defined]
-                lines = log.read().strip().splitlines()  # type: ignore[attr-defined]
-                try:
-                    res = json.loads(lines[-1])
-                except (IndexError, json.JSONDecodeError):
-                    res = {"reference": "ok", **{d: f"error: the run crashed (exit "
-                                                    f"{proc.returncode})" for d in devices}}
-            log.close()  # type: ignore[attr-defined]
-            running.remove(item)
-            results[p.stem] = res
-            if res.get("reference") == "ok":
-                for d in devices:
-                    verdict = "ok  " if res.get(d) == "pass" else "FAIL"
-                    print(f"{verdict} {p.stem} [{d}] {res.get(d)}", flush=True)
-            else:
-                print(f"skip {p.stem} (IREE's CPU backend: {res['reference'][:120]})", flush=True)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=1))
+    # A stopped run (Ctrl-C, `timeout`) ends its per-program processes too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        while queue or running:
+            while queue and len(running) < args.jobs:
+                p = queue.pop(0)
+                log = tempfile.TemporaryFile(mode="w+")
+                proc = subprocess.Popen(
+                    [sys.executable, __file__, "--one", str(p), "--devices", ",".join(devices)],
+                    stdout=log, stderr=subprocess.DEVNULL, env=env,
+                )
+                running.append((p, proc, time.perf_counter(), log))
+            time.sleep(0.2)
+            for item in list(running):
+                p, proc, started, log = item
+                if proc.poll() is None and time.perf_counter() - started < args.timeout:
+                    continue
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                    res = {"reference": "ok", **{d: f"error: timeout after {args.timeout:.0f} s"
+                                                 for d in devices}}
+                else:
+                    log.seek(0)  # type: ignore[attr-defined]
+                    lines = log.read().strip().splitlines()  # type: ignore[attr-defined]
+                    try:
+                        res = json.loads(lines[-1])
+                    except (IndexError, json.JSONDecodeError):
+                        res = {"reference": "ok", **{d: f"error: the run crashed (exit "
+                                                        f"{proc.returncode})" for d in devices}}
+                log.close()  # type: ignore[attr-defined]
+                running.remove(item)
+                results[p.stem] = res
+                if res.get("reference") == "ok":
+                    for d in devices:
+                        verdict = "ok  " if res.get(d) == "pass" else "FAIL"
+                        print(f"{verdict} {p.stem} [{d}] {res.get(d)}", flush=True)
+                else:
+                    why = res["reference"][:120]
+                    print(f"skip {p.stem} (IREE's CPU backend: {why})", flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=1))
+    finally:
+        for _p, proc, _t, _log in running:
+            proc.kill()
     counted = {k: v for k, v in results.items() if v.get("reference") == "ok"}
     print(f"\n{len(results)} programs, {len(counted)} run on IREE's CPU backend "
           f"({time.perf_counter() - t0:.0f} s)")
