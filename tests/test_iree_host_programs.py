@@ -128,3 +128,10 @@ def test_host_program_is_kept_in_the_bundle():
     (want,) = iree_cpu_reference(DATA / "constant_global.mlir", "addc", [x])
     assert np.array_equal(got, want)
     assert KernelBundle.from_bytes(again.to_bytes()).variants[0].info["host"] == host
+
+
+def test_compare_takes_0d_results():
+    got, want = np.float64(1.0), np.array(1.0 + 1e-12)
+    assert _compare([np.asarray(got)], [want], False)[0]
+    assert not _compare([np.array(2.0)], [want], False)[0]
+    assert _compare([np.array(np.nan)], [np.array(np.nan)], False)[0]
