@@ -1,16 +1,22 @@
-"""Speed of the virtual gfx11 ISA executor, in lane-instructions per second.
+"""Speed of the virtual GPU's ISA executor, in lane-instructions per second.
 
-A lane-instruction is one instruction executed for one lane of a wave32 wave (scalar
-instructions count 32, like the vector ones: the figure is instructions x 32 x waves).
-Runs, each several times, best time kept:
-  * clang saxpy (OpenCL C, -O2) over 2^20 floats, workgroups of 256;
-  * IREE matmul f16 (WMMA), 256x256x256 (or --matmul 64: the kernel library's own);
-  * IREE matmul i8 -> i32 (v_wmma_i32_16x16x16_iu8), same size, checked exact;
-  * the library's OpenCL copy kernel over --n floats through the driver on
-    amdgpu:virtual:gfx1100, :gfx1201 and :gfx1250 (the gfx11 and gfx12 executors);
-and, in the same run, numpy computing the saxpy directly, to state the overhead ratio.
+A lane-instruction is one instruction executed for one lane of a wave (scalar instructions
+count the wave size, like the vector ones: the figure is instructions x wave size x waves).
+Runs, each several times, best time kept, for each --targets executor (default gfx1100,
+wave32 with WMMA, and gfx942, wave64 with MFMA):
+  * clang saxpy (OpenCL C, -O2) over 2^20 floats, workgroups of 256 (the elementwise row);
+  * IREE matmul f16 (WMMA / MFMA), 256x256x256 (or --matmul 64: the kernel library's own);
+  * IREE matmul i8 -> i32 (v_wmma_i32_16x16x16_iu8 / v_mfma_i32_16x16x32_i8), same size,
+    checked exact;
+then the library's OpenCL copy kernel over --n floats through the driver on
+amdgpu:virtual:gfx1100, :gfx1201 and :gfx1250 (the gfx11 and gfx12 executors); and, in the
+same run, numpy computing each result directly, to state the overhead ratio, and each
+target's figure as a ratio to the first target's. The machine may be shared: each row also
+gives the rate over the process's CPU time (time.process_time), which other processes'
+load disturbs less than the wall clock.
 
-    python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3] [--json]
+    python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3]
+        [--targets gfx1100,gfx942] [--json]
 """
 
 from __future__ import annotations
@@ -25,14 +31,25 @@ import numpy as np
 
 from hsa.virtual.gfx11.testing import TEST_KERNELS_CL, Harness, build_code_object, run_program
 
+CPU_SECONDS: list[float] = []  # the best process CPU time of the last _best call
+
 
 def _best(fn, repeat: int) -> float:
-    best = float("inf")
+    """The best wall-clock seconds of `repeat` calls (their best CPU seconds go to
+    CPU_SECONDS)."""
+    best = cpu = float("inf")
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
+        cpu = min(cpu, time.process_time() - c)
         best = min(best, time.perf_counter() - t)
+    CPU_SECONDS[:] = [cpu]
     return best
+
+
+def _rates(lane_instr: int, seconds: float) -> dict:
+    return {"lane_instructions_per_s": lane_instr / seconds, "cpu_seconds": CPU_SECONDS[0],
+            "lane_instructions_per_cpu_s": lane_instr / CPU_SECONDS[0]}
 
 
 def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
@@ -49,11 +66,12 @@ def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
     run()  # warm: decode and compile once
     seconds = _best(run, repeat)
     lane_instr = h.executor.last_lane_instructions
+    rates = _rates(lane_instr, seconds)
     numpy_seconds = _best(lambda: a * x + y, max(repeat, 5))
     return {
-        "kernel": f"clang saxpy ({h.target})", "elements": n, "seconds": seconds,
-        "instructions": h.executor.last_instructions, "lane_instructions": lane_instr,
-        "lane_instructions_per_s": lane_instr / seconds, "numpy_seconds": numpy_seconds,
+        "kernel": f"clang saxpy ({h.target})", "row": "elementwise", "target": h.target,
+        "elements": n, "seconds": seconds, "instructions": h.executor.last_instructions,
+        "lane_instructions": lane_instr, **rates, "numpy_seconds": numpy_seconds,
         "overhead_vs_numpy": seconds / numpy_seconds,
     }
 
@@ -87,13 +105,15 @@ def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
     inputs = [rng.standard_normal(s["shape"]).astype(s["dtype"]) for s in bundle.program["inputs"]]
     run_program(h, bundle, inputs)
     seconds = _best(lambda: run_program(h, bundle, inputs), repeat)
+    lane_instr = h.executor.last_lane_instructions
+    rates = _rates(lane_instr, seconds)
     a, b = inputs
     numpy_seconds = _best(lambda: a.astype(np.float32) @ b.astype(np.float32), max(repeat, 5))
-    lane_instr = h.executor.last_lane_instructions
     return {
-        "kernel": f"iree matmul_f16 ({h.target})", "shape": [list(x.shape) for x in inputs],
+        "kernel": f"iree matmul_f16 ({h.target})", "row": "matmul f16", "target": h.target,
+        "shape": [list(x.shape) for x in inputs],
         "seconds": seconds, "instructions": h.executor.last_instructions,
-        "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
+        "lane_instructions": lane_instr, **rates,
         "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
     }
 
@@ -127,13 +147,15 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
     if not np.array_equal(got, want):
         raise SystemExit("matmul i8 on the executor differs from numpy")
     seconds = _best(lambda: run_program(h, bundle, [a, b]), repeat)
+    lane_instr = h.executor.last_lane_instructions
+    rates = _rates(lane_instr, seconds)
     a32, b32 = a.astype(np.int32), b.astype(np.int32)
     numpy_seconds = _best(lambda: a32 @ b32, max(repeat, 5))
-    lane_instr = h.executor.last_lane_instructions
     return {
-        "kernel": f"iree matmul_i8 ({h.target})", "shape": [[size, size]] * 2,
+        "kernel": f"iree matmul_i8 ({h.target})", "row": "matmul i8", "target": h.target,
+        "shape": [[size, size]] * 2,
         "seconds": seconds, "instructions": h.executor.last_instructions,
-        "lane_instructions": lane_instr, "lane_instructions_per_s": lane_instr / seconds,
+        "lane_instructions": lane_instr, **rates,
         "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
     }
 
@@ -161,13 +183,17 @@ def bench_copy_targets(n: int, repeat: int) -> list[dict]:
             if not np.array_equal(b.to_numpy(np.float32), src):
                 raise SystemExit(f"copy on {target} differs from its input")
             seconds = _best(run, repeat)
+            rates = _rates(1, seconds)  # the CPU seconds of this run, scaled below
         ex = executor_for("gfx11" if target == "gfx1100" else "gfx12")
         ex = getattr(ex, "targets", {}).get(target, ex)
         lane_instr = ex.last_lane_instructions
         rows.append({
-            "kernel": f"clang copy on {target} (driver)", "elements": n, "seconds": seconds,
+            "kernel": f"clang copy on {target} (driver)", "row": "copy (driver)",
+            "target": target, "elements": n, "seconds": seconds,
             "instructions": ex.last_instructions, "lane_instructions": lane_instr,
-            "lane_instructions_per_s": lane_instr / seconds, "numpy_seconds": numpy_seconds,
+            "lane_instructions_per_s": lane_instr / seconds, "cpu_seconds": rates["cpu_seconds"],
+            "lane_instructions_per_cpu_s": lane_instr / rates["cpu_seconds"],
+            "numpy_seconds": numpy_seconds,
             "overhead_vs_numpy": seconds / numpy_seconds,
         })
     return rows
@@ -179,14 +205,26 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--matmul", type=int, default=256, help="matmul size n (64: the library's)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--target", default="gfx1100",
-                   help="the executor's target for saxpy and the matmuls: gfx1100 (wave32), "
-                        "gfx942/gfx90a/gfx950 (wave64, MFMA)")
+    p.add_argument("--targets", default="gfx1100,gfx942",
+                   help="executors for saxpy and the matmuls, comma-separated: gfx1100 "
+                        "(wave32, WMMA), gfx942/gfx90a/gfx950 (wave64, MFMA); the first is "
+                        "the baseline of the ratio column")
+    p.add_argument("--target", help="one target only (the same as --targets TARGET)")
+    p.add_argument("--no-copy", action="store_true", help="skip the driver copy rows")
     args = p.parse_args()
-    h = Harness(args.target)
-    results = [bench_saxpy(h, args.n, args.repeat), bench_matmul_f16(h, args.repeat, args.matmul),
-               bench_matmul_i8(h, args.repeat, max(args.matmul, 64)),
-               *bench_copy_targets(args.n, args.repeat)]
+    results = []
+    for target in (args.target or args.targets).split(","):
+        h = Harness(target.strip())
+        results += [bench_saxpy(h, args.n, args.repeat),
+                    bench_matmul_f16(h, args.repeat, args.matmul),
+                    bench_matmul_i8(h, args.repeat, max(args.matmul, 64))]
+    if not args.no_copy:
+        results += bench_copy_targets(args.n, args.repeat)
+    baseline: dict[str, float] = {}  # row -> the first target's rate
+    for r in results:
+        if "skipped" not in r:
+            first = baseline.setdefault(r["row"], r["lane_instructions_per_s"])
+            r["ratio_to_first_target"] = r["lane_instructions_per_s"] / first
     if args.json:
         print(json.dumps(results, indent=1))
         return
@@ -196,7 +234,9 @@ def main() -> None:
             continue
         print(f"{r['kernel']}: {r['seconds'] * 1e3:.1f} ms, {r['instructions']} instructions, "
               f"{r['lane_instructions'] / 1e6:.1f} M lane-instructions, "
-              f"{r['lane_instructions_per_s'] / 1e6:.1f} M lane-instructions/s; "
+              f"{r['lane_instructions_per_s'] / 1e6:.1f} M lane-instructions/s "
+              f"({r['lane_instructions_per_cpu_s'] / 1e6:.1f} M per CPU second), "
+              f"x{r['ratio_to_first_target']:.2f} of the first target; "
               f"numpy {r['numpy_seconds'] * 1e3:.3f} ms (x{r['overhead_vs_numpy']:.0f})")
 
 

@@ -122,9 +122,61 @@ def _bfrev(x):
     return x
 
 
+def _perm_plan(sel: int) -> tuple[int, list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """v_perm_b32 with one selector for every lane, as word operations: (constant bits,
+    [(source, left shift, mask)] for picked bytes, [(source, sign bit, byte mask)] for sign
+    fills); source 0 is S0, 1 is S1. Bytes 0-3 of the pool {S0, S1} are S1's."""
+    const = 0
+    moves: dict[tuple[int, int], int] = {}
+    signs = []
+    for k in range(4):
+        s = (sel >> 8 * k) & 0xFF
+        byte_mask = 0xFF << 8 * k
+        if s < 8:
+            key = (1 if s < 4 else 0, 8 * k - 8 * (s & 3))
+            moves[key] = moves.get(key, 0) | byte_mask
+        elif s < 12:  # sign of S1[15], S1[31], S0[15], S0[31]
+            signs.append((1 if s < 10 else 0, 15 if s % 2 == 0 else 31, byte_mask))
+        elif s > 12:
+            const |= byte_mask
+    return const, [(src, shift, mask) for (src, shift), mask in moves.items()], signs
+
+
+_PERM_PLANS: dict[int, tuple] = {}
+
+
+def _perm_uniform(s0, s1, sel: int, shape: tuple[int, ...]):
+    plan = _PERM_PLANS.get(sel)
+    if plan is None:
+        plan = _PERM_PLANS[sel] = _perm_plan(sel)
+    const, moves, signs = plan
+    srcs = (s0, s1)
+    out = None
+    for src, shift, mask in moves:
+        x = srcs[src]
+        x = (x << u32(shift)) if shift > 0 else (x >> u32(-shift)) if shift < 0 else x
+        x = x & u32(mask)
+        out = x if out is None else out | x
+    for src, bit, mask in signs:
+        x = ((srcs[src] >> u32(bit)) & u32(1)) * u32(mask)
+        out = x if out is None else out | x
+    if out is None:
+        return np.full(shape, const, u32)
+    if const:
+        out = out | u32(const)
+    return np.broadcast_to(out, shape) if out.shape != shape else out
+
+
 def _perm(s0, s1, sel):
     """v_perm_b32: each byte of sel picks a byte of {s0, s1}, a sign fill, 0x00 or 0xFF."""
     s0, s1, sel = (np.asarray(v, u32) for v in (s0, s1, sel))
+    if sel.size and (sel.ndim == 0 or not (sel != sel.flat[0]).any()):
+        shape = np.broadcast_shapes(s0.shape, s1.shape, sel.shape)
+        return _perm_uniform(s0, s1, int(sel.flat[0]), shape)  # a literal or SGPR selector
+    return _perm_general(s0, s1, sel)
+
+
+def _perm_general(s0, s1, sel):
     shape = np.broadcast_shapes(s0.shape, s1.shape, sel.shape)
     a = np.broadcast_to(s0, shape)
     b = np.broadcast_to(s1, shape)

@@ -155,15 +155,12 @@ def run_fma_mix(g: WaveGroup, inst: d.Instruction, out: str) -> None:
 
 # --- WMMA ----------------------------------------------------------------------------------------
 def _operand16(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
-    """8 VGPRs of 16-bit values in lanes 0-15 -> (waves, 16 lanes, 16 values) float32."""
-    words = g.v[reg:reg + 8, :, :16]  # (8, W, 16)
-    lo = words & u32(0xFFFF)
-    hi = words >> u32(16)
-    halves = np.stack([lo, hi], axis=-1)  # (8, W, 16, 2)
-    vals = halves.transpose(1, 2, 0, 3).reshape(g.count, 16, 16)  # (W, lane, k)
+    """8 VGPRs of 16-bit values in lanes 0-15 -> (waves, 16 lanes, 16 values) float32:
+    value k is half k % 2 of VGPR k // 2, so a (lane, VGPR) copy viewed as halves is it."""
+    words = np.ascontiguousarray(g.v[reg:reg + 8, :, :16].transpose(1, 2, 0))  # (W, 16, 8)
     if bf16:
-        return _bf16_to_f32(vals)
-    return vals.astype(np.uint16).view(np.float16).astype(f32)
+        return _bf16_to_f32(words.view(np.uint16))
+    return words.view(np.float16).astype(f32)
 
 
 def _operand16_gfx12(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
@@ -203,37 +200,37 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
         raw = g.v[c_reg:c_reg + 8]
         raw = (raw >> u32(16)) if opsel_hi else (raw & u32(0xFFFF))
         c_vals = _bf16_to_f32(raw) if bf16 else raw.astype(np.uint16).view(np.float16).astype(f32)
-    prod = np.einsum("wmk,wnk->wmn", a, b, dtype=f32)  # (W, 16, 16)
-    dvals = prod[:, rows, cols]  # (W, 8, 32)
+    prod = np.matmul(a, b.transpose(0, 2, 1))  # (W, 16, 16)
+    dvals = prod.reshape(g.count, 256)[:, rows * 16 + cols]  # (W, 8, 32)
     dvals = dvals.transpose(1, 0, 2) + c_vals  # (8, W, 32)
-    exec_all = g.exec_all()
-    for i in range(8):
-        if f32_acc:
-            bits = np.asarray(dvals[i], f32).view(u32)
-        else:
-            h = _f32_to_bf16(dvals[i]) if bf16 else np.asarray(dvals[i], f32).astype(
-                np.float16).view(np.uint16).astype(u32)
-            old = g.v[f["vdst"] + i]
-            bits = (old & u32(0xFFFF)) | (h << u32(16)) if opsel_hi else (
-                (old & u32(0xFFFF0000)) | h)
-        if exec_all:
-            g.v[f["vdst"] + i] = bits
-        else:
-            g.vwrite(f["vdst"] + i, bits)
+    vdst = f["vdst"]
+    if f32_acc:
+        bits = dvals.astype(f32, copy=False).view(u32)
+    else:
+        h = _f32_to_bf16(dvals) if bf16 else np.asarray(dvals, f32).astype(
+            np.float16).view(np.uint16).astype(u32)
+        old = g.v[vdst:vdst + 8]
+        bits = (old & u32(0xFFFF)) | (h << u32(16)) if opsel_hi else (
+            (old & u32(0xFFFF0000)) | h)
+    if g.exec_all():
+        g.v[vdst:vdst + 8] = bits
+    else:
+        for i in range(8):
+            g.vwrite(vdst + i, bits[i])
 
 
 def _operand_int(g: WaveGroup, reg: int, bits: int, signed: bool) -> np.ndarray:
     """16 8-bit (4 VGPRs) or 4-bit (2 VGPRs) integers per lane in lanes 0-15 ->
-    (waves, 16 lanes, 16 values) int64; value k sits at bits [bits*k % 32] of VGPR
-    bits*k // 32."""
+    (waves, 16 lanes, 16 values) float64 (exact); value k sits at bits [bits*k % 32] of
+    VGPR bits*k // 32."""
     nreg = 16 * bits // 32
-    words = g.v[reg:reg + nreg, :, :16].astype(np.int64)  # (nreg, W, 16)
-    per = 32 // bits
-    shifts = np.arange(per, dtype=np.int64) * bits
-    vals = (words[..., None] >> shifts) & ((1 << bits) - 1)  # (nreg, W, 16, per)
-    vals = vals.transpose(1, 2, 0, 3).reshape(g.count, 16, 16)
+    words = np.ascontiguousarray(g.v[reg:reg + nreg, :, :16].transpose(1, 2, 0))  # (W, 16, n)
+    if bits == 8:  # little-endian bytes of the (lane, VGPR) copy are the values in order
+        return words.view(np.int8 if signed else np.uint8).astype(np.float64)
+    nib = words.view(np.uint8)[..., None] >> np.array([0, 4], np.uint8)  # (W, 16, 8, 2)
+    vals = (nib & np.uint8(15)).reshape(g.count, 16, 16).astype(np.float64)
     if signed:
-        vals = np.where(vals >= 1 << (bits - 1), vals - (1 << bits), vals)
+        vals = np.where(vals >= 8, vals - 16, vals)
     return vals
 
 
@@ -246,15 +243,19 @@ def run_wmma_int(g: WaveGroup, inst: d.Instruction, bits: int) -> None:
     b = _operand_int(g, b_reg, bits, bool(f["neg"] >> 1 & 1))
     lane = np.arange(LANES)
     rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16
-    cols = np.broadcast_to(lane[None, :] % 16, (8, LANES))
-    prod = np.einsum("wmk,wnk->wmn", a, b)  # int64, exact
-    c_vals = g.v[c_reg:c_reg + 8].view(np.int32).astype(np.int64)  # (8, W, 32)
-    dvals = prod[:, rows, cols].transpose(1, 0, 2) + c_vals
+    cols = lane[None, :] % 16
+    # f64 matmul (BLAS): |sums| < 2**20, exact; numpy's int64 matmul is a slow loop
+    prod = np.matmul(a, b.transpose(0, 2, 1)).astype(np.int64)
+    c_vals = g.v[c_reg:c_reg + 8].view(np.int32)  # (8, W, 32)
+    dvals = prod.reshape(g.count, 256)[:, rows * 16 + cols].transpose(1, 0, 2) + c_vals
     if f["clamp"]:
         dvals = np.clip(dvals, -(2 ** 31), 2 ** 31 - 1)
     bits_out = dvals.astype(np.uint32)  # wraps modulo 2**32
-    for i in range(8):
-        g.vwrite(f["vdst"] + i, bits_out[i])
+    if g.exec_all():
+        g.v[f["vdst"]:f["vdst"] + 8] = bits_out
+    else:
+        for i in range(8):
+            g.vwrite(f["vdst"] + i, bits_out[i])
 
 
 # --- VOPD ----------------------------------------------------------------------------------------
