@@ -211,18 +211,21 @@ class MemoryMap:
             _scatter_one(alloc.data, offsets, values[idx])
 
     def _one_allocation(self, addresses: np.ndarray, itemsize: int, agent: int | None):
-        """(allocation, uint64 byte offsets, their bitwise OR) when every lane lies in the
+        """(allocation, int64 byte offsets, their bitwise OR) when every lane lies in the
         allocation of the first lane and the agent may access it; None otherwise (take the
         general path)."""
         alloc = self._try_find(int(addresses[0]))
         if alloc is None:
             return None
-        off = addresses - np.uint64(alloc.base)  # a lane below the base wraps to a huge value
+        # int64 offsets index numpy arrays without a conversion pass; a lane below the base
+        # is negative (or, past 2**63, wraps to a huge value)
+        off = addresses.view(np.int64) - np.int64(alloc.base)
         # One reduction for bounds and alignment: every offset <= their OR, so when the OR
-        # fits, all lanes fit; only otherwise is the exact maximum needed.
+        # fits, all lanes fit; only otherwise is the exact maximum needed. A negative
+        # offset makes the OR negative.
         either = int(np.bitwise_or.reduce(off))
         limit = alloc.size - itemsize
-        if either > limit and int(off.max()) > limit:
+        if either < 0 or (either > limit and int(off.max()) > limit):
             return None
         if not alloc.accessible_to(agent):
             self.find(int(addresses[0]), itemsize, agent)  # raises the access fault

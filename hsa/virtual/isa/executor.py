@@ -25,6 +25,7 @@ from hsa.status import (
 )
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.isa import mem, salu, valu, vop3p
+from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
 from hsa.virtual.memory import MemoryMap
@@ -232,6 +233,32 @@ def control_fn(inst: d.Instruction) -> Callable | None:
     return None
 
 
+def _workitem_ids(v0: np.ndarray, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray,
+                  wave_wg: np.ndarray, wave_in_wg: np.ndarray) -> np.ndarray:
+    """Write the packed work-item ids (x | y << 10 | z << 20) of every lane into v0
+    (waves, lanes) and return the (waves, lanes) mask of lanes that hold a work-item.
+    Workgroups of one actual size share their waves' ids, so each distinct size (the full
+    one, and the partial ones at the grid's edges) is computed once and gathered by wave."""
+    lanes = v0.shape[1]
+    shapes, which = np.unique(np.stack([sx, sy, sz], axis=1), axis=0, return_inverse=True)
+    which = which.reshape(-1)[wave_wg]
+    valid = np.empty(v0.shape, dtype=bool)
+    for i, (ax, ay, az) in enumerate(shapes.tolist()):
+        items = ax * ay * az
+        flat = np.arange(-(-items // lanes) * lanes).reshape(-1, lanes)
+        ok = flat < items
+        ids = np.where(ok, flat % ax | (flat // ax % ay) << 10 | (flat // (ax * ay)) << 20,
+                       0).astype(np.uint32)
+        if len(shapes) == 1:
+            v0[...] = ids[wave_in_wg]
+            valid[...] = ok[wave_in_wg]
+        else:
+            sel = which == i
+            v0[sel] = ids[wave_in_wg[sel]]
+            valid[sel] = ok[wave_in_wg[sel]]
+    return valid
+
+
 def _round16(n: int) -> int:
     return (n + 15) & ~15
 
@@ -318,6 +345,7 @@ class Executor:
     """Executes one family's kernel dispatches against a MemoryMap."""
 
     def __init__(self, family: Family) -> None:
+        keep_freed_memory()  # wide temporaries: no page faults on every instruction
         self.isa = family
         self.family = family.name
         self._programs: dict[int, Program] = {}
@@ -405,15 +433,8 @@ class Executor:
         ctx.code_base = prog.code_base
         ctx.wave_wg = wave_wg
 
-        # lanes: flat id within the workgroup -> x, y, z
-        flat = wave_in_wg[:, None] * LANES + np.arange(LANES)[None, :]
-        ax, ay = sx[wave_wg][:, None], sy[wave_wg][:, None]
-        valid = flat < items[wave_wg][:, None]
-        tx = flat % ax
-        ty = (flat // ax) % ay
-        tz = flat // (ax * ay)
         v = np.zeros((self.isa.vgpr_rows(desc), W, LANES), dtype=np.uint32)
-        v[0] = np.where(valid, tx | (ty << 10) | (tz << 20), 0).astype(np.uint32)
+        valid = _workitem_ids(v[0], sx, sy, sz, wave_wg, wave_in_wg)
 
         s = np.zeros((W, NSGPR), dtype=np.uint32)
         k = 0

@@ -17,7 +17,7 @@ import numpy as np
 from amdgpu.errors import MemoryFault
 from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
-from hsa.virtual.isa.state import WaveGroup
+from hsa.virtual.isa.state import WaveGroup, join64
 
 if TYPE_CHECKING:
     from hsa.virtual.isa.executor import BatchContext
@@ -202,7 +202,7 @@ def _store_values(g: WaveGroup, vdata: int, idx, kind) -> tuple[np.ndarray | Non
     bits = words[0]
     if d16 == "hi":
         bits = bits >> u32(16)
-    return bits.astype(dtype), words
+    return bits.astype(dtype, copy=False), words
 
 
 # --- GLOBAL / FLAT / SCRATCH -----------------------------------------------------------------
@@ -282,7 +282,7 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
 
 
 def _lanes64(g: WaveGroup, reg: int, idx) -> np.ndarray:
-    return _sel(g.v[reg], idx).astype(u64) | (_sel(g.v[reg + 1], idx).astype(u64) << u64(32))
+    return join64(_sel(g.v[reg], idx), _sel(g.v[reg + 1], idx))
 
 
 def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, vdst: int,
@@ -349,10 +349,13 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
         if seg == "GLOBAL" and f["saddr"] != d.NULL:
             base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
             a = base[:, None] + g.v[f["addr"]].astype(u64)
+        elif idx is not None:
+            a = join64(_sel(g.v[f["addr"]], idx), _sel(g.v[f["addr"] + 1], idx))
+            return a + u64(off & 0xFFFFFFFFFFFFFFFF) if off else a  # wraps like the hardware
         else:
-            a = g.v[f["addr"]].astype(u64) | (g.v[f["addr"] + 1].astype(u64) << u64(32))
+            a = join64(g.v[f["addr"]], g.v[f["addr"] + 1])
         a = _sel(a, idx)
-        return (a.astype(np.int64) + off).astype(u64) if off else a
+        return a + u64(off & 0xFFFFFFFFFFFFFFFF) if off else a
 
     def run(g: WaveGroup, ctx: BatchContext) -> None:
         idx = _active(g)

@@ -70,6 +70,15 @@ def inline_constant(code: int, kind: str = "32") -> int | None:
     return None
 
 
+def join64(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """uint64 values of (lo, hi) uint32 word pairs of one shape: both interleaved into one
+    buffer that is viewed as uint64 (little-endian), two copies instead of four passes."""
+    out = np.empty(lo.shape + (2,), dtype=np.uint32)
+    out[..., 0] = lo
+    out[..., 1] = hi
+    return out.view(np.uint64).reshape(lo.shape)
+
+
 class WaveGroup:
     """Waves that execute in lockstep at one program counter."""
 
@@ -151,8 +160,7 @@ class WaveGroup:
         if code >= d.VGPR0:
             r = code - d.VGPR0
             if wide:
-                return self.v[r].astype(np.uint64) | (
-                    self.v[r + 1].astype(np.uint64) << np.uint64(32))
+                return join64(self.v[r], self.v[r + 1])
             return self.v[r]
         if code < 128:
             if wide:
@@ -182,8 +190,14 @@ class WaveGroup:
 
     def vwrite64(self, reg: int, value, mask: np.ndarray | None = None) -> None:
         value = np.asarray(value, dtype=np.uint64)
-        self.vwrite(reg, (value & np.uint64(0xFFFFFFFF)).astype(np.uint32), mask)
-        self.vwrite(reg + 1, (value >> np.uint64(32)).astype(np.uint32), mask)
+        if value.ndim == 0:
+            self.vwrite(reg, np.uint32(int(value) & 0xFFFFFFFF), mask)
+            self.vwrite(reg + 1, np.uint32(int(value) >> 32), mask)
+            return
+        # the halves as strided views of the little-endian words: no shift/mask temporaries
+        halves = np.ascontiguousarray(value).view(np.uint32).reshape(value.shape + (2,))
+        self.vwrite(reg, halves[..., 0], mask)
+        self.vwrite(reg + 1, halves[..., 1], mask)
 
     # --- lane masks in SGPRs ---------------------------------------------------------------
     def lane_mask(self, code: int) -> np.ndarray:

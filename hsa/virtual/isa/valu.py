@@ -31,7 +31,8 @@ def _f(x) -> np.ndarray:
 
 
 def _fma(a, b, c):
-    return (np.asarray(a, f64) * np.asarray(b, f64) + np.asarray(c, f64)).astype(f32)
+    # the ufuncs cast their operands to f64 in buffered chunks: no whole-array f64 copies
+    return np.add(np.multiply(a, b, dtype=f64), c, dtype=f64).astype(f32)
 
 
 def _minmax_f(fn):  # IEEE minNum/maxNum: a NaN operand yields the other one
@@ -633,7 +634,7 @@ def from_type(value, t: str):
     if t in ("u16", "i16"):
         return np.asarray(value).astype(np.int64).astype(u32) & u32(0xFFFF)
     if t in ("u64", "i64"):
-        return np.asarray(value).astype(u64)
+        return np.asarray(value).astype(u64, copy=False)
     if t == "f64":
         return np.asarray(value, f64).view(u64)
     raise KeyError(t)
