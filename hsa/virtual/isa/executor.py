@@ -25,8 +25,8 @@ from hsa.status import (
 )
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.isa import mem, salu, valu, vop3p
-from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
 from hsa.virtual.memory import MemoryMap
 
