@@ -297,12 +297,14 @@ class BatchContext:
 
     def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
                   idx: np.ndarray | None) -> tuple[mem.ByteSpace, np.ndarray]:
-        wg = np.repeat(self.wave_wg[g.waves], g.lanes)
-        base = wg * self.lds_size
+        base = g.memo.get("lds_base")
+        if base is None:
+            base = g.memo["lds_base"] = np.repeat(self.wave_wg[g.waves] * self.lds_size,
+                                                  g.lanes)
         if idx is not None:
             base = base[idx]
         return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False), (
-            np.asarray(addr).astype(np.int64))
+            np.asarray(addr, dtype=np.int64))
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:
