@@ -1,8 +1,9 @@
 """The executor's fast paths against straightforward references.
 
-Speed work replaced per-lane scatter/einsum code with gathers and batched matmuls (WMMA) and a word-operation plan for v_perm_b32 with one selector per wave. Each is checked
-here against a reference written from the documented register layout, one lane and one
-value at a time, on random contents (all waves different), so that a layout slip shows.
+Speed work replaced per-lane scatter/einsum code with gathers and batched matmuls (WMMA)
+and a word-operation plan for v_perm_b32 with one selector per wave. Each is checked here
+against a reference written from the documented register layout, one lane and one value at
+a time, on random contents (all waves different), so that a layout slip shows.
 """
 
 from __future__ import annotations

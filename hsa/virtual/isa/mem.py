@@ -17,15 +17,13 @@ import numpy as np
 from amdgpu.errors import MemoryFault
 from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
-from hsa.virtual.isa.state import WaveGroup, join64
+from hsa.virtual.isa.state import WaveGroup
 
 if TYPE_CHECKING:
     from hsa.virtual.isa.executor import BatchContext
 
 u32, u64 = np.uint32, np.uint64
 _LANE = np.arange(64)
-_DWORD_OFFSETS = np.arange(0, 64, 4, dtype=u64)  # byte offsets of the dwords of an access
-_ALL_TRUE = np.True_  # the in-range mask of an access whose lanes are all in range
 
 
 def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
@@ -43,10 +41,8 @@ def gather_words(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
     try:
         if nwords == 1:
             return ctx.memory.gather(addresses, np.uint32, ctx.agent).reshape(-1, 1)
-        # one (n, nwords) gather of dwords: typed-view indexing when 4-byte aligned, where
-        # a (n,) gather of 4*nwords-byte records would go byte by byte unless 16-aligned
-        words = np.asarray(addresses, u64)[:, None] + _DWORD_OFFSETS[:nwords]
-        return ctx.memory.gather(words, np.uint32, ctx.agent)
+        out = ctx.memory.gather(addresses, np.dtype((np.void, 4 * nwords)), ctx.agent)
+        return np.frombuffer(out.tobytes(), dtype="<u4").reshape(-1, nwords)
     except MemoryFault as e:
         raise _fault(ctx, inst, e.address, str(e.text)) from None
 
@@ -206,7 +202,7 @@ def _store_values(g: WaveGroup, vdata: int, idx, kind) -> tuple[np.ndarray | Non
     bits = words[0]
     if d16 == "hi":
         bits = bits >> u32(16)
-    return bits.astype(dtype, copy=False), words
+    return bits.astype(dtype), words
 
 
 # --- GLOBAL / FLAT / SCRATCH -----------------------------------------------------------------
@@ -286,7 +282,7 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
 
 
 def _lanes64(g: WaveGroup, reg: int, idx) -> np.ndarray:
-    return join64(_sel(g.v[reg], idx), _sel(g.v[reg + 1], idx))
+    return _sel(g.v[reg], idx).astype(u64) | (_sel(g.v[reg + 1], idx).astype(u64) << u64(32))
 
 
 def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, vdst: int,
@@ -353,13 +349,10 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
         if seg == "GLOBAL" and f["saddr"] != d.NULL:
             base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
             a = base[:, None] + g.v[f["addr"]].astype(u64)
-        elif idx is not None:
-            a = join64(_sel(g.v[f["addr"]], idx), _sel(g.v[f["addr"] + 1], idx))
-            return a + u64(off & 0xFFFFFFFFFFFFFFFF) if off else a  # wraps like the hardware
         else:
-            a = join64(g.v[f["addr"]], g.v[f["addr"] + 1])
+            a = g.v[f["addr"]].astype(u64) | (g.v[f["addr"] + 1].astype(u64) << u64(32))
         a = _sel(a, idx)
-        return a + u64(off & 0xFFFFFFFFFFFFFFFF) if off else a
+        return (a.astype(np.int64) + off).astype(u64) if off else a
 
     def run(g: WaveGroup, ctx: BatchContext) -> None:
         idx = _active(g)
@@ -446,9 +439,7 @@ class ByteSpace:
         self.fault = fault
 
     def _index(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        a = np.asarray(addr, dtype=np.int64)
-        if a.size and int(a.min()) >= 0 and int(a.max()) + size <= self.limit:
-            return self.base + a, _ALL_TRUE  # the common case: every lane in range
+        a = np.asarray(addr).astype(np.int64)
         ok = (a >= 0) & (a + size <= self.limit)
         if self.fault and not np.all(ok):
             bad = int(a[~ok][0])
@@ -462,7 +453,7 @@ class ByteSpace:
         pos, ok = self._index(addr, size)
         flat = ByteSpace(self.ctx, self.inst, self.data, np.zeros(1, np.int64),
                          self.data.size, self.fault)
-        return flat, np.where(ok, pos, -1) if ok is not _ALL_TRUE else pos
+        return flat, np.where(ok, pos, -1)
 
     def gather(self, addr, dtype):
         dtype = np.dtype(dtype)
@@ -473,7 +464,7 @@ class ByteSpace:
         else:
             idx = pos[:, None] + np.arange(size)
             raw = self.data[idx].reshape(-1).view(dtype).copy()
-        if ok is not _ALL_TRUE and not ok.all():
+        if not ok.all():
             raw[~ok] = 0
         return raw
 
@@ -481,25 +472,7 @@ class ByteSpace:
         a = np.asarray(addr).astype(np.int64)
         if n == 1:
             return self.gather(a, u32).reshape(-1, 1)
-        # every dword of every lane in one gather; each dword is checked on its own
-        a = a[:, None] + 4 * np.arange(n)
-        ok = (a >= 0) & (a + 4 <= self.limit)
-        all_ok = bool(ok.all())
-        if self.fault and not all_ok:
-            word, lane = np.argwhere(~ok.T)[0]  # the first bad lane of the first bad dword
-            raise _fault(self.ctx, self.inst, int(a[lane, word]) & 0xFFFFFFFF,
-                         f"outside the {self.limit}-byte private segment of the work-item")
-        base = np.asarray(self.base)
-        pos = (base[:, None] if base.ndim else base) + a
-        if not all_ok:
-            pos = np.where(ok, pos, 0)
-        if not np.any(pos & 3):
-            out = self.data.view(u32)[pos >> 2]
-        else:
-            out = self.data[pos[..., None] + np.arange(4)].view(u32).reshape(pos.shape)
-        if not all_ok:
-            out[~ok] = 0
-        return out
+        return np.stack([self.gather(a + 4 * k, u32) for k in range(n)], axis=1)
 
     def scatter(self, addr, values):
         values = np.asarray(values)
@@ -629,17 +602,9 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
                 for k in range(nwords):
                     _put(g, f["vdata"] + k, lanes[~ok], np.zeros((~ok).sum(), u32))
             return
-        dwords = kind[0] is None or kind[0] == np.uint32
-        if op == "load" and dwords and _sel(_in_range(
-                offset, nwords - 1, 4, num_records, structured, in_range_s), idx).all():
-            # every lane in range (the last dword is, so all are): one gather of all dwords
-            words = gather_words(ctx, inst, flat_addr, nwords)
-            for k in range(nwords):
-                _put(g, f["vdata"] + k, idx, words[:, k])
-            return
         if op == "load":
             values_words = []
-            for k in range(nwords if dwords else 1):
+            for k in range(nwords if kind[0] is None or kind[0] == np.uint32 else 1):
                 ok = _in_range(offset, k, size if nwords == 1 else 4, num_records, structured,
                                in_range_s)
                 okf = _sel(ok, idx)
@@ -665,11 +630,8 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
             for k, w in enumerate(chunks):
                 ok = _sel(_in_range(offset, k, w.dtype.itemsize, num_records, structured,
                                     in_range_s), idx)
-                a = flat_addr + u64(4 * k) if k else flat_addr
-                if ok.all():
-                    scatter_typed(ctx, inst, a, w)
-                elif ok.any():
-                    scatter_typed(ctx, inst, a[ok], w[ok])
+                if np.any(ok):
+                    scatter_typed(ctx, inst, (flat_addr + u64(4 * k))[ok], w[ok])
 
     return run
 
