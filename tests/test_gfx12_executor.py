@@ -62,16 +62,25 @@ def test_gfx1201_decoder_names_every_instruction_as_llvm_objdump_does(kernel, tm
 
 
 def test_gfx1250_tables_decode_what_clang_assembles():
+    """Every sample of the gfx1250 tables, assembled again by clang 22 (the default and the
+    real-true16 mode), decodes to its mnemonic and size; VOPD and VOPD3 samples are pairs
+    and decode to both halves' names."""
     tables = json.loads(decoder.Path(decoder.__file__).with_name(
         "opcodes_gfx1250.json").read_text())
-    lines = [info["sample"] for enc, t in tables.items() if not enc.startswith("VOPD")
-             for info in t.values()]
-    got = assemble(lines)
-    assert len(got) > 1000
+    lines = sorted({info["sample"] for t in tables.values() for info in t.values()})
+    got = assemble(lines) + assemble(lines, true16=True)
+    assert len(got) > 1200
+    kinds = set()
     for text, words in got:
-        inst = decoder.decode_one(words + [0, 0, 0], 0, 0, "gfx1250")
-        assert inst.name == decoder.core_name(text.split()[0]), (text, inst.name)
+        inst = decoder.decode_one(words + [0, 0, 0, 0], 0, 0, "gfx1250")
+        if "::" in text:
+            want = " :: ".join(decoder.core_name(p.split()[0]) for p in text.split("::"))
+        else:
+            want = decoder.core_name(text.split()[0])
+        assert inst.name == want, (text, inst.name)
         assert inst.size == 4 * len(words), text
+        kinds.add(inst.encoding)
+    assert {"VOPD", "VOPD3", "VOP3P", "SOP2"} <= kinds
 
 
 def test_gfx1250_has_instructions_gfx1201_lacks():
@@ -81,17 +90,14 @@ def test_gfx1250_has_instructions_gfx1201_lacks():
             "v_pk_add_f32", "global_prefetch_b8"} <= g1250 - g1201
 
 
-# matmul-f16 (v_wmma_f32_16x16x16_f16 in gfx12's layout) still differs from numpy on gfx1201:
-# left out until the gfx12 WMMA layout is checked against a real RDNA4 or LLVM's tests.
-WORKLOADS_1201 = ["saxpy", "chain-4", "reduction", "softmax", "matmul-f32", "mlp", "fill",
-                  "copy", "saxpy-hidden", "lds-reduce"]
-# gfx1250: IREE's code uses VOPD3 (a 96-bit dual-issue form), packed fp32 and operand 254,
-# which the executor does not have yet; these run.
-WORKLOADS_1250 = ["fill", "copy", "saxpy-hidden"]
+# Every amdgpu-run workload: IREE's (gfx1201: WMMA in gfx12's layout; gfx1250: VOPD3, packed
+# fp32, 64-bit literals, gfx1250's buffer descriptors and WMMA) and the OpenCL C ones.
+WORKLOADS = ["saxpy", "chain-4", "reduction", "softmax", "matmul-f32", "matmul-f16", "mlp",
+             "fill", "copy", "saxpy-hidden", "lds-reduce"]
 
 
-@pytest.mark.parametrize("target, workload", [("gfx1201", w) for w in WORKLOADS_1201]
-                         + [("gfx1250", w) for w in WORKLOADS_1250])
+@pytest.mark.parametrize("target, workload", [(t, w) for t in ("gfx1201", "gfx1250")
+                                              for w in WORKLOADS])
 def test_every_workload_matches_its_reference_immediate_and_replayed(target, workload,
                                                                      capsys):
     rc = main([workload, "--device", f"amdgpu:virtual:{target}", "--replay", "--json"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from hsa.virtual.executor import cluster_ids, register_executor
-from hsa.virtual.gfx12 import decoder
+from hsa.virtual.gfx12 import decoder, semantics
 from hsa.virtual.isa.executor import Executor, Family
 
 TTMP6, TTMP7, TTMP8, TTMP9 = 108 + 6, 108 + 7, 108 + 8, 108 + 9
@@ -45,9 +45,10 @@ def _vgpr_rows_gfx1250(desc) -> int:
 
 
 FAMILIES = {
-    "gfx1201": Family("gfx12", decoder.decoder_for("gfx1201"), init_sgprs=architected_ids),
+    "gfx1201": Family("gfx12", decoder.decoder_for("gfx1201"), init_sgprs=architected_ids,
+                      compile=semantics.compile_instruction),
     "gfx1250": Family("gfx12", decoder.decoder_for("gfx1250"), init_sgprs=architected_ids,
-                      vgpr_rows=_vgpr_rows_gfx1250),
+                      vgpr_rows=_vgpr_rows_gfx1250, compile=semantics.compile_instruction),
 }
 
 

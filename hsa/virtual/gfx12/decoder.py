@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hsa.virtual.gfx11 import decoder as gfx11
-from hsa.virtual.isa.operands import Instruction
+from hsa.virtual.isa.operands import LITERAL, LITERAL64, VGPR0, Instruction
 
 # gfx12 mnemonic -> the core's (gfx11) mnemonic for the same operation.
 RENAMED = {
@@ -26,9 +26,14 @@ RENAMED = {
     "v_mad_co_u64_u32": "v_mad_u64_u32", "v_mad_co_i64_i32": "v_mad_i64_i32",
     "global_atomic_sub_clamp_u32": "global_atomic_csub_u32",
     "s_wait_alu": "s_waitcnt_depctr",
+    "s_get_pc_i64": "s_getpc_b64", "s_set_pc_i64": "s_setpc_b64",
+    "s_swap_pc_i64": "s_swappc_b64",
 }
-# Top six bits of the gfx12-only layouts.
+# Top six bits of the gfx12-only layouts; gfx1250's VOPD3 is the top byte 0xCF.
 SMEM, VFLAT, VBUFFER = 0x3D, 0x3B, 0x31
+VOPD3 = 0xCF
+# Source fields that may hold gfx1250's 64-bit literal (operand 254).
+SOURCE_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "src0x", "src0y")
 FLAT_SEGMENTS = ("FLAT", "SCRATCH", "GLOBAL", "FLAT")
 
 
@@ -104,10 +109,21 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
         f = dict(offset=w2 >> 8, glc=0, dlc=0, slc=0, vaddr=w2 & 0xFF, vdata=w1 & 0xFF,
                  srsrc=(w1 >> 9) & 0x1FF, tfe=(w1 >> 22) & 1, offen=(w1 >> 30) & 1,
                  idxen=(w1 >> 31) & 1, soffset=w0 & 0x7F, format=(w1 >> 23) & 0x7F)
+        if target == "gfx1250":
+            f["vsharp57"] = 1  # gfx1250's V#: 57-bit base, 45-bit num_records
         name = _name("VBUFFER", op, target)
         enc = "MTBUF" if name.startswith("tbuffer") else "MUBUF"
         return Instruction(pc, 12, enc, op, name, f, None, (w0, w1, w2))
+    if w0 >> 24 == VOPD3 and target == "gfx1250":
+        return _decode_vopd3(word, pc, target)
     inst = gfx11.decode_one(words, index, pc)
+    if target == "gfx1250" and inst.literal is None and LITERAL64 in (
+            inst.f.get(k) for k in SOURCE_FIELDS):
+        # operand 254: a 64-bit literal, low dword first, after the instruction's words
+        n = inst.size // 4
+        inst.literal = word(n) | word(n + 1) << 32
+        inst.size += 8
+        inst.words = tuple(word(k) for k in range(n + 2))
     if inst.encoding == "SOP2" and inst.literal is None and _name("SOP2", inst.op, target) in (
             "s_fmaak_f32", "s_fmamk_f32", "s_fmaak_f16", "s_fmamk_f16"):
         # gfx12 scalar float: the K constant is a literal dword after the instruction
@@ -122,6 +138,30 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
     if inst.encoding == "VOP3P" and inst.name.startswith("v_wmma_"):
         inst.f["gfx12_wmma"] = 1  # gfx12's A/B/D register layouts, not gfx11's
     return inst
+
+
+def _decode_vopd3(word, pc: int, target: str) -> Instruction:
+    """gfx1250's VOPD3 (96 bits, LLVM's VOPD3e): two VOP3-like halves with a third source
+    and neg modifiers. opY [17:12], opX [23:18], src0X [8:0]; src0Y [40:32], neg bits
+    [46:41] (src0X, vsrc1X, vsrc2X, src0Y, vsrc1Y, vsrc2Y); vsrc1X [55:48], vsrc2X [63:56];
+    vdstX [71:64], vsrc1Y [79:72], vsrc2Y or bitop3 [87:80], vdstY [95:88]. vsrc fields
+    are VGPRs, except v_dual_cndmask_b32's vsrc2 (the lane mask SGPR)."""
+    w0, w1, w2 = word(0), word(1), word(2)
+    opx, opy = (w0 >> 18) & 0x3F, (w0 >> 12) & 0x3F
+    f = dict(opx=opx, opy=opy, src0x=w0 & 0x1FF, src0y=w1 & 0x1FF,
+             negx=(w1 >> 9) & 7, negy=(w1 >> 12) & 7,
+             vsrc1x=VGPR0 + ((w1 >> 16) & 0xFF), vsrc2x=(w1 >> 24) & 0xFF,
+             vdstx=w2 & 0xFF, vsrc1y=VGPR0 + ((w2 >> 8) & 0xFF), vsrc2y=(w2 >> 16) & 0xFF,
+             vdsty=(w2 >> 24) & 0xFF)
+    x, y = _name("VOPD3X", opx, target), _name("VOPD3Y", opy, target)
+    name = "<unknown>" if "<unknown>" in (x, y) else f"{x} :: {y}"
+    size, literal = 12, None
+    if LITERAL in (f["src0x"], f["src0y"]):
+        literal, size = word(3), 16
+    elif LITERAL64 in (f["src0x"], f["src0y"]):
+        literal, size = word(3) | word(4) << 32, 20
+    return Instruction(pc, size, "VOPD3", 0, name, f, literal,
+                       tuple(word(k) for k in range(size // 4)))
 
 
 def decode_all(code: bytes, base: int, target: str = "gfx1201") -> list[Instruction]:

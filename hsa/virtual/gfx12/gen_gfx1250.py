@@ -52,7 +52,54 @@ GFX1250_ONLY = [
     "s_barrier_wait -1",
     "s_barrier_signal -3",
     "s_barrier_wait -3",
+    "s_or_b64 s[0:1], s[2:3], 0x123456789",  # operand 254: a 64-bit literal
+    "v_wmma_f32_16x16x32_bf16 v[0:7], v[8:15], v[16:23], v[0:7]",
+    "v_wmma_f32_16x16x32_f16 v[0:7], v[8:15], v[16:23], 0",
+    "v_mov_b64 v[0:1], v[2:3]",
 ]
+# VOPD Y ops gfx1250 adds (LLVM's VOPDYOnlyPseudosGFX1250), beside X = v_dual_mov_b32
+GFX1250_VOPDY = ["v_dual_sub_nc_u32", "v_dual_lshrrev_b32", "v_dual_ashrrev_i32",
+                 "v_dual_max_i32", "v_dual_min_i32"]
+# VOPD3 (top byte 0xCF, 96 bits): the X and Y components LLVM lists for gfx1250
+# (VOPD3XPseudosGFX1250, VOPD3YPseudosGFX1250); each is assembled beside a v_dual_fma_f32,
+# which only VOPD3 encodes, with registers in different banks.
+VOPD3_COMMON = ["fmac_f32", "mul_f32", "add_f32", "sub_f32", "subrev_f32",
+                "mul_dx9_zero_f32", "mov_b32", "cndmask_b32", "max_num_f32", "min_num_f32",
+                "dot2acc_f32_f16", "dot2acc_f32_bf16", "add_nc_u32", "lshlrev_b32", "fma_f32",
+                "sub_nc_u32", "lshrrev_b32", "ashrrev_i32"]
+VOPD3_X = VOPD3_COMMON + ["fma_f64", "add_f64", "mul_f64", "max_num_f64", "min_num_f64"]
+VOPD3_Y = VOPD3_COMMON + ["max_i32", "min_i32", "bitop2_b32"]
+
+
+def _vopd3_operands(op: str, regs: tuple[str, str, str, str], sgpr: str) -> str:
+    d, a, b, c = regs
+    if op == "mov_b32":
+        return f"{d}, {a}"
+    if op == "cndmask_b32":
+        return f"{d}, {a}, {b}, {sgpr}"
+    if op == "bitop2_b32":
+        return f"{d}, {a}, {b} bitop3:0x80"
+    return f"{d}, {a}, {b}" + (f", {c}" if op.startswith("fma_") else "")
+
+
+def vopd3_samples() -> list[str]:
+    fma_x = "v_dual_fma_f32 v0, v1, v2, v3"
+    out = []
+    for op in VOPD3_X:
+        if op.endswith("f64"):
+            x = f"v_dual_{op} " + _vopd3_operands(op, ("v[0:1]", "v[2:3]", "v[4:5]", "v[6:7]"),
+                                                  "s3")
+            out.append(f"{x} :: v_dual_fma_f32 v9, v13, v15, v17")
+        else:
+            x = f"v_dual_{op} " + _vopd3_operands(op, ("v0", "v1", "v2", "v3"), "s3")
+            out.append(f"{x} :: v_dual_fma_f32 v5, v6, v7, v9")
+    for op in VOPD3_Y:
+        y = f"v_dual_{op} " + _vopd3_operands(op, ("v5", "v6", "v7", "v8"), "s5")
+        # (clang wants src1 v3 beside dot2acc_f32_bf16, v2 beside the others)
+        x = "v_dual_fma_f32 v0, v1, v3, v4" if op == "dot2acc_f32_bf16" else fma_x
+        out.append(f"{x} :: {y}")
+    out += [f"v_dual_mov_b32 v0, v1 :: {y} v5, v6, v7" for y in GFX1250_VOPDY]
+    return out
 
 
 def samples() -> list[str]:
@@ -70,17 +117,20 @@ def samples() -> list[str]:
     # registers in different banks and destinations of different parity
     out += [f"{x['sample']} :: v_dual_mov_b32 v17, v99" for x in tables["VOPDX"].values()]
     out += [f"v_dual_mov_b32 v16, v99 :: {y['sample']}" for y in tables["VOPDY"].values()]
-    return out + GFX1250_ONLY
+    return out + GFX1250_ONLY + vopd3_samples()
 
 
-def assemble(lines: list[str]) -> list[tuple[str, list[int]]]:
-    """(text, dwords) for each line clang accepts for gfx1250."""
+def assemble(lines: list[str], true16: bool = False) -> list[tuple[str, list[int]]]:
+    """(text, dwords) for each line clang accepts for gfx1250 (with true16: in the
+    real-true16 mode that compilers use for gfx1250, where 16-bit operands are VGPR halves
+    such as v16.l)."""
     with tempfile.NamedTemporaryFile("w", suffix=".s", delete=False) as fh:
         fh.write("\n".join(lines) + "\n")
         path = fh.name
     run = subprocess.run(
         [sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", "amdgcn-amd-amdhsa",
-         "-target-cpu", "gfx1250", "-show-encoding", "-filetype", "asm", "-o", "-", path],
+         "-target-cpu", "gfx1250", *(["-target-feature", "+real-true16"] if true16 else []),
+         "-show-encoding", "-filetype", "asm", "-o", "-", path],
         capture_output=True, text=True, timeout=300)
     Path(path).unlink()
     out = []
@@ -96,15 +146,17 @@ def assemble(lines: list[str]) -> list[tuple[str, list[int]]]:
 
 def build() -> dict[str, dict[str, dict]]:
     tables: dict[str, dict[str, dict]] = {}
-    for text, words in assemble(samples()):
-        inst = decoder.decode_one(words + [0, 0, 0], 0, 0)
+    lines = samples()
+    # the default (fake16) mode first, then real-true16 for the 16-bit forms only it takes
+    for text, words in assemble(lines) + assemble(lines, true16=True):
+        inst = decoder.decode_one(words + [0, 0, 0], 0, 0, "gfx1250")
         enc = inst.encoding
-        if enc == "VOPD":
+        if enc in ("VOPD", "VOPD3"):
             x, y = (p.strip() for p in text.split("::"))
-            tables.setdefault("VOPDX", {})[str(inst.f["opx"])] = {
-                "name": x.split()[0], "sample": x}
-            tables.setdefault("VOPDY", {})[str(inst.f["opy"])] = {
-                "name": y.split()[0], "sample": y}
+            tables.setdefault(enc + "X", {}).setdefault(str(inst.f["opx"]), {
+                "name": x.split()[0], "sample": text})
+            tables.setdefault(enc + "Y", {}).setdefault(str(inst.f["opy"]), {
+                "name": y.split()[0], "sample": text})
             continue
         if enc in ("MUBUF", "MTBUF"):
             enc = "VBUFFER"

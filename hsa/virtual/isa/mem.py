@@ -507,8 +507,14 @@ def _buffer_operands(g: WaveGroup, inst: d.Instruction) -> tuple:
     f = inst.f
     r = f["srsrc"]
     w0, w1, w2 = (g.s[:, r + k].astype(u64) for k in range(3))
-    base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
-    stride = (w1 >> u64(16)) & u64(0x3FFF)
+    if f.get("vsharp57"):  # gfx1250: base [56:0], num_records [101:57], stride [121:108]
+        w3 = g.s[:, r + 3].astype(u64)
+        base = w0 | ((w1 & u64(0x1FFFFFF)) << u64(32))
+        w2 = (w1 >> u64(25)) | (w2 << u64(7)) | ((w3 & u64(0x3F)) << u64(39))  # num_records
+        stride = (w3 >> u64(12)) & u64(0x3FFF)
+    else:
+        base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
+        stride = (w1 >> u64(16)) & u64(0x3FFF)
     soff = (np.asarray(g.sread(f["soffset"], inst.literal), u64)
             if f["soffset"] != d.NULL else u64(0))
     offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])

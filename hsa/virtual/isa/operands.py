@@ -15,6 +15,7 @@ SRC_SHARED_BASE, SRC_SHARED_LIMIT, SRC_PRIVATE_BASE, SRC_PRIVATE_LIMIT = 235, 23
 DPP8, DPP8FI, DPP16 = 233, 234, 250
 SDWA = 249  # gfx9: the source is in an SDWA extension dword (never emitted by RDNA3)
 VCCZ, EXECZ, SCC, LITERAL = 251, 252, 253, 255
+LITERAL64 = 254  # gfx1250: a 64-bit literal (two dwords) follows the instruction
 VGPR0 = 256
 AGPR0 = 512  # gfx90a+: accumulation VGPRs (acc_cd / MFMA operands); never RDNA
 

@@ -130,6 +130,8 @@ class WaveGroup:
             return self.s[:, code]
         if code == d.LITERAL:
             return np.uint64(literal) if wide else np.uint32(literal)
+        if code == d.LITERAL64:
+            return np.uint64(literal) if wide else np.uint32(literal & 0xFFFFFFFF)
         if code == d.SCC:
             return self.scc.astype(np.uint64 if wide else np.uint32)
         if code == d.VCCZ:
@@ -174,6 +176,8 @@ class WaveGroup:
             if wide:  # a 64-bit float literal is the high half; integers zero-extend
                 return np.uint64(literal)
             return np.uint32(literal)
+        if code == d.LITERAL64:
+            return np.uint64(literal) if wide else np.uint32(literal & 0xFFFFFFFF)
         if code == d.SCC:
             c = self.scc.astype(np.uint64 if wide else np.uint32)
             return c[:, None]

@@ -469,6 +469,7 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
                       lambda a, b: (b >> (np.asarray(a, i64) & 63)).astype(u64)),
     "v_add_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a + b),
     "v_add_nc_u64": ("u64", ("u64", "u64"), lambda a, b: a + b),  # gfx1250
+    "v_mov_b64": ("u64", ("u64",), lambda a: a),  # gfx940, gfx1250
     "v_sub_nc_u64": ("u64", ("u64", "u64"), lambda a, b: a - b),
     "v_mul_u64": ("u64", ("u64", "u64"), lambda a, b: a * b),
     "v_sub_nc_u32": ("u32", ("u32", "u32"), lambda a, b: a - b),

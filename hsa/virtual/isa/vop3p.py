@@ -163,29 +163,73 @@ def _operand16(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
     return words.view(np.float16).astype(f32)
 
 
-def _operand16_gfx12(g: WaveGroup, reg: int, bf16: bool) -> np.ndarray:
-    """gfx12's 16-bit A/B layout: 4 VGPRs, lane l holds row (A) or column (B) l % 16 and
-    K = 8 * (l // 16) + 0..7, two halves per VGPR -> (waves, 16, 16) f32."""
-    words = g.v[reg:reg + 4]  # (4, W, 32)
-    halves = np.stack([words & u32(0xFFFF), words >> u32(16)], axis=-1)  # (4, W, 32, 2)
-    halves = halves.transpose(1, 2, 0, 3).reshape(g.count, 2, 16, 8)  # (W, lane//16, m, k)
-    vals = halves.transpose(0, 2, 1, 3).reshape(g.count, 16, 16)  # (W, m, k)
+def _operand16_gfx12(g: WaveGroup, reg: int, bf16: bool, k: int = 16) -> np.ndarray:
+    """gfx12's 16-bit A/B layout, k/4 VGPRs a lane: lane l holds row (A) or column (B)
+    l % 16; its VGPR v holds K = 8 * (v // 2) + 4 * (l // 16) + 2 * (v % 2) + (0, 1): the
+    two lane halves take turns every two VGPRs (IREE's gfx12 WMMA layout notes it: A[0, 4]
+    comes from lane 16's first VGPR) -> (waves, 16, k) f32."""
+    nreg = k // 4
+    words = g.v[reg:reg + nreg]  # (nreg, W, 32)
+    halves = np.stack([words & u32(0xFFFF), words >> u32(16)], axis=-1)  # (nreg, W, 32, 2)
+    # (pair of VGPRs p, VGPR in pair q, W, lane half h, m, value j) -> K = 8p + 4h + 2q + j
+    halves = halves.reshape(nreg // 2, 2, g.count, 2, 16, 2)
+    vals = halves.transpose(2, 4, 0, 3, 1, 5).reshape(g.count, 16, k)
     if bf16:
         return _bf16_to_f32(vals)
     return vals.astype(np.uint16).view(np.float16).astype(f32)
 
 
+def _operand32_gfx12(g: WaveGroup, reg: int) -> np.ndarray:
+    """gfx1250 v_wmma_f32_16x16x4_f32's A/B: 2 VGPRs, lane l holds row/column l % 16 and
+    K = 2 * (l // 16) + v -> (waves, 16, 4) f32."""
+    words = g.v[reg:reg + 2].view(f32)  # (2, W, 32)
+    vals = words.reshape(2, g.count, 2, 16).transpose(1, 3, 2, 0)  # (W, m, h, v)
+    return vals.reshape(g.count, 16, 4)
+
+
+def _wmma_shape(name: str) -> tuple[int, str]:
+    """(K, input type) of v_wmma_<acc>_16x16x<K>_<in>."""
+    shape, typ = name.split("_16x16x")[1].split("_", 1)
+    return int(shape), typ
+
+
+def _acc_values(g: WaveGroup, inst: d.Instruction, f32_acc: bool, bf16: bool,
+                opsel_hi: bool) -> np.ndarray:
+    """C as (8, W, 32) f32: 8 VGPRs, or an inline constant (IREE's code passes 0 for a
+    zero accumulator) broadcast to every element."""
+    code = inst.f["src2"]
+    if code < d.VGPR0:
+        value = np.asarray(g.vread(code, inst.literal, "32" if f32_acc else "16"), u32)
+        raw = np.broadcast_to(value, (8, g.count, LANES)) if value.ndim < 2 else (
+            np.broadcast_to(value[None], (8, g.count, LANES)))
+        raw = np.array(raw, u32)
+        if f32_acc:
+            return raw.view(f32)
+        raw = raw & u32(0xFFFF)
+    else:
+        c_reg = code - d.VGPR0
+        raw = g.v[c_reg:c_reg + 8]
+        if f32_acc:
+            return raw.view(f32)
+        raw = (raw >> u32(16)) if opsel_hi else (raw & u32(0xFFFF))
+    return _bf16_to_f32(raw) if bf16 else raw.astype(np.uint16).view(np.float16).astype(f32)
+
+
 def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     f = inst.f
-    a_reg, b_reg, c_reg = (f[f"src{k}"] - d.VGPR0 for k in range(3))
-    bf16 = "bf16" in name.split("_16x16x16_")[1]
+    a_reg, b_reg = (f[f"src{k}"] - d.VGPR0 for k in range(2))
+    k, typ = _wmma_shape(name)
+    bf16 = typ == "bf16"
     gfx12 = bool(f.get("gfx12_wmma"))  # set by the gfx12 decoder: gfx12's register layout
     f32_acc = name.startswith("v_wmma_f32")
     if gfx12 and not f32_acc:
         raise NotImplementedError("gfx12 WMMA with a 16-bit accumulator")
-    operand = _operand16_gfx12 if gfx12 else _operand16
-    a = operand(g, a_reg, bf16)  # (W, m, k)
-    b = operand(g, b_reg, bf16)  # (W, n, k)
+    if typ == "f32":
+        a, b = _operand32_gfx12(g, a_reg), _operand32_gfx12(g, b_reg)
+    elif gfx12:
+        a, b = _operand16_gfx12(g, a_reg, bf16, k), _operand16_gfx12(g, b_reg, bf16, k)
+    else:
+        a, b = _operand16(g, a_reg, bf16), _operand16(g, b_reg, bf16)  # (W, m|n, k)
     lane = np.arange(LANES)
     if gfx12:  # D: VGPR i, lane l holds row i + 8 * (l // 16), column l % 16
         rows = np.arange(8)[:, None] + 8 * (lane[None, :] // 16)
@@ -193,13 +237,7 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
         rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16  # (8, 32)
     cols = np.broadcast_to(lane[None, :] % 16, (8, LANES))
     opsel_hi = bool(f["opsel"] >> 2 & 1)
-    if f32_acc:
-        c_bits = g.v[c_reg:c_reg + 8]  # (8, W, 32)
-        c_vals = c_bits.view(f32)
-    else:
-        raw = g.v[c_reg:c_reg + 8]
-        raw = (raw >> u32(16)) if opsel_hi else (raw & u32(0xFFFF))
-        c_vals = _bf16_to_f32(raw) if bf16 else raw.astype(np.uint16).view(np.float16).astype(f32)
+    c_vals = _acc_values(g, inst, f32_acc, bf16, opsel_hi)
     prod = np.matmul(a, b.transpose(0, 2, 1))  # (W, 16, 16)
     dvals = prod.reshape(g.count, 256)[:, rows * 16 + cols]  # (W, 8, 32)
     dvals = dvals.transpose(1, 0, 2) + c_vals  # (8, W, 32)

@@ -1,0 +1,226 @@
+"""gfx12-only semantics on top of the shared core: the Family.compile hook of gfx1201/gfx1250.
+
+What the core (written for gfx11) lacks and gfx12 code uses:
+- gfx1250's VOPD3 (96-bit dual issue: a third source, neg modifiers, SGPR lane masks for
+  v_dual_cndmask_b32, v_dual_bitop2_b32, 64-bit float X ops) and the VOPD Y ops gfx1250
+  adds (sub_nc_u32, lshrrev/ashrrev, max/min_i32): both forms run through `compile_dual`;
+- gfx1250's packed fp32 (v_pk_add_f32 / v_pk_mul_f32 / v_pk_fma_f32) on register pairs.
+Everything else goes to the core's `compile_instruction`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from hsa.virtual.isa import executor as core
+from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.state import WaveGroup
+from hsa.virtual.isa.valu import _fma
+
+u32, u64, i32, f32, f64 = np.uint32, np.uint64, np.int32, np.float32, np.float64
+
+
+# --- dual issue (VOPD, VOPD3) -----------------------------------------------------------------
+def _f(x):
+    return np.asarray(x, u32).view(f32)
+
+
+def _b(x):
+    return np.asarray(x, f32).view(u32)
+
+
+def _i(x):
+    return np.asarray(x, u32).view(i32)
+
+
+def _dot2(a, b, c, bf16: bool):
+    def half(x, hi: bool):
+        bits = (np.asarray(x, u32) >> u32(16)) if hi else (np.asarray(x, u32) & u32(0xFFFF))
+        if bf16:
+            return (bits << u32(16)).view(f32).astype(f64)
+        return bits.astype(np.uint16).view(np.float16).astype(f64)
+
+    return _b(_f(c).astype(f64) + half(a, False) * half(b, False) + half(a, True) * half(b, True))
+
+
+def _bitop2(a, b, table: int):
+    """v_bitop3 with two sources: result bit = bit ((a << 2) | (b << 1)) of the 8-bit
+    truth table (LLVM encodes AND as 0x40 and OR as 0x54)."""
+    a, b = np.asarray(a, u32), np.asarray(b, u32)
+    out = np.zeros(np.broadcast(a, b).shape, u32)
+    for idx, (ma, mb) in ((4, (a, ~b)), (6, (a, b)), (2, (~a, b)), (0, (~a, ~b))):
+        if table >> idx & 1:
+            out |= ma & mb
+    return out
+
+
+# name -> (operand kind, fn(a, b, c, k)) with register bits in, register bits out; c is the
+# third source (or the old destination for the accumulating ops), k the VOPD literal.
+# Kinds: "32" 32-bit, "f32" 32-bit float (neg applies), "f64" 64-bit float pairs, "mask"
+# (c is a lane mask), "bitop" (c is the truth table).
+DUAL_OPS: dict[str, tuple[str, Callable]] = {
+    "v_dual_fmac_f32": ("f32", lambda a, b, c, k: _b(_fma(_f(a), _f(b), _f(c)))),
+    "v_dual_fma_f32": ("f32", lambda a, b, c, k: _b(_fma(_f(a), _f(b), _f(c)))),
+    "v_dual_fmaak_f32": ("f32", lambda a, b, c, k: _b(_fma(_f(a), _f(b), _f(u32(k))))),
+    "v_dual_fmamk_f32": ("f32", lambda a, b, c, k: _b(_fma(_f(a), _f(u32(k)), _f(b)))),
+    "v_dual_mul_f32": ("f32", lambda a, b, c, k: _b(_f(a) * _f(b))),
+    "v_dual_add_f32": ("f32", lambda a, b, c, k: _b(_f(a) + _f(b))),
+    "v_dual_sub_f32": ("f32", lambda a, b, c, k: _b(_f(a) - _f(b))),
+    "v_dual_subrev_f32": ("f32", lambda a, b, c, k: _b(_f(b) - _f(a))),
+    "v_dual_mul_dx9_zero_f32": ("f32", lambda a, b, c, k: _b(np.where(
+        (_f(a) == 0) | (_f(b) == 0), f32(0), _f(a) * _f(b)))),
+    "v_dual_max_num_f32": ("f32", lambda a, b, c, k: _b(np.fmax(_f(a), _f(b)))),
+    "v_dual_min_num_f32": ("f32", lambda a, b, c, k: _b(np.fmin(_f(a), _f(b)))),
+    "v_dual_max_f32": ("f32", lambda a, b, c, k: _b(np.fmax(_f(a), _f(b)))),
+    "v_dual_min_f32": ("f32", lambda a, b, c, k: _b(np.fmin(_f(a), _f(b)))),
+    "v_dual_dot2acc_f32_f16": ("f32", lambda a, b, c, k: _dot2(a, b, c, False)),
+    "v_dual_dot2acc_f32_bf16": ("f32", lambda a, b, c, k: _dot2(a, b, c, True)),
+    "v_dual_mov_b32": ("32", lambda a, b, c, k: np.asarray(a, u32)),
+    "v_dual_cndmask_b32": ("mask", lambda a, b, c, k: np.where(c, b, a)),
+    "v_dual_add_nc_u32": ("32", lambda a, b, c, k: np.asarray(a, u32) + np.asarray(b, u32)),
+    "v_dual_sub_nc_u32": ("32", lambda a, b, c, k: np.asarray(a, u32) - np.asarray(b, u32)),
+    "v_dual_lshlrev_b32": ("32", lambda a, b, c, k: np.asarray(b, u32) << (
+        np.asarray(a, u32) & u32(31))),
+    "v_dual_lshrrev_b32": ("32", lambda a, b, c, k: np.asarray(b, u32) >> (
+        np.asarray(a, u32) & u32(31))),
+    "v_dual_ashrrev_i32": ("32", lambda a, b, c, k: (_i(b) >> _i(np.asarray(a, u32) & u32(31)))
+                           .view(u32)),
+    "v_dual_max_i32": ("32", lambda a, b, c, k: np.maximum(_i(a), _i(b)).view(u32)),
+    "v_dual_min_i32": ("32", lambda a, b, c, k: np.minimum(_i(a), _i(b)).view(u32)),
+    "v_dual_and_b32": ("32", lambda a, b, c, k: np.asarray(a, u32) & np.asarray(b, u32)),
+    "v_dual_bitop2_b32": ("bitop", lambda a, b, c, k: _bitop2(a, b, c)),
+    "v_dual_fma_f64": ("f64", lambda a, b, c, k: a * b + c),
+    "v_dual_add_f64": ("f64", lambda a, b, c, k: a + b),
+    "v_dual_mul_f64": ("f64", lambda a, b, c, k: a * b),
+    "v_dual_max_num_f64": ("f64", lambda a, b, c, k: np.fmax(a, b)),
+    "v_dual_min_num_f64": ("f64", lambda a, b, c, k: np.fmin(a, b)),
+}
+ACCUMULATES = ("v_dual_fmac_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16")
+
+
+def _component(inst: d.Instruction, side: str, name: str):
+    """fn(g) -> (vdst, kind, result bits) for one half of a dual-issue instruction; all
+    sources are read before either half writes."""
+    kind, fn = DUAL_OPS[name]
+    f = inst.f
+    vopd3 = inst.encoding == "VOPD3"
+    src0, vsrc1, vdst = f["src0" + side], f["vsrc1" + side] - d.VGPR0, f["vdst" + side]
+    vsrc2 = f.get("vsrc2" + side, 0)
+    neg = f.get("neg" + side, 0) if vopd3 else 0
+    literal = inst.literal
+
+    def signed(value, k: int, typ):
+        return -value.view(typ) if neg >> k & 1 else value.view(typ)
+
+    def run(g: WaveGroup):
+        if kind == "f64":
+            a = signed(np.asarray(g.vread(src0, literal, "64"), u64), 0, f64)
+            b = signed(g.v[vsrc1].astype(u64) | (g.v[vsrc1 + 1].astype(u64) << u64(32)), 1, f64)
+            c = g.v[vsrc2].astype(u64) | (g.v[vsrc2 + 1].astype(u64) << u64(32))
+            c = signed(c, 2, f64)
+            return vdst, kind, np.asarray(fn(a, b, c, literal), f64).view(u64)
+        a = np.asarray(g.vread(src0, literal), u32)
+        b = g.v[vsrc1]
+        if kind == "mask":  # VOPD3: any SGPR holds the lane mask; VOPD: VCC
+            c = g.lane_mask(vsrc2 if vopd3 else d.VCC_LO)
+        elif kind == "bitop":
+            c = vsrc2
+        elif name in ACCUMULATES:
+            c = g.v[vdst]
+        elif vopd3:
+            c = g.v[vsrc2]
+        else:
+            c = None
+        if kind == "f32" and neg:
+            a, b = _b(signed(a, 0, f32)), _b(signed(b, 1, f32))
+            if c is not None:
+                c = _b(signed(np.asarray(c, u32), 2, f32))
+        return vdst, kind, fn(a, b, c, literal)
+
+    return run
+
+
+def compile_dual(inst: d.Instruction) -> Callable | None:
+    names = inst.name.split(" :: ")
+    if len(names) != 2 or any(n not in DUAL_OPS for n in names):
+        return None
+    halves = [_component(inst, side, n) for side, n in zip("xy", names, strict=True)]
+
+    def run(g: WaveGroup) -> None:
+        results = [h(g) for h in halves]
+        for vdst, kind, value in results:
+            value = np.array(np.broadcast_to(value, (g.count, g.lanes)))
+            if kind == "f64":
+                g.vwrite64(vdst, value)
+            else:
+                g.vwrite(vdst, value.astype(u32))
+
+    return run
+
+
+# --- packed fp32 (gfx1250 v_pk_*_f32) ---------------------------------------------------------
+_PK_F32 = {
+    "v_pk_add_f32": (2, lambda a, b: a + b),
+    "v_pk_mul_f32": (2, lambda a, b: a * b),
+    "v_pk_fma_f32": (3, lambda a, b, c: _fma(a, b, c)),
+}
+
+
+def compile_pk_f32(inst: d.Instruction) -> Callable | None:
+    """D.lo = op(S.[op_sel]) and D.hi = op(S.[op_sel_hi]): each 64-bit source is a register
+    pair, op_sel bit k picks the dword of source k for the low result (op_sel_hi for the
+    high one), neg / neg_hi negate it. A constant is its f32 value in both dwords (LLVM
+    clears op_sel_hi for constants, so only the low dword is read)."""
+    entry = _PK_F32.get(inst.name)
+    if entry is None or "dpp" in inst.f:
+        return None
+    nsrc, fn = entry
+    f = inst.f
+
+    def pair(g: WaveGroup, code: int):
+        if code >= d.VGPR0 or code < 128:
+            wide = np.asarray(g.vread(code, inst.literal, "64"), u64)
+            return (wide & u64(0xFFFFFFFF)).astype(u32), (wide >> u64(32)).astype(u32)
+        lo = np.asarray(g.vread(code, inst.literal), u32)
+        return lo, lo
+
+    def run(g: WaveGroup) -> None:
+        srcs = [pair(g, f[f"src{k}"]) for k in range(nsrc)]
+        out = []
+        for sel, negs in ((f["opsel"], f["neg"]), (f["opsel_hi"], f["neg_hi"])):
+            args = []
+            for k, (lo, hi) in enumerate(srcs):
+                v = (hi if sel >> k & 1 else lo).view(f32)
+                args.append(-v if negs >> k & 1 else v)
+            r = np.asarray(fn(*args), f32)
+            if f["clamp"]:
+                r = np.clip(r, f32(0), f32(1))
+            out.append(np.array(np.broadcast_to(r, (g.count, g.lanes))).view(u32))
+        g.vwrite(f["vdst"], out[0])
+        g.vwrite(f["vdst"] + 1, out[1])
+
+    return run
+
+
+def compile_instruction(inst: d.Instruction) -> core.Compiled:
+    """Family.compile for gfx12: gfx12-only semantics first, else the core's."""
+    fn = None
+    if inst.encoding == "VOPD3":
+        fn = compile_dual(inst)
+        if fn is None:
+            return core.Compiled(inst, core.SIMPLE, None, "not implemented")
+    elif inst.encoding == "VOPD" and inst.name != "<unknown>":
+        c = core.compile_instruction(inst)  # the core's VOPD ops, else gfx1250's new ones
+        if c.fn is not None:
+            return c
+        fn = compile_dual(inst)
+    elif inst.encoding == "VOP3P" and inst.name in _PK_F32:
+        fn = compile_pk_f32(inst)
+    if fn is not None:
+        return core.Compiled(inst, core.SIMPLE, fn)
+    return core.compile_instruction(inst)
+
+
+__all__ = ["DUAL_OPS", "compile_dual", "compile_instruction", "compile_pk_f32"]

@@ -1,0 +1,267 @@
+"""gfx12 instruction semantics against numpy: hand-written assembly, assembled by clang 22
+(the `ziglang` wheel, which knows gfx1201 and gfx1250), run on the executor.
+
+Each case is one kernel of one wave32 wave: lane l loads VGPR 16 + r from word 32 * r + l of
+the input (32 VGPRs, v16-v47), runs the case's instructions and stores v48-v55. The WMMA
+cases pack A, B and C with IREE's gfx12 layouts (IREEGPUAttrs.cpp: lane l holds row / column
+l % 16 and K = (K / 2) * (l // 16) + 0..K/2-1 as consecutive halves, D's VGPR i of lane l is
+row 8 * (l // 16) + i); the hardware's K order within a lane differs (IREE notes it), which
+only changes the order of the sums, so integer data gives exact results either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from hsa.virtual.gfx11.testing import Harness, build_code_object
+
+pytestmark = pytest.mark.hsa_virtual
+
+u32, i32, f32, f64, u64 = np.uint32, np.int32, np.float32, np.float64, np.uint64
+NREG = 32  # v16..v47 in, v48..v55 out
+
+
+def F(x):  # noqa: N802 - bits as float32
+    return np.asarray(x, u32).view(f32)
+
+
+def B(x):  # noqa: N802 - float32 as bits
+    return np.asarray(x, f32).view(u32)
+
+
+def pair(regs, r):
+    """A 64-bit value from VGPRs r, r+1 (absolute register numbers)."""
+    return regs[r - 16].astype(u64) | (regs[r - 15].astype(u64) << u64(32))
+
+
+def split(x):
+    x = np.asarray(x, u64)
+    return (x & u64(0xFFFFFFFF)).astype(u32), (x >> u64(32)).astype(u32)
+
+
+@dataclass
+class Case:
+    target: str
+    body: str
+    ref: Callable[[np.ndarray], dict[int, np.ndarray]]
+    inputs: Callable[[np.random.Generator], np.ndarray] | None = None
+    out_regs: list[int] = field(default_factory=list)
+
+
+def small_floats(rng):
+    return B(rng.integers(-8, 9, (NREG, 32)).astype(f32))
+
+
+def f64_inputs(rng):
+    regs = small_floats(rng)
+    for r in (18, 20, 22):  # f64 values in pairs
+        lo, hi = split(rng.integers(-50, 51, 32).astype(f64).view(u64))
+        regs[r - 16], regs[r - 15] = lo, hi
+    return regs
+
+
+def random_bits(rng):
+    return rng.integers(0, 2 ** 32, (NREG, 32), dtype=np.uint64).astype(u32)
+
+
+MASK = 0x0F0F00FF
+LANE_MASK = ((MASK >> np.arange(32)) & 1).astype(bool)
+
+
+def _r(regs, k):
+    return regs[k - 16]
+
+
+CASES: dict[str, Case] = {
+    # --- VOPD3 (gfx1250) -------------------------------------------------------------------
+    "vopd3_fma_fma": Case(
+        "gfx1250", "v_dual_fma_f32 v48, v17, v18, v19 :: v_dual_fma_f32 v49, v22, v23, v24",
+        lambda r: {48: B(F(_r(r, 17)) * F(_r(r, 18)) + F(_r(r, 19))),
+                   49: B(F(_r(r, 22)) * F(_r(r, 23)) + F(_r(r, 24)))}, small_floats),
+    "vopd3_neg_add_and": Case(
+        "gfx1250", "v_dual_add_f32 v48, -v17, v18 :: v_dual_bitop2_b32 v49, v22, v23 "
+        "bitop3:0x40",
+        lambda r: {48: B(-F(_r(r, 17)) + F(_r(r, 18))), 49: _r(r, 22) & _r(r, 23)},
+        random_bits),
+    "vopd3_or_xor": Case(
+        "gfx1250", "v_dual_mov_b32 v48, v17 :: v_dual_bitop2_b32 v49, v22, v23 bitop3:0x54\n"
+        "v_dual_mov_b32 v50, v17 :: v_dual_bitop2_b32 v51, v22, v23 bitop3:0x14",
+        lambda r: {48: _r(r, 17), 49: _r(r, 22) | _r(r, 23), 50: _r(r, 17),
+                   51: _r(r, 22) ^ _r(r, 23)}, random_bits),
+    "vopd3_cndmask_sgpr": Case(
+        "gfx1250", f"s_mov_b32 s8, 0x{MASK:x}\n"
+        "v_dual_cndmask_b32 v48, v17, v18, s8 :: v_dual_mov_b32 v49, v22",
+        lambda r: {48: np.where(LANE_MASK, _r(r, 18), _r(r, 17)), 49: _r(r, 22)},
+        random_bits),
+    "vopd3_fma_f64_max_i32": Case(
+        "gfx1250", "v_dual_fma_f64 v[48:49], v[18:19], v[20:21], v[22:23] :: "
+        "v_dual_max_i32 v51, v25, v26",
+        lambda r: dict(zip((48, 49), split(
+            (pair(r, 18).view(f64) * pair(r, 20).view(f64) + pair(r, 22).view(f64)).view(u64)),
+            strict=True)) | {51: np.maximum(_r(r, 25).view(i32), _r(r, 26).view(i32)).view(u32)},
+        f64_inputs),
+    "vopd_gfx1250_y_ops": Case(
+        "gfx1250", "v_dual_mov_b32 v48, v17 :: v_dual_sub_nc_u32 v49, v22, v23\n"
+        "v_dual_mov_b32 v50, v17 :: v_dual_lshrrev_b32 v51, v22, v23\n"
+        "v_dual_mov_b32 v52, v17 :: v_dual_ashrrev_i32 v53, v22, v23\n"
+        "v_dual_mov_b32 v54, v17 :: v_dual_min_i32 v55, v22, v23",
+        lambda r: {48: _r(r, 17), 49: _r(r, 22) - _r(r, 23),
+                   51: _r(r, 23) >> (_r(r, 22) & u32(31)),
+                   53: (_r(r, 23).view(i32) >> (_r(r, 22) & u32(31)).view(i32)).view(u32),
+                   55: np.minimum(_r(r, 22).view(i32), _r(r, 23).view(i32)).view(u32)},
+        random_bits),
+    # --- packed fp32 (gfx1250) -------------------------------------------------------------
+    "pk_fma_f32_neg_lo": Case(
+        "gfx1250", "v_pk_fma_f32 v[48:49], v[16:17], v[18:19], v[20:21] neg_lo:[1,0,0]",
+        lambda r: {48: B(-F(_r(r, 16)) * F(_r(r, 18)) + F(_r(r, 20))),
+                   49: B(F(_r(r, 17)) * F(_r(r, 19)) + F(_r(r, 21)))}, small_floats),
+    "pk_mul_f32_op_sel_hi": Case(
+        "gfx1250", "v_pk_mul_f32 v[48:49], v[16:17], v[18:19] op_sel_hi:[0,1]",
+        lambda r: {48: B(F(_r(r, 16)) * F(_r(r, 18))), 49: B(F(_r(r, 16)) * F(_r(r, 19)))},
+        small_floats),
+    "pk_add_f32_constant": Case(
+        "gfx1250", "v_pk_add_f32 v[48:49], v[16:17], 1.0 op_sel_hi:[1,0]",
+        lambda r: {48: B(F(_r(r, 16)) + 1), 49: B(F(_r(r, 17)) + 1)}, small_floats),
+    # --- operand 254: 64-bit literals, 64-bit vector integers (gfx1250) ------------------
+    "literal64": Case(
+        "gfx1250", "s_mov_b64 s[8:9], 0x123456789abcdef0\n"
+        "s_or_b64 s[10:11], s[8:9], 0x800000000000000\n"
+        "v_mov_b32 v48, s8\nv_mov_b32 v49, s9\nv_mov_b32 v50, s10\nv_mov_b32 v51, s11\n"
+        "v_mov_b64 v[52:53], 0x1122334455667788",
+        lambda r: {48: np.full(32, 0x9ABCDEF0, u32), 49: np.full(32, 0x12345678, u32),
+                   50: np.full(32, 0x9ABCDEF0, u32), 51: np.full(32, 0x1A345678, u32),
+                   52: np.full(32, 0x55667788, u32), 53: np.full(32, 0x11223344, u32)},
+        random_bits),
+    "int64_vector": Case(
+        "gfx1250", "v_mad_nc_u64_u32 v[48:49], v16, v17, v[18:19]\n"
+        "v_add_nc_u64 v[50:51], v[20:21], v[22:23]\n"
+        "v_mul_u64 v[52:53], v[24:25], v[26:27]\n"
+        "v_lshl_add_u64 v[54:55], v[28:29], 3, v[30:31]",
+        lambda r: dict(zip((48, 49), split(_r(r, 16).astype(u64) * _r(r, 17) + pair(r, 18)),
+                           strict=True))
+        | dict(zip((50, 51), split(pair(r, 20) + pair(r, 22)), strict=True))
+        | dict(zip((52, 53), split(pair(r, 24) * pair(r, 26)), strict=True))
+        | dict(zip((54, 55), split((pair(r, 28) << u64(3)) + pair(r, 30)), strict=True)),
+        random_bits),
+    "pc_i64": Case(  # s_get_pc_i64 / s_swap_pc_i64 (a call) / s_set_pc_i64 (its return)
+        "gfx1250", "v_mov_b32 v48, 1\n"
+        "s_get_pc_i64 s[8:9]\n"          # s[8:9] = A, the address of the next instruction
+        "s_add_nc_u64 s[8:9], s[8:9], 16\n"  # A: the function at A + 16
+        "s_swap_pc_i64 s[10:11], s[8:9]\n"   # A + 4: returns to A + 8
+        "s_branch .Ldone_pc\n"           # A + 8
+        "s_nop 0\n"                      # A + 12
+        "v_mov_b32 v48, 7\n"             # A + 16: the function
+        "s_set_pc_i64 s[10:11]\n"
+        ".Ldone_pc:\nv_mov_b32 v49, 3",
+        lambda r: {48: np.full(32, 7, u32), 49: np.full(32, 3, u32)}, random_bits),
+}
+
+
+def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) -> Case:
+    """D = A (16 x k) @ B (k x 16) + C, A in v16.., B after it, C in v40..v47."""
+    nab = {"f16": k // 4, "bf16": k // 4, "f32": k // 2}[typ]  # VGPRs of A (and of B)
+    a_reg, b_reg = 16, 16 + nab
+    c_src = "0" if c_const else "v[40:47]"
+    body = f"{inst} v[48:55], v[{a_reg}:{a_reg + nab - 1}], v[{b_reg}:{b_reg + nab - 1}], {c_src}"
+    lane = np.arange(32)
+    rows = 8 * (lane[None, :] // 16) + np.arange(8)[:, None]  # (8, 32)
+    cols = np.broadcast_to(lane % 16, (8, 32))
+
+    def make(rng):
+        a = rng.integers(-3, 4, (16, k)).astype(f32)
+        b = rng.integers(-3, 4, (k, 16)).astype(f32)
+        c = rng.integers(-8, 9, (16, 16)).astype(f32)
+        regs = np.zeros((NREG, 32), u32)
+        regs[a_reg - 16:a_reg - 16 + nab] = pack(a)
+        regs[b_reg - 16:b_reg - 16 + nab] = pack(b.T)
+        regs[40 - 16:48 - 16] = B(c[rows, cols])
+        make.abc = (a, b, c)
+        return regs
+
+    def pack(m):  # m[lane % 16, K]: lane l holds K = (k / 2) * (l // 16) + 0..k/2-1
+        half = k // 2
+        per_lane = np.concatenate([m[:, :half], m[:, half:]], axis=0)  # (32, k/2)
+        if typ == "f32":
+            return B(per_lane).T  # VGPR v holds K = half * (l // 16) + v
+        bits = (B(per_lane) >> u32(16)) if typ == "bf16" else (
+            per_lane.astype(np.float16).view(np.uint16).astype(u32))
+        return (bits[:, 0::2] | (bits[:, 1::2] << u32(16))).T
+
+    def ref(regs):
+        a, b, c = make.abc
+        d = a.astype(f64) @ b + (0 if c_const else c)
+        return {48 + i: B(d[rows[i], cols[i]].astype(f32)) for i in range(8)}
+
+    return Case(target, body, ref, make)
+
+
+WMMA = {
+    "wmma_gfx1201_f16": ("gfx1201", "v_wmma_f32_16x16x16_f16", 16, "f16", False),
+    "wmma_gfx1201_f16_zero_c": ("gfx1201", "v_wmma_f32_16x16x16_f16", 16, "f16", True),
+    "wmma_gfx1201_bf16": ("gfx1201", "v_wmma_f32_16x16x16_bf16", 16, "bf16", False),
+    "wmma_gfx1250_f16": ("gfx1250", "v_wmma_f32_16x16x32_f16", 32, "f16", False),
+    "wmma_gfx1250_f16_zero_c": ("gfx1250", "v_wmma_f32_16x16x32_f16", 32, "f16", True),
+    "wmma_gfx1250_bf16": ("gfx1250", "v_wmma_f32_16x16x32_bf16", 32, "bf16", False),
+    "wmma_gfx1250_f32": ("gfx1250", "v_wmma_f32_16x16x4_f32", 4, "f32", False),
+}
+CASES.update({name: _wmma_case(*args) for name, args in WMMA.items()})
+
+
+def _source(target: str, names: list[str]) -> str:
+    loads = [f"  global_load_b32 v{16 + r}, v10, s[6:7] offset:{128 * r}" for r in range(NREG)]
+    stores = [f"  global_store_b32 v10, v{48 + k}, s[4:5] offset:{128 * k}" for k in range(8)]
+    parts = [f'.amdgcn_target "amdgcn-amd-amdhsa--{target}"', ".text"]
+    meta, descs = [], []
+    for name in names:
+        parts.append(f".globl {name}\n.p2align 8\n.type {name},@function\n{name}:\n"
+                     "  s_load_b128 s[4:7], s[0:1], 0x0\n  v_lshlrev_b32 v10, 2, v0\n"
+                     "  s_wait_kmcnt 0\n" + "\n".join(loads) + "\n  s_wait_loadcnt 0\n"
+                     + "\n".join("  " + line for line in CASES[name].body.splitlines())
+                     + "\n" + "\n".join(stores) + "\n  s_endpgm\n")
+        meta.append(f"""  - .name: {name}
+    .symbol: {name}.kd
+    .kernarg_segment_size: 16
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .kernarg_segment_align: 8
+    .wavefront_size: 32
+    .sgpr_count: 16
+    .vgpr_count: 64
+    .max_flat_workgroup_size: 32
+    .args:
+      - {{.offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global}}
+      - {{.offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global}}""")
+        descs.append(f".p2align 6\n.amdhsa_kernel {name}\n  .amdhsa_next_free_vgpr 64\n"
+                     "  .amdhsa_next_free_sgpr 16\n  .amdhsa_user_sgpr_count 2\n"
+                     "  .amdhsa_user_sgpr_kernarg_segment_ptr 1\n  .amdhsa_kernarg_size 16\n"
+                     "  .amdhsa_wavefront_size32 1\n.end_amdhsa_kernel")
+    parts += [".rodata", *descs, ".amdgpu_metadata\n---\namdhsa.version: [1, 2]\n"
+              "amdhsa.kernels:", *meta, "...\n.end_amdgpu_metadata\n"]
+    return "\n".join(parts)
+
+
+@lru_cache(maxsize=2)
+def _code(target: str) -> bytes:
+    names = sorted(n for n, c in CASES.items() if c.target == target)
+    return build_code_object(_source(target, names), "assembler", mcpu=target)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_case_matches_numpy(name):
+    case = CASES[name]
+    h = Harness(case.target)
+    code = h.load(_code(case.target))
+    rng = np.random.default_rng(sum(name.encode()))
+    regs = (case.inputs or small_floats)(rng)
+    inputs = h.buffer(regs.reshape(-1))
+    out = h.alloc(4 * 8 * 32)
+    h.dispatch(code, name, (32,), (32,), [out, inputs])
+    got = h.read(out, u32, 8 * 32).reshape(8, 32)
+    for reg, want in case.ref(regs).items():
+        np.testing.assert_array_equal(got[reg - 48], np.asarray(want, u32),
+                                      err_msg=f"{name}: v{reg}")
