@@ -171,3 +171,20 @@ def test_triton_gfx1201_add_row_sum_softmax(dev1201):
     e = np.exp(s[:, :cols] - s[:, :cols].max(1, keepdims=True))
     np.testing.assert_allclose(sm.to_numpy(np.float32).reshape(rows, stride)[:, :cols],
                                e / e.sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_gfx12_agents_report_the_real_parts():
+    """gfx1201 as a Radeon RX 9070 XT (64 CUs), gfx1250 with the default count (no MI455X
+    CU count is published in the sources used here); both wave32, with the LDS sizes clang
+    enforces (64 KiB, 320 KiB) and their ISA names."""
+    from hsa.virtual.provider import VirtualProvider
+
+    p = VirtualProvider(gpus=("gfx1201", "gfx1250"))
+    try:
+        gpus = {a.name: a for a in p.gpu_agents()}
+        assert {n: (a.compute_units, a.wavefront_size, a.isa) for n, a in gpus.items()} == {
+            "gfx1201": (64, 32, "gfx1201"), "gfx1250": (48, 32, "gfx1250")}
+        lds = {a.info.name: a.lds_size for a in p._agents.values() if a.info.name in gpus}
+        assert lds == {"gfx1201": 64 << 10, "gfx1250": 320 << 10}
+    finally:
+        p.shut_down()

@@ -47,12 +47,14 @@ def cluster_ids(workgroup_id: tuple[int, int, int], cluster_size: tuple[int, int
     reports them. LLVM's gfx1250 lowering (llvm.amdgcn.cluster.workgroup.id.*) reads the
     workgroup's place in its cluster from TTMP6 bits [3:0] x, [7:4] y, [11:8] z, and the
     cluster's largest such id (cluster_size - 1; llvm.amdgcn.cluster.workgroup.max.id.*)
-    from bits [15:12], [19:16], [23:20]; the cluster id is the workgroup id divided by the
-    cluster size."""
+    from bits [15:12], [19:16], [23:20] and the largest flat id (workgroups in the cluster
+    - 1; llvm.amdgcn.cluster.workgroup.max.flat.id) from bits [27:24]; the cluster id is
+    the workgroup id divided by the cluster size."""
     cluster = tuple(w // s for w, s in zip(workgroup_id, cluster_size, strict=True))
     inner = tuple(w % s for w, s in zip(workgroup_id, cluster_size, strict=True))
+    flat_max = cluster_size[0] * cluster_size[1] * cluster_size[2] - 1
     ttmp6 = (inner[0] | inner[1] << 4 | inner[2] << 8 | (cluster_size[0] - 1) << 12
-             | (cluster_size[1] - 1) << 16 | (cluster_size[2] - 1) << 20)
+             | (cluster_size[1] - 1) << 16 | (cluster_size[2] - 1) << 20 | flat_max << 24)
     return cluster, inner, ttmp6
 
 

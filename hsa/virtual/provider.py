@@ -72,8 +72,10 @@ PAGE = 4096
 _GIB = 1 << 30
 
 # Compute units of the real parts (ROCr's HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT): MI250X
-# (one GCD), MI300X, MI355X; other targets get 48 (a Radeon RX 7900 XTX's 96 / 2 WGPs).
-_COMPUTE_UNITS = {"gfx90a": 110, "gfx942": 304, "gfx950": 256}
+# (one GCD), MI300X, MI355X, Radeon RX 9070 XT (gfx1201: 64 CUs, AMD's specification);
+# other targets get 48 (a Radeon RX 7900 XTX's 96 / 2 WGPs), gfx1250 too: no CU count of
+# the MI455X is published in the sources this project reads.
+_COMPUTE_UNITS = {"gfx90a": 110, "gfx942": 304, "gfx950": 256, "gfx1201": 64}
 _DEFAULT_CUS = 48
 
 # Default xnack/sramecc settings of an agent, as ROCr reports them on a stock install.

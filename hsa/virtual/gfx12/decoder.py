@@ -102,6 +102,8 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
                  addr=w2 & 0xFF, data=(w1 >> 23) & 0xFF, saddr=w0 & 0x7F,
                  sve=(w1 >> 17) & 1, vdst=w1 & 0xFF, th=(w1 >> 20) & 7,
                  scope=(w1 >> 18) & 3)
+        if target == "gfx1250" and (w1 >> 16) & 1:
+            f["scale_offset"] = 1  # the VGPR offset is in elements of the access's size
         return Instruction(pc, 12, enc, op, _name(enc, op, target), f, None, (w0, w1, w2))
     if top6 == VBUFFER:
         w1, w2 = word(1), word(2)

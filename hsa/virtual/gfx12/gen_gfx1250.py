@@ -52,6 +52,7 @@ GFX1250_ONLY = [
     "s_barrier_wait -1",
     "s_barrier_signal -3",
     "s_barrier_wait -3",
+    "s_barrier_signal_isfirst -1",
     "s_or_b64 s[0:1], s[2:3], 0x123456789",  # operand 254: a 64-bit literal
     "v_wmma_f32_16x16x32_bf16 v[0:7], v[8:15], v[16:23], v[0:7]",
     "v_wmma_f32_16x16x32_f16 v[0:7], v[8:15], v[16:23], 0",

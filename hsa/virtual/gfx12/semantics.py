@@ -4,7 +4,8 @@ What the core (written for gfx11) lacks and gfx12 code uses:
 - gfx1250's VOPD3 (96-bit dual issue: a third source, neg modifiers, SGPR lane masks for
   v_dual_cndmask_b32, v_dual_bitop2_b32, 64-bit float X ops) and the VOPD Y ops gfx1250
   adds (sub_nc_u32, lshrrev/ashrrev, max/min_i32): both forms run through `compile_dual`;
-- gfx1250's packed fp32 (v_pk_add_f32 / v_pk_mul_f32 / v_pk_fma_f32) on register pairs.
+- gfx1250's packed fp32 (v_pk_add_f32 / v_pk_mul_f32 / v_pk_fma_f32) on register pairs;
+- s_barrier_signal_isfirst and gfx1250's HW_REG_IB_STS2 (cluster status and flat id).
 Everything else goes to the core's `compile_instruction`.
 """
 
@@ -204,6 +205,51 @@ def compile_pk_f32(inst: d.Instruction) -> Callable | None:
     return run
 
 
+# --- waves, barriers and hardware registers ----------------------------------------------------
+TTMP6, TTMP8 = 108 + 6, 108 + 8
+HW_REG_IB_STS2 = 28
+
+
+def _first_wave(g: WaveGroup) -> np.ndarray:
+    """Wave 0 of its workgroup (TTMP8 [29:25], see hsa.virtual.gfx12.architected_ids)."""
+    return ((g.s[:, TTMP8] >> u32(25)) & u32(0x1F)) == 0
+
+
+def run_barrier_signal_isfirst(g: WaveGroup) -> None:
+    """s_barrier_signal_isfirst: signals (the wait is s_barrier_wait) and sets SCC in the
+    one wave that signals first; here that is wave 0 of the workgroup (any single wave is
+    a valid order; LLVM lets that wave alone join the cluster barrier)."""
+    g.scc = _first_wave(g).copy()
+
+
+def ib_sts2(g: WaveGroup) -> np.ndarray:
+    """gfx1250's HW_REG_IB_STS2 as LLVM reads it: bits [9:6] non-zero when the dispatch
+    has workgroup clusters (LLVM tests them against zero only: 1 here), bits [24:21] the
+    workgroup's flat id in its cluster. Derived from the wave's TTMP6 (its place in its
+    cluster, written at dispatch: hsa.virtual.executor.cluster_ids)."""
+    t = g.s[:, TTMP6]
+    x, y, z = t & u32(15), (t >> u32(4)) & u32(15), (t >> u32(8)) & u32(15)
+    sx, sy = ((t >> u32(12)) & u32(15)) + u32(1), ((t >> u32(16)) & u32(15)) + u32(1)
+    flat = x + sx * (y + sy * z)
+    clustered = ((t >> u32(12)) & u32(0xFFF)) != 0
+    return (clustered.astype(u32) << u32(6)) | ((flat & u32(15)) << u32(21))
+
+
+def compile_getreg(inst: d.Instruction) -> Callable | None:
+    """s_getreg_b32 of HW_REG_IB_STS2 (cluster status and place); other registers are the
+    core's (which reads them as zero)."""
+    simm = inst.f["simm16"]
+    reg, offset, size = simm & 0x3F, (simm >> 6) & 0x1F, ((simm >> 11) & 0x1F) + 1
+    if reg != HW_REG_IB_STS2:
+        return None
+    mask = u32((1 << size) - 1)
+
+    def run(g: WaveGroup) -> None:
+        g.s[:, inst.f["sdst"]] = (ib_sts2(g) >> u32(offset)) & mask
+
+    return run
+
+
 def compile_instruction(inst: d.Instruction) -> core.Compiled:
     """Family.compile for gfx12: gfx12-only semantics first, else the core's."""
     fn = None
@@ -218,6 +264,10 @@ def compile_instruction(inst: d.Instruction) -> core.Compiled:
         fn = compile_dual(inst)
     elif inst.encoding == "VOP3P" and inst.name in _PK_F32:
         fn = compile_pk_f32(inst)
+    elif inst.name == "s_barrier_signal_isfirst":
+        fn = run_barrier_signal_isfirst
+    elif inst.name == "s_getreg_b32":
+        fn = compile_getreg(inst)
     if fn is not None:
         return core.Compiled(inst, core.SIMPLE, fn)
     return core.compile_instruction(inst)

@@ -259,6 +259,24 @@ def _workitem_ids(v0: np.ndarray, sx: np.ndarray, sy: np.ndarray, sz: np.ndarray
     return valid
 
 
+def _cluster_order(counts: tuple[int, ...], cluster: tuple[int, ...], batch: int
+                   ) -> tuple[np.ndarray, int]:
+    """Workgroup order and batch size of a dispatch. With gfx1250 workgroup clusters, the
+    workgroups of a cluster run in one batch (a batch's barriers wait for all its waves, so
+    the cluster barrier, s_barrier_wait -3, holds every workgroup of the cluster): order by
+    cluster, batches of whole clusters."""
+    n_wg = counts[0] * counts[1] * counts[2]
+    size = cluster[0] * cluster[1] * cluster[2]
+    if size <= 1:
+        return np.arange(n_wg), batch
+    wg = np.arange(n_wg)
+    x, y, z = wg % counts[0], (wg // counts[0]) % counts[1], wg // (counts[0] * counts[1])
+    per = [-(-c // s) for c, s in zip(counts, cluster, strict=True)]
+    cid = ((z // cluster[2]) * per[1] + y // cluster[1]) * per[0] + x // cluster[0]
+    inner = ((z % cluster[2]) * cluster[1] + y % cluster[1]) * cluster[0] + x % cluster[0]
+    return np.lexsort((inner, cid)), max(size, batch // size * size)
+
+
 def _round16(n: int) -> int:
     return (n + 15) & ~15
 
@@ -406,11 +424,13 @@ class Executor:
                                                         desc.private_segment_fixed_size)
         per_wg = max(1, waves_per_wg * lanes * lane_bytes)
         batch = max(1, BATCH_BYTES // per_wg)
+        order, batch = _cluster_order(counts, tuple(int(c) for c in dispatch.cluster_size),
+                                      batch)
         self.last_lane_instructions = 0
         self.last_instructions = 0
         with np.errstate(all="ignore"):
             for first in range(0, n_wg, batch):
-                wgs = np.arange(first, min(n_wg, first + batch))
+                wgs = order[first:first + batch]
                 self._run_batch(dispatch, memory, desc, prog, wgs, counts, wg_size, grid)
 
     def _run_batch(self, dispatch: Dispatch, memory: MemoryMap, desc: Descriptor,

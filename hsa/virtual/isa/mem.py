@@ -336,6 +336,11 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
     atomic_op = suffix
     if op == "atomic" and not _known_atomic(suffix):
         return None
+    # gfx1250 scale_offset: the VGPR offset counts elements of the access's size
+    scale = 1
+    if f.get("scale_offset"):
+        scale = (8 if suffix.endswith(_WIDE) else 4) if kind is None else (
+            np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1])
 
     def addresses(g: WaveGroup, ctx: BatchContext, idx) -> np.ndarray:
         off = f["offset"]
@@ -344,11 +349,11 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
             if f["saddr"] != d.NULL:
                 a = a + np.asarray(g.s[:, f["saddr"]], np.int64)[:, None]
             if f["sve"]:
-                a = a + g.v[f["addr"]].astype(np.int64)
+                a = a + g.v[f["addr"]].astype(np.int64) * scale
             return _sel(np.broadcast_to(a + off, (g.count, g.lanes)).copy(), idx)
         if seg == "GLOBAL" and f["saddr"] != d.NULL:
             base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
-            a = base[:, None] + g.v[f["addr"]].astype(u64)
+            a = base[:, None] + g.v[f["addr"]].astype(u64) * u64(scale)
         else:
             a = g.v[f["addr"]].astype(u64) | (g.v[f["addr"] + 1].astype(u64) << u64(32))
         a = _sel(a, idx)
