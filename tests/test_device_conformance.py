@@ -643,15 +643,21 @@ def test_trace_of_a_dispatch_shows_its_packet(fresh_device, trace_sink):
     out = dev.buffer(4096)
     dev.dispatch(fill, 1024, 256, (out, np.float32(1.0), np.uint32(1024)), lane=0)
     recs = [r for r in trace_sink.records if isinstance(r, packets.trace.PacketRecord)]
-    dispatches = [
-        (r, r.decode()) for r in recs if r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
-    ]
+    dispatches = [(r, r.decode()) for r in recs if _is_dispatch(r.decode())]
     assert dispatches, f"no kernel-dispatch packet among {len(recs)} traced packets"
     rec, d = dispatches[-1]
     assert d["grid_size_x"] == 1024 and d["workgroup_size_x"] == 256
     assert d["kernel_object"] == fill.kernel_object
     assert rec.symbol and "fill" in rec.symbol
     assert rec.reserve_ns <= rec.publish_ns
+
+
+def _is_dispatch(decoded: dict) -> bool:
+    """A kernel dispatch: the classic packet, or gfx1250's extended (clustered) one."""
+    import packets
+
+    return decoded["type"] == packets.PacketType.KERNEL_DISPATCH or (
+        decoded.get("kind") == "ext_kernel_dispatch")
 
 
 @pytest.mark.hsa
@@ -674,8 +680,7 @@ def test_trace_of_a_replay_shows_one_packet_block(fresh_device, trace_sink):
         recs = [
             r
             for r in trace_sink.records[start:]
-            if isinstance(r, packets.trace.PacketRecord)
-            and r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
+            if isinstance(r, packets.trace.PacketRecord) and _is_dispatch(r.decode())
         ]
         assert len(recs) == 3, f"{len(recs)} kernel-dispatch packets traced, want 3"
         ids = [r.packet_id for r in recs]
@@ -730,6 +735,36 @@ def test_gfx11_code_object_is_wave32_and_runs(device):
     from amdgpu.workloads import run_workload
 
     assert run_workload(device, "lds-reduce").correct
+
+
+def _text_section(data: bytes) -> tuple[bytes, int]:
+    """(bytes, address) of an ELF64's .text section."""
+    import struct
+
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    entsize, count, strndx = struct.unpack_from("<HHH", data, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    names = secs[strndx][4]
+    for sec in secs:
+        if data[names + sec[0]: data.index(b"\0", names + sec[0])] == b".text":
+            return data[sec[4]: sec[4] + sec[5]], sec[3]
+    raise AssertionError("no .text section")
+
+
+@pytest.mark.isa_gfx12
+def test_gfx12_wmma_code_object_is_wave32_and_runs(device):
+    """IREE's f16 matmul for gfx1201/gfx1250: wave32 code whose inner loop is gfx12 WMMA
+    (16x16x16 on gfx1201, 16x16x32 on gfx1250), correct against numpy."""
+    from amdgpu.workloads import run_workload
+    from hsa.abi.codeobject import read_code_object
+    from hsa.virtual.gfx12 import decoder
+
+    variant = library_bundle(device, "matmul_f16").variant_for(device.isa)
+    assert all(k.wavefront_size == 32 for k in read_code_object(variant.data).kernels.values())
+    names = {i.name for i in decoder.decode_all(*_text_section(variant.data), device.target)}
+    wmma = {"gfx1201": "v_wmma_f32_16x16x16_f16", "gfx1250": "v_wmma_f32_16x16x32_f16"}
+    assert wmma[device.target] in names
+    assert run_workload(device, "matmul-f16").correct
 
 
 @pytest.mark.hsa_rocr
