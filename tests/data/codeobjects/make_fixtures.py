@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 # --- Triton -------------------------------------------------------------------------------
-TRITON_TARGETS = [("gfx942", 64), ("gfx1100", 32), ("gfx1201", 32)]
+TRITON_TARGETS = [("gfx942", 64), ("gfx1100", 32), ("gfx1201", 32), ("gfx1250", 32)]
 
 
 def _triton_kernels() -> list[tuple]:
