@@ -207,7 +207,8 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--targets", default="gfx1100,gfx942",
                    help="executors for saxpy and the matmuls, comma-separated: gfx1100 "
-                        "(wave32, WMMA), gfx942/gfx90a/gfx950 (wave64, MFMA); the first is "
+                        "(wave32, WMMA), gfx1201/gfx1250 (gfx12, wave32), gfx942/gfx90a/gfx950 "
+                        "(wave64, MFMA); the first is "
                         "the baseline of the ratio column")
     p.add_argument("--target", help="one target only (the same as --targets TARGET)")
     p.add_argument("--no-copy", action="store_true", help="skip the driver copy rows")

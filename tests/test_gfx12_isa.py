@@ -164,22 +164,26 @@ CASES: dict[str, Case] = {
 
 def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) -> Case:
     """D = A (16 x k) @ B (k x 16) + C, A in v16.., B after it, C in v40..v47."""
-    nab = {"f16": k // 4, "bf16": k // 4, "f32": k // 2}[typ]  # VGPRs of A (and of B)
+    nab = {"f16": k // 4, "bf16": k // 4, "f32": k // 2, "iu8": k // 8}[typ]  # VGPRs of A, B
     a_reg, b_reg = 16, 16 + nab
     c_src = "0" if c_const else "v[40:47]"
     body = f"{inst} v[48:55], v[{a_reg}:{a_reg + nab - 1}], v[{b_reg}:{b_reg + nab - 1}], {c_src}"
+    if typ == "iu8":
+        body += " neg_lo:[1,1,0]"  # A and B signed
     lane = np.arange(32)
     rows = 8 * (lane[None, :] // 16) + np.arange(8)[:, None]  # (8, 32)
     cols = np.broadcast_to(lane % 16, (8, 32))
 
     def make(rng):
-        a = rng.integers(-3, 4, (16, k)).astype(f32)
-        b = rng.integers(-3, 4, (k, 16)).astype(f32)
+        lim = 128 if typ == "iu8" else 4
+        a = rng.integers(-lim, lim, (16, k)).astype(f32)
+        b = rng.integers(-lim, lim, (k, 16)).astype(f32)
         c = rng.integers(-8, 9, (16, 16)).astype(f32)
         regs = np.zeros((NREG, 32), u32)
         regs[a_reg - 16:a_reg - 16 + nab] = pack(a)
         regs[b_reg - 16:b_reg - 16 + nab] = pack(b.T)
-        regs[40 - 16:48 - 16] = B(c[rows, cols])
+        cc = c[rows, cols]
+        regs[40 - 16:48 - 16] = cc.astype(i32).view(u32) if typ == "iu8" else B(cc)
         make.abc = (a, b, c)
         return regs
 
@@ -188,6 +192,9 @@ def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) 
         per_lane = np.concatenate([m[:, :half], m[:, half:]], axis=0)  # (32, k/2)
         if typ == "f32":
             return B(per_lane).T  # VGPR v holds K = half * (l // 16) + v
+        if typ == "iu8":  # four bytes a VGPR, the lowest K in the low byte
+            by = per_lane.astype(np.int64).astype(np.uint8).astype(u32).reshape(32, -1, 4)
+            return (by[..., 0] | by[..., 1] << 8 | by[..., 2] << 16 | by[..., 3] << 24).T
         bits = (B(per_lane) >> u32(16)) if typ == "bf16" else (
             per_lane.astype(np.float16).view(np.uint16).astype(u32))
         return (bits[:, 0::2] | (bits[:, 1::2] << u32(16))).T
@@ -195,6 +202,9 @@ def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) 
     def ref(regs):
         a, b, c = make.abc
         d = a.astype(f64) @ b + (0 if c_const else c)
+        if typ == "iu8":
+            return {48 + i: d[rows[i], cols[i]].astype(np.int64).astype(i32).view(u32)
+                    for i in range(8)}
         return {48 + i: B(d[rows[i], cols[i]].astype(f32)) for i in range(8)}
 
     return Case(target, body, ref, make)
@@ -208,6 +218,9 @@ WMMA = {
     "wmma_gfx1250_f16_zero_c": ("gfx1250", "v_wmma_f32_16x16x32_f16", 32, "f16", True),
     "wmma_gfx1250_bf16": ("gfx1250", "v_wmma_f32_16x16x32_bf16", 32, "bf16", False),
     "wmma_gfx1250_f32": ("gfx1250", "v_wmma_f32_16x16x4_f32", 4, "f32", False),
+    "wmma_gfx1201_iu8": ("gfx1201", "v_wmma_i32_16x16x16_iu8", 16, "iu8", False),
+    "wmma_gfx1250_iu8": ("gfx1250", "v_wmma_i32_16x16x64_iu8", 64, "iu8", False),
+    "wmma_gfx1250_iu8_zero_c": ("gfx1250", "v_wmma_i32_16x16x64_iu8", 64, "iu8", True),
 }
 CASES.update({name: _wmma_case(*args) for name, args in WMMA.items()})
 

@@ -59,10 +59,17 @@ class Gfx12Executor:
 
     def __init__(self) -> None:
         self.targets = {t: Executor(f) for t, f in FAMILIES.items()}
+        self.last_lane_instructions = 0
+        self.last_instructions = 0
 
     def run(self, dispatch, memory) -> None:
         target = dispatch.target.split(":")[0]
-        self.targets.get(target, self.targets["gfx1201"]).run(dispatch, memory)
+        ex = self.targets.get(target, self.targets["gfx1201"])
+        try:
+            ex.run(dispatch, memory)
+        finally:  # what the last dispatch executed (benchmarks read it)
+            self.last_lane_instructions = ex.last_lane_instructions
+            self.last_instructions = ex.last_instructions
 
 
 _SHARED: Gfx12Executor | None = None

@@ -28,6 +28,7 @@ OUT = HERE / "opcodes_gfx1250.json"
 # clang's gfx1250 code generation), with operands that assemble.
 GFX1250_ONLY = [
     "v_mad_nc_u64_u32 v[0:1], s4, ttmp9, v[0:1]",
+    "v_mad_u32 v0, s4, s3, v0",
     "v_mad_nc_i64_i32 v[0:1], s4, ttmp9, v[0:1]",
     "v_add_nc_u64 v[0:1], v[2:3], v[4:5]",
     "v_sub_nc_u64 v[0:1], v[2:3], v[4:5]",
@@ -48,6 +49,7 @@ GFX1250_ONLY = [
     "s_add_pc_i64 s[0:1]",
     "v_wmma_f32_16x16x32_f16 v[0:7], v[8:15], v[16:23], v[0:7]",
     "v_wmma_f32_16x16x4_f32 v[0:7], v[8:9], v[10:11], v[0:7]",
+    "v_wmma_i32_16x16x64_iu8 v[0:7], v[8:15], v[16:23], v[0:7]",
     "s_barrier_signal -1",
     "s_barrier_wait -1",
     "s_barrier_signal -3",

@@ -514,6 +514,7 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_mul_i32_i24": ("u32", ("u32", "u32"), lambda a, b: (_i24(a) * _i24(b)).astype(u32)),
     "v_mul_hi_i32_i24": ("u32", ("u32", "u32"), lambda a, b: _mul_hi(_i24(a), _i24(b), i64)),
     "v_mad_u32_u24": ("u32", ("u32", "u32", "u32"), lambda a, b, c: _u24(a) * _u24(b) + c),
+    "v_mad_u32": ("u32", ("u32", "u32", "u32"), lambda a, b, c: a * b + c),  # gfx1250
     "v_mad_i32_i24": ("u32", ("u32", "u32", "u32"),
                       lambda a, b, c: (_i24(a) * _i24(b) + np.asarray(c, i64)).astype(u32)),
     "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"),

@@ -272,19 +272,51 @@ def _operand_int(g: WaveGroup, reg: int, bits: int, signed: bool) -> np.ndarray:
     return vals
 
 
-def run_wmma_int(g: WaveGroup, inst: d.Instruction, bits: int) -> None:
+def _operand_int_gfx12(g: WaveGroup, reg: int, bits: int, signed: bool, k: int = 16
+                       ) -> np.ndarray:
+    """gfx12's integer A/B (16 x k): k * bits / 64 VGPRs, lane l holds row / column l % 16
+    and K = (k / 2) * (l // 16) + 0..k/2-1 (IREE's gfx12 layout), value j at bits
+    [bits*j % 32] of VGPR bits*j // 32 -> (waves, 16, k) int64."""
+    half = k // 2
+    nreg = half * bits // 32
+    words = g.v[reg:reg + nreg].astype(np.int64)  # (nreg, W, 32)
+    per = 32 // bits
+    shifts = np.arange(per, dtype=np.int64) * bits
+    vals = (words[..., None] >> shifts) & ((1 << bits) - 1)  # (nreg, W, 32, per)
+    vals = vals.transpose(1, 2, 0, 3).reshape(g.count, 2, 16, half)  # (W, l // 16, m, k)
+    vals = vals.transpose(0, 2, 1, 3).reshape(g.count, 16, k)
+    if signed:
+        vals = np.where(vals >= 1 << (bits - 1), vals - (1 << bits), vals)
+    return vals
+
+
+def run_wmma_int(g: WaveGroup, inst: d.Instruction, bits: int, k: int = 16) -> None:
     """v_wmma_i32_16x16x16_iu8 / iu4: neg[0] / neg[1] say A / B are signed; clamp
-    saturates the i32 result (otherwise it wraps)."""
+    saturates the i32 result (otherwise it wraps). gfx12: its A/B/D layouts, C may be an
+    inline constant."""
     f = inst.f
     a_reg, b_reg, c_reg = (f[f"src{k}"] - d.VGPR0 for k in range(3))
-    a = _operand_int(g, a_reg, bits, bool(f["neg"] & 1))
-    b = _operand_int(g, b_reg, bits, bool(f["neg"] >> 1 & 1))
+    gfx12 = bool(f.get("gfx12_wmma"))
+    if gfx12:
+        a = _operand_int_gfx12(g, a_reg, bits, bool(f["neg"] & 1), k)
+        b = _operand_int_gfx12(g, b_reg, bits, bool(f["neg"] >> 1 & 1), k)
+    else:
+        a = _operand_int(g, a_reg, bits, bool(f["neg"] & 1))
+        b = _operand_int(g, b_reg, bits, bool(f["neg"] >> 1 & 1))
     lane = np.arange(LANES)
-    rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16
+    if gfx12:
+        rows = np.arange(8)[:, None] + 8 * (lane[None, :] // 16)
+    else:
+        rows = 2 * np.arange(8)[:, None] + lane[None, :] // 16
     cols = lane[None, :] % 16
-    # f64 matmul (BLAS): |sums| < 2**20, exact; numpy's int64 matmul is a slow loop
-    prod = np.matmul(a, b.transpose(0, 2, 1)).astype(np.int64)
-    c_vals = g.v[c_reg:c_reg + 8].view(np.int32)  # (8, W, 32)
+    # f64 matmul (BLAS): |sums| < 2**21, exact; numpy's int64 matmul is a slow loop
+    prod = np.matmul(a.astype(np.float64, copy=False),
+                     b.astype(np.float64, copy=False).transpose(0, 2, 1)).astype(np.int64)
+    if f["src2"] < d.VGPR0:
+        c_vals = np.asarray(g.vread(f["src2"], inst.literal), u32).view(np.int32).astype(
+            np.int64)
+    else:
+        c_vals = g.v[c_reg:c_reg + 8].view(np.int32)  # (8, W, 32)
     dvals = prod.reshape(g.count, 256)[:, rows * 16 + cols].transpose(1, 0, 2) + c_vals
     if f["clamp"]:
         dvals = np.clip(dvals, -(2 ** 31), 2 ** 31 - 1)
@@ -373,6 +405,8 @@ def compile(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
         return lambda g: run_fma_mix(g, inst, "hi")
     if name in ("v_wmma_i32_16x16x16_iu8", "v_wmma_i32_16x16x16_iu4"):
         return lambda g: run_wmma_int(g, inst, 8 if name.endswith("iu8") else 4)
+    if name == "v_wmma_i32_16x16x64_iu8":  # gfx1250
+        return lambda g: run_wmma_int(g, inst, 8, 64)
     if name.startswith("v_wmma_") and "iu" not in name:
         return lambda g: run_wmma(g, inst, name)
     return None
