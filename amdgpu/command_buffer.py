@@ -3,7 +3,10 @@ backend gets from one place.
 
 A command buffer is recorded once (`dispatch`, `fill`, `copy`, `barrier`), finalized, then
 submitted many times with a binding table: `cb.binding(i)` stands for "the buffer passed
-as bindings[i] at submit", so changing buffers needs no re-record.
+as bindings[i] at submit", so changing buffers needs no re-record. Parameters do the same
+for values: `cb.param("n")` (an integer: a grid axis in work-items, or an integer kernel
+argument) and `cb.scalar("alpha", np.float32)` (a typed by-value argument) are placeholders
+filled from `submit(..., params={"n": 1000, "alpha": 0.5})`.
 
 The base validates once for every backend, with one error type per mistake: recording
 after finalize or submitting before it (DeviceError), a buffer of another device or a
@@ -11,12 +14,16 @@ freed one (DeviceError), a fill value that is not an explicit 1-, 2- or 4-byte p
 divide the length (DeviceError, `amdgpu.fill`), a range outside its buffer
 (BufferRangeError), and at submit a binding table of the wrong length, of buffers of
 another device, freed, or smaller than the ranges recorded for their slots
-(KernelArgumentError). Backends only plan and replay.
+(KernelArgumentError), and parameters: a name declared twice with different types at
+record time, and at submit one never bound, bound twice, unknown, of the wrong type or shape,
+or a grid value outside 1..2**32-1 (KernelArgumentError, before anything is submitted).
+Backends only plan and replay.
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +62,31 @@ class BindingSlot:
         return BindingSlot(self.index, self.offset + offset, nbytes)
 
 
+@dataclass(frozen=True)
+class Param:
+    """A value placeholder filled at submit from `params[name]`. `dtype` None: an integer
+    (a grid axis, a workgroup count, an integer kernel argument of any width); else the
+    scalar type the argument slot takes (`cb.scalar`)."""
+
+    name: str
+    dtype: np.dtype | None = None
+
+    @property
+    def kind(self) -> str:
+        return "int" if self.dtype is None else self.dtype.name
+
+
+def split_grid(grid: Any) -> tuple[Any, list[tuple[int, Param]]]:
+    """(grid with 1 in place of each placeholder axis, [(axis, Param)]): the record-time
+    shape a backend checks and plans with; each listed axis is patched at submit."""
+    if isinstance(grid, Param):
+        return 1, [(0, grid)]
+    if isinstance(grid, (tuple, list)) and any(isinstance(g, Param) for g in grid):
+        axes = [(i, g) for i, g in enumerate(grid) if isinstance(g, Param)]
+        return tuple(1 if isinstance(g, Param) else g for g in grid), axes
+    return grid, []
+
+
 class CommandBuffer(abc.ABC):
     """Record once, replay many times (see `Device.submit`)."""
 
@@ -65,6 +97,110 @@ class CommandBuffer(abc.ABC):
         if type(index) is not int or index < 0:
             raise KernelArgumentError(f"binding index must be a non-negative int, got {index!r}")
         return BindingSlot(index)
+
+    def param(self, name: str) -> Param:
+        """An integer placeholder: a grid axis (`grid=cb.param("n")`, work-items) or an
+        integer kernel argument, filled from `submit(..., params={name: value})`."""
+        return self._declare(name, None)
+
+    def scalar(self, name: str, dtype: Any) -> Param:
+        """A by-value kernel argument of numpy type `dtype` (np.float32, np.int32, ...),
+        filled from `submit(..., params={name: value})`."""
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            dt = None
+        if dt is None or dt.kind not in "iuf" or dt.itemsize not in (1, 2, 4, 8):
+            raise KernelArgumentError(
+                f"scalar {name!r}: dtype must be a numpy integer or float type "
+                f"(np.float32, np.int32, ...), got {dtype!r}"
+            )
+        return self._declare(name, dt)
+
+    def _declare(self, name: str, dtype: np.dtype | None) -> Param:
+        self.check_recording()
+        if not isinstance(name, str) or not name:
+            raise KernelArgumentError(f"a parameter name must be a non-empty str, got {name!r}")
+        declared = self._declared_params()
+        p = Param(name, dtype)
+        old = declared.get(name)
+        if old is not None and old != p:
+            raise KernelArgumentError(
+                f"parameter {name!r} is declared twice, as {old.kind} and as {p.kind}: "
+                f"give each placeholder one type (or another name)"
+            )
+        declared[name] = p
+        return p
+
+    def _declared_params(self) -> dict[str, Param]:
+        d = self.__dict__.get("_params")
+        if d is None:
+            d = self.__dict__["_params"] = {}
+        return d
+
+    def check_param(self, p: Param) -> Param:
+        """A placeholder a recording reads: one of this command buffer's."""
+        if self._declared_params().get(p.name) != p:
+            raise KernelArgumentError(
+                f"parameter {p.name!r} was made by another command buffer: use this one's "
+                f"cb.param / cb.scalar"
+            )
+        return p
+
+    def use_params(self, params: Any) -> None:
+        """A backend records, once the operation is accepted, that its plan reads these
+        placeholders (submit then requires a value for each)."""
+        used = self.__dict__.setdefault("_used_params", set())
+        used.update(self.check_param(p).name for p in params)
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The parameters submit needs: name -> "int" or the scalar's dtype name."""
+        used = self.__dict__.get("_used_params", ())
+        return {n: p.kind for n, p in self._declared_params().items() if n in used}
+
+    def check_params(self, params: Any) -> dict[str, int | float]:
+        """The values given at submit, checked against what the recording reads: every
+        used placeholder bound exactly once, no unknown name, each of its type and shape.
+        Returns name -> Python int or float (already converted through the scalar's dtype)."""
+        used = self.__dict__.get("_used_params")
+        if params is None:
+            params = {}
+        if isinstance(params, Mapping):
+            items = list(params.items())
+        elif isinstance(params, (list, tuple)):
+            items = []
+            for it in params:
+                if not (isinstance(it, (tuple, list)) and len(it) == 2):
+                    raise KernelArgumentError(
+                        f"params must be a dict or (name, value) pairs, got {it!r} in the list"
+                    )
+                items.append((it[0], it[1]))
+        else:
+            raise KernelArgumentError(
+                f"params must be a dict of name -> value, got {type(params).__name__}"
+            )
+        if not used and not items:
+            return {}
+        declared = self._declared_params()
+        out: dict[str, int | float] = {}
+        for name, value in items:
+            if name in out:
+                raise KernelArgumentError(f"parameter {name!r} is bound twice: give it once")
+            p = declared.get(name)
+            if p is None or name not in (used or ()):
+                known = ", ".join(sorted(used or ())) or "none"
+                raise KernelArgumentError(
+                    f"unknown parameter {name!r}: this command buffer reads {known}"
+                )
+            out[name] = _param_value(p, value)
+        missing = sorted(set(used or ()) - set(out))
+        if missing:
+            raise KernelArgumentError(
+                f"parameter(s) {', '.join(map(repr, missing))} never bound: pass "
+                f"params={{{', '.join(f'{m!r}: ...' for m in missing)}}} to submit"
+            )
+        return out
 
     @abc.abstractmethod
     def dispatch(self, kernel: Any, grid: Any, block: Any = None, args: Any = ()) -> None:
@@ -176,6 +312,40 @@ class CommandBuffer(abc.ABC):
                     f"binding {i} ({b!r}) is smaller than the {need[i]} bytes the command "
                     f"buffer recorded for its slot: bind a larger buffer"
                 )
+
+
+def _param_value(p: Param, value: Any) -> int | float:
+    """`value` for placeholder `p`: one number of its type (an int for `param`, the
+    scalar's dtype for `scalar`), else one KernelArgumentError line."""
+    if isinstance(value, np.ndarray):
+        if value.shape != ():
+            raise KernelArgumentError(
+                f"parameter {p.name!r} wants one {p.kind} value, got an array of shape "
+                f"{value.shape}: pass a number"
+            )
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+        value, (int, float, np.integer, np.floating)
+    ):
+        raise KernelArgumentError(
+            f"parameter {p.name!r} wants a {p.kind} number, got {type(value).__name__}"
+        )
+    dt = p.dtype
+    if dt is None or dt.kind in "iu":
+        if isinstance(value, (float, np.floating)):
+            raise KernelArgumentError(
+                f"parameter {p.name!r} is an integer ({p.kind}), got the float {value!r}"
+            )
+        v = int(value)
+        if dt is not None:
+            info = np.iinfo(dt)
+            if not info.min <= v <= info.max:
+                raise KernelArgumentError(
+                    f"parameter {p.name!r} ({p.kind}) cannot hold {v}: pass a value in "
+                    f"{info.min}..{info.max}"
+                )
+        return v
+    return float(dt.type(value))
 
 
 def _count(value: Any, what: str) -> int:

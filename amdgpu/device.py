@@ -215,8 +215,11 @@ class Device(abc.ABC):
         bindings: Sequence[Buffer] = (),
         lane: int = 0,
         wait: Sequence[TimelinePoint] = (),
+        *,
+        params: Any = None,
     ) -> TimelinePoint:
-        """Replay a command buffer (finalizing it first if needed) with `bindings`."""
+        """Replay a command buffer (finalizing it first if needed) with `bindings`, and
+        `params` (name -> value) for its `cb.param` / `cb.scalar` placeholders."""
 
     @abc.abstractmethod
     def synchronize(self, timeout: float = 10.0) -> None:

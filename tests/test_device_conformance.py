@@ -775,3 +775,177 @@ def test_rocr_agent_facts(device):
     assert lookup(device.target).name == device.target
     assert device.agent.isa.startswith(device.target)
     assert device.provider.version()
+
+
+# --- replays with parameters (cb.param / cb.scalar, submit(..., params=...)) ----------------
+PARAM_FILL_SPV = __import__("pathlib").Path(__file__).parent / "data" / "vulkan" / "param_fill.spv"
+
+
+def _param_fill_kernel(device):
+    """A kernel (out: float*, value: float, n: uint) writing out[i] = value for i < n: the
+    library's OpenCL `fill` on HSA, its GLSL twin (tests/data/vulkan) on Vulkan."""
+    if device.backend == "vulkan":
+        return device.load({"descriptors": PARAM_FILL_SPV.read_bytes()}).kernel("main")
+    return device.load(library_bundle(device, "fill")).kernel("fill")
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_replay_changes_a_scalar_and_the_grid_without_re_recording(device):
+    """One recorded dispatch, grid and `n` from one parameter, the value from a scalar:
+    each submit writes exactly [0, n) with its value (a grid one too small or a stale value
+    would show), including grids that end in a partial workgroup."""
+    kernel = _param_fill_kernel(device)
+    cb = device.command_buffer()
+    n = cb.param("n")
+    cb.dispatch(kernel, grid=n, args=(cb.binding(0), cb.scalar("value", np.float32), n))
+    cb.finalize()
+    assert cb.params == {"n": "int", "value": "float32"}
+    out = device.buffer(np.zeros(4096, np.float32))
+    want = np.zeros(4096, np.float32)
+    for nv, value in [(1000, 2.5), (3000, -1.0), (10, 7.0), (4096, 0.25), (1000, 2.5), (257, 3.0)]:
+        device.submit(cb, [out], params={"n": nv, "value": value}).wait(WAIT_S)
+        want[:nv] = value
+        np.testing.assert_array_equal(out.to_numpy(np.float32), want, err_msg=f"n={nv}")
+    # a grid smaller than n: only the grid's work-items write (the grid is patched too)
+    cb2 = device.command_buffer()
+    cb2.dispatch(kernel, grid=cb2.param("g"), args=(cb2.binding(0), np.float32(9.0),
+                                                   np.uint32(4096)))
+    cb2.finalize()
+    for g in (192, 64, 1):
+        device.submit(cb2, [out], params=[("g", g)]).wait(WAIT_S)
+        want[:g] = 9.0
+        np.testing.assert_array_equal(out.to_numpy(np.float32), want, err_msg=f"grid={g}")
+    out.free()
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_many_parameter_sites_patch_in_one_replay(device):
+    """24 dispatches, each on its own slot view with its own scalar and one shared grid
+    parameter: past the small-segment thresholds, so the vectorized patch does the work."""
+    kernel = _param_fill_kernel(device)
+    cb = device.command_buffer()
+    n = cb.param("n")
+    rows = 24
+    for i in range(rows):
+        cb.dispatch(kernel, grid=n, args=(cb.binding(0).view(i * 1024, 1024),
+                                          cb.scalar(f"v{i}", np.float32), n))
+    cb.finalize()
+    out = device.buffer(np.zeros(rows * 256, np.float32))
+    for nv, scale in [(256, 1.0), (100, -2.0), (33, 0.5)]:
+        params = {"n": nv, **{f"v{i}": scale * (i + 1) for i in range(rows)}}
+        device.submit(cb, [out], params=params).wait(WAIT_S)
+        got = out.to_numpy(np.float32).reshape(rows, 256)
+        for i in range(rows):
+            assert (got[i, :nv] == np.float32(scale * (i + 1))).all(), (nv, i)
+    out.free()
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
+def test_bad_parameters_are_one_line_and_submit_nothing(device):
+    kernel = _param_fill_kernel(device)
+    cb = device.command_buffer()
+    n = cb.param("n")
+    with pytest.raises(KernelArgumentError, match="declared twice"):
+        cb.scalar("n", np.float32)
+    for bad in ("", 5, None):
+        with pytest.raises(KernelArgumentError):
+            cb.param(bad)
+    with pytest.raises(KernelArgumentError, match="dtype"):
+        cb.scalar("x", "not a type")
+    with pytest.raises(KernelArgumentError):  # a buffer argument cannot be a number
+        cb.dispatch(kernel, 64, args=(cb.scalar("p", np.float32), np.float32(1), np.uint32(1)))
+    with pytest.raises(KernelArgumentError):  # a float grid
+        cb.dispatch(kernel, cb.scalar("f", np.float32), args=(cb.binding(0), np.float32(1), n))
+    cb.dispatch(kernel, grid=n, args=(cb.binding(0), cb.scalar("value", np.float32), n))
+    cb.finalize()
+    out = device.buffer(np.zeros(64, np.float32))
+    lane = device.lane(0)
+    before = lane.submitted
+    cases = [
+        (None, "never bound"),
+        ({"n": 16}, "never bound"),
+        ([("n", 16), ("n", 17), ("value", 1.0)], "bound twice"),
+        ({"n": 16, "value": 1.0, "m": 3}, "unknown parameter"),
+        ({"n": 16, "value": "1.0"}, "float32"),
+        ({"n": 16.0, "value": 1.0}, "integer"),
+        ({"n": 16, "value": out}, "float32"),
+        ({"n": 16, "value": np.ones(3, np.float32)}, "shape"),
+        ({"n": True, "value": 1.0}, "int"),
+        ({"n": 0, "value": 1.0}, "invalid"),
+        ({"n": -5, "value": 1.0}, "invalid"),
+        ({"n": 1 << 32, "value": 1.0}, "invalid"),
+        ("n=16", "dict"),
+    ]
+    for params, match in cases:
+        with pytest.raises(KernelArgumentError, match=match) as e:
+            device.submit(cb, [out], params=params)
+        assert "\n" not in str(e.value), str(e.value)
+    assert lane.submitted == before  # nothing reached the lane
+    device.submit(cb, [out], params={"n": 16, "value": np.float32(4.0)}).wait(WAIT_S)
+    got = out.to_numpy(np.float32)
+    assert (got[:16] == 4.0).all() and (got[16:] == 0).all()
+    out.free()
+
+
+@pytest.mark.hsa
+@pytest.mark.runs_kernels
+def test_grid_parameters_keep_the_hidden_arguments_consistent(device):
+    """saxpy_hidden strides by get_local_size * get_num_groups, which the device libraries
+    read from hidden_block_count / hidden_remainder: a replay whose grid comes from a
+    parameter must give the bytes and results of an immediate dispatch of that grid
+    (hsa.abi.hidden_args computes both), partial last workgroups included."""
+    kernel = device.load(library_bundle(device, "saxpy_hidden")).kernel("saxpy_hidden")
+    cb = device.command_buffer()
+    cb.dispatch(kernel, grid=cb.param("g"), block=64,
+                args=(cb.binding(0), cb.binding(1), cb.scalar("a", np.float32),
+                      np.uint32(4096)))
+    cb.finalize()
+    x = np.arange(4096, dtype=np.float32)
+    xb = device.buffer(x)
+    for g, a in [(4096, 2.0), (100, 3.0), (257, 0.5), (64, -1.0), (1, 1.5)]:
+        replayed, immediate = (device.buffer(np.ones(4096, np.float32)) for _ in range(2))
+        device.submit(cb, [replayed, xb], params={"g": g, "a": a}).wait(WAIT_S)
+        device.dispatch(kernel, g, 64, (immediate, xb, np.float32(a), np.uint32(4096))).wait(
+            WAIT_S)
+        np.testing.assert_array_equal(replayed.to_numpy(np.float32),
+                                      immediate.to_numpy(np.float32), err_msg=f"grid {g}")
+        # the patched kernarg template is the immediate dispatch's block, byte for byte
+        layout = kernel.layout
+        want = layout.pack([replayed, xb, np.float32(a), np.uint32(4096)], (g, 1, 1),
+                           (64, 1, 1), 1, 0, device.lane(0).queue.handle)
+        seg = cb._segments[0]
+        assert seg.template[: layout.size].tobytes() == want, f"grid {g}"
+        assert int(seg.block.view(np.uint32)[3]) == g  # the packet's grid_size_x
+        replayed.free()
+        immediate.free()
+    xb.free()
+
+
+@pytest.mark.hsa
+@pytest.mark.runs_kernels
+def test_trace_of_a_parameter_replay_shows_the_patched_grids(fresh_device, trace_sink):
+    """A traced replay records the packets as they were published: grid_size from the
+    parameter, not the recording's placeholder."""
+    import packets
+
+    dev = fresh_device()
+    fill = dev.load(library_bundle(dev, "fill")).kernel("fill")
+    cb = dev.command_buffer()
+    n = cb.param("n")
+    for _ in range(3):
+        cb.dispatch(fill, n, 256, (cb.binding(0), cb.scalar("v", np.float32), n))
+    cb.finalize()
+    out = dev.buffer(4096)
+    for nv in (1000, 300):
+        start = len(trace_sink.records)
+        dev.submit(cb, [out], params={"n": nv, "v": 1.0}).wait(WAIT_S)
+        grids = [
+            r.decode()["grid_size_x"]
+            for r in trace_sink.records[start:]
+            if isinstance(r, packets.trace.PacketRecord)
+            and r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
+        ]
+        assert grids == [nv] * 3, grids

@@ -16,6 +16,14 @@ signal of the last packet to the lane's timeline signal, and publish the block w
 sites, SMALL_ROWS dispatches) do the two patches as a few memoryview stores instead: below
 that size numpy's per-call cost is most of a replay's host time.
 
+Parameters (`cb.param`, `cb.scalar`): recording packs a zero where each placeholder goes
+and keeps its site with a derivation (the value in the argument's type; a grid axis; the
+hidden block count or remainder that axis gives for the dispatch's block). At submit the
+derivations' values are appended to the binding table, so the u64 sites patch in the same
+vectorized write as the bindings, each narrower width (u32, u16) in one more, and the
+packets' grid_size fields in one write on the block. Segments with parameters are traced
+packet by packet (the block template's values would be stale).
+
 While a trace sink is active, each submit tells it the segment's kernels (KERNEL_SYMBOL,
 once per kernel per sink); a one-dispatch block goes out as a packet record with its
 kernarg bytes, a larger block as the segment's BLOCK_TEMPLATE (once per sink) and one
@@ -47,11 +55,13 @@ from typing import Any
 import numpy as np
 
 import packets
-from amdgpu.command_buffer import BindingSlot, CommandBuffer
+from amdgpu.command_buffer import BindingSlot, CommandBuffer, Param, split_grid
 from amdgpu.device import TimelinePoint
 from amdgpu.errors import KernelArgumentError
+from amdgpu.geometry import MAX_SIZE
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
+from hsa.abi.hidden_args import GEOMETRY_KINDS
 
 _KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet
 _SIGNAL_WORD = 7  # completion_signal is u64 word 7
@@ -59,6 +69,9 @@ _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 SMALL_SITES = 16  # binding patch sites up to which Python stores beat one numpy call
 SMALL_ROWS = 8  # dispatch rows up to which Python stores beat one numpy call
 _M64 = (1 << 64) - 1
+_GRID_WORD = 3  # grid_size_x is u32 word 3 of a dispatch packet (then y, z)
+_WIDTH_CODE = {2: "H", 4: "I", 8: "Q"}
+_FLOAT_CODE = {2: "e", 4: "f", 8: "d"}
 
 
 @dataclass
@@ -72,6 +85,10 @@ class _Dispatch:
     sites: list[tuple[int, int, int]]  # (kernarg byte offset, binding index, binding offset)
     barrier: bool
     cluster: Any = None  # gfx1250 workgroups per cluster (None: the default, 1)
+    # parameters: (kernarg byte offset, width, derivation) and (grid axis, derivation); a
+    # derivation is a hashable key `_derive` turns into the bits to store (see dispatch)
+    param_sites: list[tuple[int, int, tuple]] = field(default_factory=list)
+    grid_sites: list[tuple[int, tuple]] = field(default_factory=list)
 
 
 @dataclass
@@ -106,6 +123,14 @@ class _Segment:
     block_words: memoryview | None = None  # the packet block as u64 words (Q)
     row_offsets: list[int] = field(default_factory=list)  # kernarg_offsets as ints
     header_list: list[int] = field(default_factory=list)  # headers as ints
+    # parameters: the derivations read (values appended to the binding table at submit),
+    # and per element width the sites of the template (u16/u32 index, table index); the
+    # packets' grid fields (u32 index into the block, table index). u64 parameter sites
+    # are in site_words/site_binding with the bindings: one write patches both.
+    param_keys: list[tuple] = field(default_factory=list)
+    narrow_sites: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    grid_words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    grid_src: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # uint32, per dispatch row: its kernarg bytes (for the trace's kernarg values)
     kernarg_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
     # the trace's block template of this segment, built at its first traced submit, the
@@ -158,11 +183,35 @@ class HsaCommandBuffer(CommandBuffer):
                 f"dispatch wants a Kernel loaded on this device ({self.device.spec}), "
                 f"got {kernel!r}"
             )
+        grid, grid_params = split_grid(grid)
         g, b, dims = kernel.geometry(grid, block)
         if cluster is not None or self.device.target == "gfx1250":
+            if grid_params:
+                raise KernelArgumentError(
+                    f"kernel {kernel.name!r}: grid parameters are not supported on gfx1250's "
+                    f"extended dispatch packets yet: record the grid as numbers"
+                )
             kernel.packet_template(g, b, dims, dynamic_lds, 0, cluster)  # checks the shape now
         layout = kernel.layout
         sites: list[tuple[int, int, int]] = []
+        args, param_sites = self._param_args(kernel, args)
+        grid_sites: list[tuple[int, tuple]] = []
+        for axis, p in grid_params:
+            if p.dtype is not None and p.dtype.kind not in "iu":
+                raise KernelArgumentError(
+                    f"kernel {kernel.name!r}: grid axis {axis} takes an integer parameter "
+                    f"(cb.param), got {p.name!r} of {p.kind}"
+                )
+            self.check_param(p)
+            grid_sites.append((axis, (p.name, "grid", 0, "I", kernel.name, f"grid[{axis}]")))
+            # the hidden arguments computed from this axis follow it (hsa.abi.hidden_args)
+            for kind, off, size in layout.hidden:
+                source, k_axis = GEOMETRY_KINDS.get(kind, ("", -1))
+                if k_axis != axis or source not in ("block_count", "remainder"):
+                    continue
+                op = "div" if source == "block_count" else "mod"
+                param_sites.append((off, size, (p.name, op, b[axis], _WIDTH_CODE[size],
+                                                kernel.name, kind)))
 
         def slot(arg_index: int, value: Any) -> int | None:
             if isinstance(value, BindingSlot):
@@ -183,12 +232,61 @@ class HsaCommandBuffer(CommandBuffer):
         # hidden_queue_ptr: patched per lane like a binding (index -1 -> the queue address)
         for off in layout.queue_ptr_offsets:
             sites.append((off, -1, 0))
+        for off, width, _ in param_sites:
+            if off % width:
+                raise KernelArgumentError(
+                    f"kernel {kernel.name!r}: a parameter at kernarg offset {off} is not "
+                    f"{width}-byte aligned: pass the value at record time"
+                )
+        self.use_params([self._declared_params()[d[0]] for _, _, d in param_sites]
+                        + [p for _, p in grid_params])
         self._ops.append(
             _Dispatch(kernel, g, b, dims, dynamic_lds, template, sites, self._pending_barrier,
-                      cluster)
+                      cluster, param_sites, grid_sites)
         )
         self._pending_barrier = False
         self.dispatches += 1
+
+    def _param_args(self, kernel: HsaKernel, args: Sequence[Any]) -> tuple[Any, list]:
+        """`args` with a zero in place of each placeholder, and the placeholders' kernarg
+        sites: (offset, width, derivation). A placeholder stands for a by-value argument of
+        its kind: cb.param for an integer of any width, cb.scalar for a slot of its dtype's
+        size (a float scalar also for an untyped integer slot: IREE's i32 constants)."""
+        if not any(isinstance(a, Param) for a in args):
+            return args, []
+        explicit = kernel.layout.explicit
+        out, sites = list(args), []
+        for i, v in enumerate(args):
+            if not isinstance(v, Param) or i >= len(explicit):
+                continue  # a wrong count: layout.values names it
+            a = explicit[i]
+            dt = v.dtype
+            what = f"kernel {kernel.name!r} argument {i} {a.name!r} ({a.type_name or a.code})"
+            if a.kind != "value":
+                raise KernelArgumentError(
+                    f"{what} is not a by-value number: a placeholder cannot stand for it"
+                )
+            if dt is None or dt.kind in "iu":
+                if a.is_float:
+                    raise KernelArgumentError(
+                        f"{what} is a float: use cb.scalar({v.name!r}, np.float{8 * a.size})"
+                    )
+                if dt is not None and dt.itemsize != a.size:
+                    raise KernelArgumentError(
+                        f"{what} has {a.size} bytes, parameter {v.name!r} is {dt.name}"
+                    )
+                code = a.code
+            else:
+                if dt.itemsize != a.size or (not a.is_float and a.strict_type):
+                    raise KernelArgumentError(
+                        f"{what} does not take parameter {v.name!r} of {dt.name}: use a "
+                        f"scalar of the argument's type"
+                    )
+                code = _FLOAT_CODE[dt.itemsize]
+            self.check_param(v)
+            out[i] = 0.0 if a.is_float else 0
+            sites.append((a.offset, a.size, (v.name, "arg", 0, code, kernel.name, a.name)))
+        return out, sites
 
     def barrier(self) -> None:
         """Everything recorded after this waits for everything recorded before it."""
@@ -255,11 +353,25 @@ class HsaCommandBuffer(CommandBuffer):
         pieces: list[bytes] = []
         pos = 0
         site_words, site_binding, site_offset = [], [], []
+        # the binding table at submit: the bindings, the queue address, then the values of
+        # the parameter derivations (param_index: derivation -> its place after the queue)
+        queue_index = self._bindings_needed
+        table_base = queue_index + 1
+        param_index: dict[tuple, int] = {}
+        narrow: dict[int, list[tuple[int, int]]] = {}
+        grid_words: list[int] = []
+        grid_src: list[int] = []
+        for i, d in enumerate(run):
+            for axis, derivation in d.grid_sites:
+                grid_words.append(i * 16 + _GRID_WORD + axis)
+                grid_src.append(table_base + param_index.setdefault(derivation,
+                                                                    len(param_index)))
         # Kernels cannot write their kernarg segment, so dispatches whose blocks would be
         # byte-identical after patching (same template, same binding sites) share one block.
         shared: dict[tuple, int] = {}
         for i, d in enumerate(run):
-            key = (d.template, tuple(d.sites), d.kernel.layout.alignment)
+            key = (d.template, tuple(d.sites), d.kernel.layout.alignment,
+                   tuple(d.param_sites))
             if key in shared:
                 kernarg_offsets[i] = shared[key]
                 continue
@@ -271,8 +383,16 @@ class HsaCommandBuffer(CommandBuffer):
             kernarg_offsets[i] = shared[key] = pos
             for off, binding, boff in d.sites:
                 site_words.append((pos + off) // 8)
-                site_binding.append(binding)
+                site_binding.append(queue_index if binding < 0 else binding)
                 site_offset.append(boff)
+            for off, width, derivation in d.param_sites:
+                src = table_base + param_index.setdefault(derivation, len(param_index))
+                if width == 8:  # with the bindings, in the same write
+                    site_words.append((pos + off) // 8)
+                    site_binding.append(src)
+                    site_offset.append(0)
+                else:
+                    narrow.setdefault(width, []).append(((pos + off) // width, src))
             pieces.append(d.template)
             pos += len(d.template)
         pos += (-pos) % 16
@@ -341,6 +461,12 @@ class HsaCommandBuffer(CommandBuffer):
             symbols=[d.kernel.name for d in run],
             kernels=list({id(d.kernel): d.kernel for d in run}.values()),
             kernarg_sizes=np.array([len(d.template) for d in run], np.uint32),
+            param_keys=list(param_index),
+            narrow_sites=[(w, np.array([x[0] for x in v], np.int64),
+                           np.array([x[1] for x in v], np.int64))
+                          for w, v in sorted(narrow.items())],
+            grid_words=np.array(grid_words, np.int64),
+            grid_src=np.array(grid_src, np.int64),
         )
 
     @property
@@ -359,19 +485,27 @@ class HsaCommandBuffer(CommandBuffer):
         return (*[b.address for b in bindings], queue_address)
 
     def _submit(
-        self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint]
+        self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint],
+        params: Any = None,
     ) -> TimelinePoint:
         if self._segments is None:
             self.check_finalized()
         addrs = self._binding_addresses(bindings, lane.queue.handle)
+        values = self.check_params(params)
+        # every parameter's bits for every segment, before anything is published
+        tables = [
+            addrs + tuple(_derive(k, values) for k in seg.param_keys)
+            if seg.__class__ is _Segment and seg.param_keys else addrs
+            for seg in self._segments
+        ]
         with self._replay_lock:
-            return self._replay(lane, bindings, addrs, wait)
+            return self._replay(lane, bindings, tables, wait)
 
-    def _replay(self, lane: Any, bindings: Sequence[Any], addrs: tuple,
+    def _replay(self, lane: Any, bindings: Sequence[Any], tables: list,
                 wait: Sequence[TimelinePoint]) -> TimelinePoint:
         first = True
         value = lane.submitted
-        for seg in self._segments:
+        for seg, addrs in zip(self._segments, tables, strict=True):
             if seg.__class__ is _HostOp:
                 lane.wait(lane.submitted, self.device.default_timeout)
                 self._run_host_op(seg, bindings)
@@ -391,8 +525,10 @@ class HsaCommandBuffer(CommandBuffer):
                          pre: np.ndarray | None) -> None:
         size = seg.template.size
         off = lane.kernargs.allocate(size, value) if size else 0
+        if seg.param_keys and addrs != seg.patched_for:  # the parameters' packet fields
+            _patch_grids(seg, addrs)
         if size:
-            if seg.sites and addrs != seg.patched_for:  # the binding patch
+            if (seg.sites or seg.narrow_sites) and addrs != seg.patched_for:  # the patch
                 _patch_template(seg, addrs)
                 seg.patched_for = addrs
             # the patched template into this submission's own kernarg block
@@ -452,7 +588,8 @@ class HsaCommandBuffer(CommandBuffer):
             lane.ring.publish(packet, kernarg=kernarg, symbol=kernel.name)
             return
         replay = getattr(sink, "block_replay", None)
-        if replay is None or block is not seg.block or len(block) > lane.ring.size:
+        if (replay is None or block is not seg.block or len(block) > lane.ring.size
+                or seg.param_keys):  # parameters: the template's values would be stale
             announce_all(sink, seg.kernels)  # wait packets in front, a huge block, an old sink
             lane.publish_block(block, headers)
             return
@@ -485,14 +622,61 @@ class HsaCommandBuffer(CommandBuffer):
 
 
 def _patch_template(seg: _Segment, addrs: tuple) -> None:
-    """Write binding address + offset into every patch site of the segment's template."""
-    if len(seg.sites) <= SMALL_SITES:
+    """Write binding address + offset into every patch site of the segment's template, and
+    the parameters' bits (`addrs` goes on with the values of seg.param_keys): the u64 sites
+    in one write, each narrower width in one more."""
+    if len(seg.sites) <= SMALL_SITES and not seg.narrow_sites:
         tw = seg.template_words
         for word, binding, plus in seg.sites:
             tw[word] = (addrs[binding] + plus) & _M64
         return
     table = np.array(addrs, np.uint64)  # one vectorized write for many sites
-    seg.template.view(np.uint64)[seg.site_words] = table[seg.site_binding] + seg.site_offset
+    if seg.site_words.size:
+        seg.template.view(np.uint64)[seg.site_words] = table[seg.site_binding] + seg.site_offset
+    for width, index, src in seg.narrow_sites:
+        seg.template.view(_NARROW[width])[index] = table[src]
+
+
+def _patch_grids(seg: _Segment, table: tuple) -> None:
+    """The grid_size fields of the packets whose grid axes are parameters."""
+    if seg.grid_words.size:
+        seg.block.view(np.uint32)[seg.grid_words] = np.array(table, np.uint64)[seg.grid_src]
+
+
+_NARROW = {2: np.uint16, 4: np.uint32}
+
+
+def _derive(key: tuple, values: dict) -> int:
+    """The bits a parameter site stores: key = (name, op, operand, struct code, kernel,
+    what). op "arg": the value in the slot's code; "grid": a grid axis (checked 1..2**32-1);
+    "div"/"mod": the hidden block count / remainder of that axis for a block of `operand`."""
+    name, op, operand, code, kernel, what = key
+    v = values[name]
+    if op == "grid":
+        if not 1 <= v <= MAX_SIZE:
+            raise KernelArgumentError(
+                f"parameter {name!r} = {v} makes kernel {kernel!r}'s {what} invalid: a grid "
+                f"axis counts 1..{MAX_SIZE} work-items"
+            )
+        return v
+    if op == "div":
+        v = max(v, 1) // operand
+    elif op == "mod":
+        v = max(v, 1) % operand
+    if code in "efd":
+        return int.from_bytes(struct.pack("<" + code, v), "little")
+    try:
+        raw = struct.pack("<" + code, v)
+    except struct.error:
+        size = struct.calcsize("<" + code)
+        try:  # an integer scalar wraps to its slot like an immediate argument's
+            raw = struct.pack("<" + code.lower() if v < 0 else "<" + code.upper(), v)
+        except struct.error:
+            raise KernelArgumentError(
+                f"parameter {name!r} = {v} does not fit kernel {kernel!r} argument {what!r} "
+                f"({size} bytes): pass a value in range"
+            ) from None
+    return int.from_bytes(raw, "little")
 
 
 def _offset(x: Any) -> int:

@@ -654,15 +654,18 @@ class HsaDevice(Device):
         bindings: Sequence[Any] = (),
         lane: int = 0,
         wait: Sequence[TimelinePoint] = (),
+        *,
+        params: Any = None,
     ) -> TimelinePoint:
-        """Replay a finalized command buffer with `bindings` (no re-record)."""
+        """Replay a finalized command buffer with `bindings` and the values of its
+        parameters (`params`: name -> value; no re-record)."""
         ln = self._timeline(lane)
         ln.check()
         if getattr(cb, "device", None) is not self:
             raise DeviceError("this command buffer was recorded on another device: record it here")
         if wait:
             self.check_wait(wait)
-        return cb._submit(ln, bindings, wait)
+        return cb._submit(ln, bindings, wait, params)
 
     def barrier(self, lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
         """A submission of barrier packets only: advances the lane's timeline once the

@@ -15,6 +15,12 @@ module each:
   use: replay with the same buffers reuses it, new buffers record a new instance (kept in
   a small LRU, so ping-ponging is free after two). Fills and copies on a binding slot are
   keyed the same way.
+Parameters (`cb.param`, `cb.scalar`, filled by `submit(..., params=...)`): a grid axis
+that is a parameter makes its dispatch a vkCmdDispatchIndirect whose group counts live in
+the instance's host-visible indirect buffer, rewritten at submit (no re-record). A scalar
+parameter is a push-constant word, which Vulkan copies into the command buffer when it is
+recorded: an instance is therefore keyed by its scalar values as well, so a new value
+records one more instance (the LRU keeps MAX_KEYS; values seen before replay for free).
 This module holds the CommandBuffer itself: recording calls, finalize, and the instances
 (several submissions may be in flight: each takes an idle instance of its key, or records
 one more, up to MAX_IN_FLIGHT, recycled when its timeline value completes).
@@ -30,14 +36,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from amdgpu.buffer import Buffer
-from amdgpu.command_buffer import BindingSlot
+from amdgpu.command_buffer import BindingSlot, Param, split_grid
 from amdgpu.command_buffer import CommandBuffer as CommandBufferAPI
 from amdgpu.device import TimelinePoint
 from amdgpu.errors import DeviceError, KernelArgumentError
 from amdgpu.fill import fill_word
 
 from .command_bindings import patch_table, write_late_sets
-from .command_plan import Barrier, BufferRef, Copy, Dispatch, Fill, Plan, barrier_sides, plan
+from .command_plan import (
+    Barrier,
+    BufferRef,
+    Copy,
+    Dispatch,
+    Fill,
+    Plan,
+    barrier_sides,
+    param_words,
+    plan,
+)
 from .command_plan import to_u32 as to_u32
 from .command_recording import Instance, free_instance, record
 from .executable import Kernel
@@ -91,17 +107,37 @@ class CommandBuffer(CommandBufferAPI):
         return self.finalized
 
     def dispatch(self, kernel: Kernel, grid, block=None, args: Sequence = ()) -> None:
-        """Record a dispatch; grid in work-items, args = buffers/slots then 32-bit constants."""
-        self._dispatch_groups(kernel, kernel.groups(grid, block), args)
+        """Record a dispatch; grid in work-items, args = buffers/slots then 32-bit constants
+        (a constant or a grid axis may be a parameter: cb.scalar / cb.param)."""
+        grid, grid_params = split_grid(grid)
+        self._dispatch_groups(kernel, kernel.groups(grid, block), args, grid_params)
 
-    def _dispatch_groups(self, kernel: Kernel, groups, args: Sequence) -> None:
+    def _dispatch_groups(self, kernel: Kernel, groups, args: Sequence,
+                         grid_params: Sequence = ()) -> None:
         self._check_open()
         if kernel.executable.device is not self.device:
             raise KernelArgumentError(f"kernel {kernel.name} belongs to another device")
         refs, constants = [], []
+        param_constants = []
+        for axis, p in grid_params:
+            if p.dtype is not None and p.dtype.kind not in "iu":
+                raise KernelArgumentError(
+                    f"kernel {kernel.name}: grid axis {axis} takes an integer parameter "
+                    f"(cb.param), got {p.name!r} of {p.kind}"
+                )
+            self.check_param(p)
         for arg in args:
             if isinstance(arg, (BindingSlot, Buffer)):
                 refs.append(self._ref(arg))
+            elif isinstance(arg, Param):
+                if arg.dtype is not None and arg.dtype.itemsize > 4:
+                    raise KernelArgumentError(
+                        f"kernel {kernel.name}: Vulkan constants are 32-bit words, parameter "
+                        f"{arg.name!r} is {arg.kind}: use a 32-bit scalar"
+                    )
+                self.check_param(arg)
+                param_constants.append((len(constants), arg))
+                constants.append(0)
             else:
                 constants.append(to_u32(arg))
         if len(refs) != kernel.binding_count or len(constants) != kernel.constant_count:
@@ -110,7 +146,10 @@ class CommandBuffer(CommandBufferAPI):
                 f"{kernel.constant_count} constants; got {len(refs)} buffers and "
                 f"{len(constants)} constants"
             )
-        self.ops.append(Dispatch(kernel, tuple(groups), refs, np.array(constants, np.uint32)))
+        self.use_params([p for _, p in (*grid_params, *param_constants)])
+        self.ops.append(Dispatch(kernel, tuple(groups), refs, np.array(constants, np.uint32),
+                                 param_constants=param_constants,
+                                 grid_params=list(grid_params)))
 
     def fill(self, buffer, value, nbytes: int | None = None) -> None:
         """Fill the buffer (or slot) with `value`'s 1-, 2- or 4-byte pattern (`amdgpu.fill`).
@@ -145,14 +184,14 @@ class CommandBuffer(CommandBufferAPI):
             return self
         self.finalized = True
         self._plan = plan(self.ops, self.slot_count)
-        if not self._plan.baked_slots:
-            # Nothing depends on the bound buffers at record time: record now.
+        if not self._plan.baked_slots and not self._plan.scalar_params:
+            # Nothing depends on the bound buffers or scalars at record time: record now.
             self._instances[()] = [self._record(None)]
         return self
 
     # --- instances ------------------------------------------------------------------------
-    def _record(self, bound: Sequence[Buffer] | None) -> Instance:
-        inst = record(self.device, self.ops, self._plan, self._barrier_infos(), bound)
+    def _record(self, bound: Sequence[Buffer] | None, words: tuple = ()) -> Instance:
+        inst = record(self.device, self.ops, self._plan, self._barrier_infos(), bound, words)
         self.record_count += 1
         return inst
 
@@ -178,7 +217,7 @@ class CommandBuffer(CommandBufferAPI):
     def _free_instance(self, inst: Instance) -> None:
         free_instance(self.device, inst)
 
-    def _acquire(self, key: tuple, bound: Sequence[Buffer]) -> Instance:
+    def _acquire(self, key: tuple, bound: Sequence[Buffer], words: tuple = ()) -> Instance:
         pool = self._instances.get(key)
         if pool is None:
             while len(self._instances) >= MAX_KEYS:  # evict the least recently used key
@@ -196,7 +235,7 @@ class CommandBuffer(CommandBufferAPI):
                 return inst
         if len(pool) < MAX_IN_FLIGHT:
             with self.device._pool_lock:  # recording uses the device's command pool
-                inst = self._record(bound)
+                inst = self._record(bound, words)
             pool.append(inst)
             return inst
         inst = pool.pop(0)  # the oldest: wait for it and reuse it
@@ -205,11 +244,16 @@ class CommandBuffer(CommandBufferAPI):
             inst.point.wait(self.device.timeout)
         return inst
 
-    def submit(self, bindings: Sequence[Buffer], lane: int, wait) -> TimelinePoint:
+    def submit(self, bindings: Sequence[Buffer], lane: int, wait,
+               params=None) -> TimelinePoint:
         if not self.finalized:
             self.check_finalized()
         self.check_bindings(bindings, self.slot_count)
         plan = self._plan
+        values = self.check_params(params)
+        words, groups = (
+            param_words(plan, values, self.device.physical.max_group_count) if values
+            else ((), None))
         for b, need in zip(bindings, plan.min_sizes, strict=True):
             if b.nbytes < need:
                 raise KernelArgumentError(
@@ -223,13 +267,20 @@ class CommandBuffer(CommandBufferAPI):
             )
         else:
             key = ()
+        if words:
+            key = (key, words)
         with self._submit_lock:
-            return self._submit_instance(key, bindings, lane, wait)
+            return self._submit_instance(key, bindings, lane, wait, words, groups)
 
     def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
-                         wait) -> TimelinePoint:
-        inst = self._acquire(key, bindings)
+                         wait, words: tuple = (), groups=None) -> TimelinePoint:
+        inst = self._acquire(key, bindings, words)
         plan = self._plan
+        if groups is not None:
+            signature = groups.tobytes()
+            if signature != inst.indirect_signature:
+                inst.indirect[:] = groups  # type: ignore[index]
+                inst.indirect_signature = signature
         if inst.late_count:
             write_late_sets(self.device, inst, bindings)
         if plan.bda_patches:

@@ -4,7 +4,11 @@ binding slots) and, at finalize, what every replay needs without walking them ag
 A `Plan` says which slots are baked into recorded commands (push descriptors, plain
 descriptor sets, fills and copies: an instance per distinct buffers there), where each
 slot's address goes in the bda binding tables, the least size each slot's buffer must
-have, and the kinds of work around each barrier. Nothing here calls Vulkan.
+have, the kinds of work around each barrier, and the parameters (`cb.param`/`cb.scalar`):
+scalar ones are push-constant words, baked into an instance when it is recorded (so they
+key it); grid ones make their dispatch indirect, its group counts in an instance's
+indirect buffer rewritten at submit (`param_words` works both out from the values).
+Nothing here calls Vulkan.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from amdgpu.buffer import Buffer
+from amdgpu.command_buffer import Param
 from amdgpu.errors import KernelArgumentError
+from amdgpu.geometry import MAX_SIZE
 
 from .executable import Kernel
 from .sync import COMPUTE, TRANSFER
@@ -72,6 +78,9 @@ class Dispatch:
     refs: list[BufferRef]
     constants: np.ndarray  # uint32
     table_entry: int = -1  # bda: first u64 entry of this dispatch's binding table
+    param_constants: list = field(default_factory=list)  # (constant word, Param)
+    grid_params: list = field(default_factory=list)  # (axis, Param): an indirect dispatch
+    indirect: int = -1  # its row of the instance's indirect buffer
 
 
 @dataclass
@@ -106,6 +115,8 @@ class Plan:
     table_entries: int = 0  # u64 entries of an instance's binding table
     min_sizes: tuple[int, ...] = ()  # least bytes of each slot's buffer
     details: dict = field(default_factory=dict)  # what a trace's submission record says
+    scalar_params: list[Param] = field(default_factory=list)  # push-constant parameters
+    grid_ops: list[Dispatch] = field(default_factory=list)  # dispatches with grid params
 
 
 def _refs(op) -> list[BufferRef]:
@@ -182,7 +193,49 @@ def plan(ops: list, slot_count: int) -> Plan:
         out.bda_patches.append((slot, index, off))
     if fixed_idx:
         out.bda_fixed = (np.array(fixed_idx, np.intp), np.array(fixed_val, np.uint64))
+    scalars: dict[str, Param] = {}
+    for op in dispatches:
+        for _, p in op.param_constants:
+            scalars[p.name] = p
+        if op.grid_params:
+            op.indirect = len(out.grid_ops)
+            out.grid_ops.append(op)
+    out.scalar_params = [scalars[n] for n in sorted(scalars)]
     return out
+
+
+def param_words(plan: Plan, values: dict,
+                limits: tuple[int, int, int]) -> tuple[tuple, np.ndarray | None]:
+    """(the scalar parameters as push-constant words, the indirect buffer's group counts),
+    every value checked before anything is recorded or submitted (`limits`: the device's
+    maxComputeWorkGroupCount)."""
+    groups = None
+    if plan.grid_ops:
+        groups = np.empty((len(plan.grid_ops), 3), np.uint32)
+        for row, op in enumerate(plan.grid_ops):
+            g = list(op.groups)
+            block = op.kernel.workgroup_size
+            for axis, p in op.grid_params:
+                v = values[p.name]
+                n = -(-v // block[axis]) if 1 <= v <= MAX_SIZE else 0
+                if not 1 <= n <= limits[axis]:
+                    raise KernelArgumentError(
+                        f"parameter {p.name!r} = {v} makes kernel {op.kernel.name}'s grid "
+                        f"axis {axis} invalid: 1..{min(MAX_SIZE, limits[axis] * block[axis])} "
+                        f"work-items ({limits[axis]} workgroups of {block[axis]})"
+                    )
+                g[axis] = n
+            groups[row] = g
+    words = []
+    for p in plan.scalar_params:
+        v = values[p.name]
+        try:
+            words.append(to_u32(v if p.dtype is None else p.dtype.type(v)))
+        except KernelArgumentError:
+            raise KernelArgumentError(
+                f"parameter {p.name!r} = {v} does not fit a 32-bit push constant"
+            ) from None
+    return tuple(words), groups
 
 
 def barrier_sides(ops: list) -> list[tuple[int, int]]:

@@ -1,6 +1,7 @@
 """Recording a planned command buffer into a VkCommandBuffer: one *instance*, the
 VkCommandBuffer plus what it reads at execution time (binding table, descriptor pool and
-sets, push-constant rows). Follows `device.tuning` (sync.py): each barrier gets only the
+sets, push-constant rows with the scalar parameters' words, the indirect buffer of the
+dispatches whose grid is a parameter). Follows `device.tuning` (sync.py): each barrier gets only the
 stages and accesses of its neighbouring work, and descriptor binds and push-constant words
 that repeat the previous dispatch's (same pipeline layout) are left out."""
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from amdgpu.buffer import Buffer
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import DeviceError
+from amdgpu.errors import DeviceError, VulkanError
 
 from .command_bindings import (
     BindState,
@@ -49,6 +50,9 @@ class Instance:
     late_signature: tuple | None = None
     keepalive: object = None
     scratch: list = field(default_factory=list)  # cffi objects referenced by the commands
+    indirect_allocation: Allocation | None = None  # VkDispatchIndirectCommand per row
+    indirect: np.ndarray | None = None  # its (rows, 3) uint32 host view
+    indirect_signature: bytes | None = None
 
 
 def _descriptor_pool(device: VulkanDevice, ops: list):
@@ -78,8 +82,13 @@ def _descriptor_pool(device: VulkanDevice, ops: list):
     return out[0]
 
 
-def _push_rows(dispatches: list[Dispatch], table_address: int) -> np.ndarray:
-    """All push-constant data of the recording in one array, one row per dispatch."""
+_INDIRECT_USAGE = 0x100  # VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
+
+
+def _push_rows(dispatches: list[Dispatch], table_address: int,
+               scalar_words: dict[str, int]) -> np.ndarray:
+    """All push-constant data of the recording in one array, one row per dispatch (the
+    scalar parameters' words in their constants)."""
     width = max((op.kernel.push_size // 4 for op in dispatches), default=0)
     rows = np.zeros((len(dispatches), max(width, 1)), np.uint32)
     for row, op in enumerate(dispatches):
@@ -90,6 +99,9 @@ def _push_rows(dispatches: list[Dispatch], table_address: int) -> np.ndarray:
             rows[row, 8 : 8 + len(op.constants)] = op.constants
         else:
             rows[row, : len(op.constants)] = op.constants
+        base = 8 if op.kernel.path == "bda" else 0
+        for word, p in op.param_constants:
+            rows[row, base + word] = scalar_words.get(p.name, 0)
     return rows
 
 
@@ -108,12 +120,22 @@ def _push_ranges(rows: np.ndarray) -> list[tuple[int, int]]:
 
 
 def record(device: VulkanDevice, ops: list, plan: Plan, barriers: list,
-           bound: Sequence[Buffer] | None) -> Instance:
-    """A new instance of `ops` over the `bound` buffers (None: nothing is baked).
-    `barriers`: the VkDependencyInfo of each barrier, in order."""
+           bound: Sequence[Buffer] | None, words: tuple = ()) -> Instance:
+    """A new instance of `ops` over the `bound` buffers (None: nothing is baked), with
+    `words` for the plan's scalar parameters. `barriers`: the VkDependencyInfo of each
+    barrier, in order."""
     ffi, lib = vk.ffi, vk.lib
     cb = device.allocate_command_buffer()
     inst = Instance(cb, int(ffi.cast("uintptr_t", cb)))
+    if plan.grid_ops:
+        ind = Allocation(device, 12 * len(plan.grid_ops), host_visible=True,
+                         device_local=False, extra_usage=_INDIRECT_USAGE)
+        if ind.host is None:
+            raise VulkanError("indirect dispatches need host-visible memory; none found")
+        inst.indirect_allocation = ind
+        inst.indirect = ind.host[: 12 * len(plan.grid_ops)].view(np.uint32).reshape(-1, 3)
+        inst.indirect[:] = [op.groups for op in plan.grid_ops]
+    scalar_words = {p.name: w for p, w in zip(plan.scalar_params, words, strict=False)}
     if plan.table_entries:
         allocate_table(device, inst, plan)
     inst.descriptor_pool = _descriptor_pool(device, ops)
@@ -128,7 +150,8 @@ def record(device: VulkanDevice, ops: list, plan: Plan, barriers: list,
     keep = inst.scratch
     table_address = inst.table_allocation.address if inst.table_allocation else 0
     # vkCmdPushConstants copies the rows, but they stay alive with the instance anyway.
-    push_rows = _push_rows([op for op in ops if isinstance(op, Dispatch)], table_address)
+    push_rows = _push_rows([op for op in ops if isinstance(op, Dispatch)], table_address,
+                           scalar_words)
     push_base = ffi.cast("char*", ffi.from_buffer(push_rows))
     keep.append((push_rows, push_base))
     stride = push_rows.strides[0]
@@ -159,7 +182,11 @@ def record(device: VulkanDevice, ops: list, plan: Plan, barriers: list,
                                            4 * count, push_base + row * stride + 4 * first)
                 state.push_row = row
             row += 1
-            lib.vkCmdDispatch(cb, *op.groups)
+            if op.indirect >= 0:  # group counts from the indirect buffer (parameters)
+                lib.vkCmdDispatchIndirect(cb, inst.indirect_allocation.buffer,  # type: ignore[union-attr]
+                                          12 * op.indirect)
+            else:
+                lib.vkCmdDispatch(cb, *op.groups)
         elif isinstance(op, Barrier):
             lib.vkCmdPipelineBarrier2(cb, next(next_barrier))
         elif isinstance(op, Fill):
@@ -191,4 +218,7 @@ def free_instance(device: VulkanDevice, inst: Instance) -> None:
         vk.lib.vkDestroyDescriptorPool(device.handle, inst.descriptor_pool, vk.ffi.NULL)
     if inst.table_allocation is not None:
         inst.table_allocation.free()
+    if inst.indirect_allocation is not None:
+        inst.indirect_allocation.free()
+        inst.indirect = None
     inst.scratch.clear()

@@ -444,13 +444,16 @@ class VulkanDevice(Device):
         bindings: Sequence[Buffer] = (),
         lane: int = 0,
         wait: Sequence[TimelinePoint] = (),
+        *,
+        params=None,
     ) -> TimelinePoint:
-        """Replay a recorded command buffer with these buffers in its binding slots."""
+        """Replay a recorded command buffer with these buffers in its binding slots and
+        `params` (name -> value) for its parameters."""
         if getattr(cb, "device", None) is not self:
             raise DeviceError("this command buffer was recorded on another device: record it here")
         if wait:
             self.check_wait(wait)
-        return cb.submit(bindings, lane, wait)
+        return cb.submit(bindings, lane, wait, params)
 
     def fill(
         self,

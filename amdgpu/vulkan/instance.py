@@ -121,6 +121,7 @@ class PhysicalDevice:
     compute_family: int
     compute_queue_count: int
     missing: list[str] = field(default_factory=list)
+    max_group_count: tuple[int, int, int] = (65535, 65535, 65535)  # maxComputeWorkGroupCount
 
     @property
     def available(self) -> bool:
@@ -296,6 +297,7 @@ def _probe(index: int, handle) -> PhysicalDevice:
         compute_family=family,
         compute_queue_count=count,
         missing=missing,
+        max_group_count=tuple(int(v) for v in props.limits.maxComputeWorkGroupCount),
     )
 
 

@@ -51,6 +51,7 @@ class Allocation:
         *,
         host_visible: bool = False,
         device_local: bool = True,
+        extra_usage: int = 0,
     ):
         self.device = device
         self.nbytes = nbytes
@@ -60,6 +61,7 @@ class Allocation:
             vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
             | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
             | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+            | extra_usage
         )
         if device.bda_enabled:
             usage |= BUFFER_USAGE_SHADER_DEVICE_ADDRESS
