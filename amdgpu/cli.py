@@ -123,6 +123,10 @@ def _summary(result: Any, console: Any) -> None:
         rows.append(("kernel device us", f"{k['kernel']} x{k['dispatches']}: min "
                      f"{k['min_ns'] / 1e3:.2f} / median {k['median_ns'] / 1e3:.2f} / max "
                      f"{k['max_ns'] / 1e3:.2f}"))
+    for k in result.replay_kernel_device or ():
+        rows.append(("replay kernel device us", f"{k['kernel']} x{k['dispatches']}: min "
+                     f"{k['min_ns'] / 1e3:.2f} / median {k['median_ns'] / 1e3:.2f} / max "
+                     f"{k['max_ns'] / 1e3:.2f}"))
     if result.host_device_ratio is not None:
         rows.append(("host / device", f"{result.host_device_ratio:.3f} (host us per dispatch "
                      "/ mean device us per dispatch)"))

@@ -49,6 +49,8 @@ class RunResult:
     # Per-kernel device time of one more repetition under dev.time_dispatches() (HSA with
     # the profiling path): [{kernel, dispatches, min_ns, median_ns, max_ns, total_ns}].
     kernel_device: list[dict] | None = None
+    # The same for one more replay of the recorded command buffer (--replay).
+    replay_kernel_device: list[dict] | None = None
 
     @property
     def host_device_ratio(self) -> float | None:
@@ -83,6 +85,8 @@ class RunResult:
             d["kernel_device"] = self.kernel_device
             ratio = self.host_device_ratio
             d["host_device_ratio"] = round(ratio, 4) if ratio is not None else None
+        if self.replay_kernel_device is not None:
+            d["replay_kernel_device"] = self.replay_kernel_device
         if self.notes:
             d["notes"] = list(self.notes)
         return d
@@ -283,6 +287,7 @@ def _run_program(
         correct, err = _compare(outputs, reference, _has_f16(runner.program))
         kernel_device = _timed_repetition(device, lambda: runner.run_immediate(buffers))
         replay_us = None
+        replay_device = None
         if replay:
             runner.record()
             times = []
@@ -299,6 +304,8 @@ def _run_program(
             outputs = runner.read_outputs(buffers)
             ok2, err2 = _compare(outputs, reference, _has_f16(runner.program))
             correct, err = correct and ok2, max(err, err2)
+            _rewrite_inputs(runner, buffers, inputs)
+            replay_device = _timed_repetition(device, lambda: runner.replay(buffers))
     finally:
         buffers.free()
     return RunResult(
@@ -317,6 +324,7 @@ def _run_program(
         run_s=time.perf_counter() - t_run,
         path=_path_name(device),
         kernel_device=kernel_device,
+        replay_kernel_device=replay_device,
     )
 
 

@@ -103,6 +103,53 @@ def test_signals_are_batched_and_reused(dev, code, monkeypatch):
     assert (z.to_numpy(np.float32) == 69).all()
 
 
+def _timed_replay(dev, code, rows: int, tmp_path):
+    """A command buffer of `rows` fills (a scalar parameter) then a copy, replayed inside
+    and outside a timer; returns the timer and the trace's completion records."""
+    fill = dev.load(code["fill"]).kernel("fill")
+    copy = dev.load(code["copy"]).kernel("copy")
+    cb = dev.command_buffer()
+    for _ in range(rows):
+        cb.dispatch(fill, 256, 64, (cb.binding(0), cb.scalar("v", np.float32), 256))
+    cb.barrier()
+    cb.dispatch(copy, 256, 64, (cb.binding(1), cb.binding(0), 256))
+    cb.finalize()
+    z, w = dev.buffer(256 * 4), dev.buffer(256 * 4)
+    path = tmp_path / "replay.aqltrace"
+    writer = packets.TraceWriter(path)
+    packets.set_sink(writer)
+    try:
+        with dev.time_dispatches() as t:
+            point = dev.submit(cb, [z, w], params={"v": 5.0})
+            point.wait(30)  # the lane's timeline advances past a timed replay
+            dev.submit(cb, [z, w], params={"v": 6.0}, lane=1)
+    finally:
+        packets.set_sink(None)
+        writer.close()
+    assert (w.to_numpy(np.float32) == 6.0).all()
+    dev.submit(cb, [z, w], params={"v": 7.0}).wait(30)  # untimed after: the block is intact
+    assert (w.to_numpy(np.float32) == 7.0).all()
+    done = [(r.queue_id, r.packet_id) for r in packets.read_trace(path)
+            if isinstance(r, packets.trace.CompletionRecord)]
+    return t, done
+
+
+@pytest.mark.parametrize("rows", [2, 12])  # below and past the small-segment threshold
+def test_replays_are_timed_per_dispatch(dev, code, rows, tmp_path):
+    t, done = _timed_replay(dev, code, rows, tmp_path)
+    assert [x.kernel for x in t.times] == (["fill"] * rows + ["copy"]) * 2
+    assert [x.lane for x in t.times] == [0] * (rows + 1) + [1] * (rows + 1)
+    for part in (t.times[: rows + 1], t.times[rows + 1 :]):
+        ids = [x.packet_id for x in part]
+        assert ids == list(range(ids[0], ids[0] + rows + 1)), ids  # one block each
+        copy_time = part[-1]
+        assert all(copy_time.start_ns >= f.end_ns for f in part[:-1])  # after the barrier
+        assert all(x.start_ns < x.end_ns for x in part)
+    assert {(x.queue_id, x.packet_id) for x in t.times} <= set(done)
+    kernels = {k.kernel: k for k in t.per_kernel()}
+    assert kernels["fill"].count == 2 * rows and kernels["copy"].count == 2
+
+
 def test_timing_without_profiling_or_twice_is_one_line(dev, code):
     with dev.time_dispatches(), pytest.raises(DeviceError, match="already active"):
         dev.time_dispatches().__enter__()
@@ -124,6 +171,21 @@ def test_amdgpu_run_reports_per_kernel_device_time(capsys):
     assert kernel["dispatches"] == out["dispatches"] == 10
     assert 0 < kernel["min_ns"] <= kernel["median_ns"] <= kernel["max_ns"]
     assert out["host_device_ratio"] > 0
+
+
+def test_amdgpu_run_reports_device_time_of_replays(capsys):
+    if not _executor_present():
+        pytest.skip("gfx11 executor not present")
+    from amdgpu.cli import main
+
+    assert main(["chain-10", "--device", "amdgpu:virtual", "--replay", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"]
+    [kernel] = out["replay_kernel_device"]
+    assert kernel["dispatches"] == 10
+    assert 0 < kernel["min_ns"] <= kernel["median_ns"] <= kernel["max_ns"]
+    assert main(["chain-4", "--device", "amdgpu:virtual", "--replay"]) == 0
+    assert "replay kernel device us" in capsys.readouterr().out
 
 
 def test_emulated_rocr_system_clock_is_the_host_monotonic_clock():
@@ -182,11 +244,24 @@ def test_emulated_rocr_times_each_dispatch_and_the_trace_gets_completions(emulat
         assert x.start_ns < x.end_ns
     for a, b in zip(t.times, t.times[1:], strict=False):
         assert b.start_ns >= a.end_ns - slack
-    # The timer's completion records (ROCr's timestamps, on the host clock) name the
-    # dispatch packets. (The emulated device side adds records of its own, keyed by its
-    # KFD queue id, which equals ROCr's queue id only in a process's first ROCr session.)
-    done = {(r.queue_id, r.packet_id, r.start_ns, r.end_ns) for r in packets.read_trace(path)
-            if isinstance(r, packets.trace.CompletionRecord)}
-    assert {(x.queue_id, x.packet_id, x.start_ns, x.end_ns) for x in t.times} <= done
+    # The completion records name the timed dispatch packets, once each: the emulated
+    # device side writes them (stamped with ROCr's queue id), so the timer adds none.
+    done = [(r.queue_id, r.packet_id) for r in packets.read_trace(path)
+            if isinstance(r, packets.trace.CompletionRecord)]
+    assert {(x.queue_id, x.packet_id) for x in t.times} <= set(done)
+    assert len(done) == len(set(done))
+
     fill_stats = next(k for k in stats.compute(path)["per_kernel"] if k["kernel"] == "fill")
     assert fill_stats["dispatches"] == 3 and fill_stats["device"]["count"] >= 3
+
+
+@pytest.mark.hsa_rocr
+def test_emulated_rocr_times_each_replayed_dispatch(emulated, tmp_path):
+    import compiler
+
+    code = {n: compiler.compile(n, targets=[emulated.target]) for n in ("fill", "copy")}
+    t, done = _timed_replay(emulated, code, 3, tmp_path)
+    assert [x.kernel for x in t.times] == (["fill"] * 3 + ["copy"]) * 2
+    assert all(x.start_ns < x.end_ns for x in t.times)
+    assert {(x.queue_id, x.packet_id) for x in t.times} <= set(done)
+    assert len(done) == len(set(done))

@@ -143,6 +143,53 @@ def test_open_device_on_real_rocr(thunk):
             amdgpu.open("amdgpu")
 
 
+def test_completion_records_carry_rocrs_queue_id_in_every_session(thunk):
+    """The packet processor stamps completion records with ROCr's queue id (hsa_queue_t.id),
+    not the thunk's KFD id: those restart with each ROCr session in the process while
+    ROCr's keep counting, so from the second session on they named a queue of the first.
+    Each dispatch gets exactly one completion record (the timer adds none of its own)."""
+    import collections
+
+    import packets
+    from hsa.emulated import runs_kernels
+    from tools.hwlab.fixtures import library_bundle
+
+    if not runs_kernels():
+        pytest.skip("the emulated GPU needs hsa/virtual's gfx9 executor to run kernels")
+    sink = packets.MemorySink()
+    previous = packets.set_sink(sink)
+    try:
+        for session in range(3):
+            with amdgpu.open("amdgpu:emulated") as dev:
+                k = dev.load(library_bundle(dev, "fill")).kernel("fill")
+                buf = dev.buffer(4096)
+                start = len(sink.records)
+                with dev.time_dispatches() as timer:
+                    for lane in (0, 1):
+                        dev.dispatch(k, 1024, 256, (buf, np.float32(1), np.uint32(1024)),
+                                     lane=lane)
+                dev.synchronize()
+                recs = sink.records[start:]
+                dispatched = {
+                    (r.queue_id, r.packet_id) for r in recs
+                    if isinstance(r, packets.trace.PacketRecord)
+                    and r.decode()["type"] == packets.PacketType.KERNEL_DISPATCH
+                }
+                done = collections.Counter(
+                    (r.queue_id, r.packet_id) for r in recs
+                    if isinstance(r, packets.trace.CompletionRecord))
+                lanes = {ln.queue.id for ln in dev.lanes_}
+                assert {q for q, _ in dispatched} == lanes, (session, dispatched, lanes)
+                assert set(done) <= {(q, p) for q in lanes for p in range(1 << 20)}, (
+                    f"session {session}: completion records name queues {set(done)}, the "
+                    f"lanes are {lanes}")
+                assert dispatched <= set(done), (session, dispatched - set(done))
+                assert max(done.values()) == 1, f"session {session}: duplicates {done}"
+                assert {t.queue_id for t in timer.times} == lanes
+    finally:
+        packets.set_sink(previous)
+
+
 # --- queue errors through the real path ----------------------------------------------------
 def test_bad_packet_reaches_the_queue_callback_through_rocr(thunk):
     from hsa.emulated import EmulatedProvider

@@ -552,7 +552,11 @@ class HsaCommandBuffer(CommandBuffer):
             block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
                 packets.INVALID_HEADER
             )
-        if _TRACE.sink is not None:
+        timer = self.device._timer
+        if timer is not None and rows:  # per-dispatch device time (hsa_backend.timing)
+            timer.publish_replay(lane, block, headers, len(block) - len(seg.block), rows,
+                                 seg.symbols, seg.kernels)
+        elif _TRACE.sink is not None:
             self._publish_traced(lane, seg, block, headers, off, base, addrs)
         elif pre is None and len(block) <= lane.ring.size:
             lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header

@@ -341,24 +341,26 @@ class QueueLane:
                 self.device.signal_pool.give(held.pop(0)[1])
 
     # --- publishing ----------------------------------------------------------------------
-    def publish_block(self, block: np.ndarray, headers: Any = None) -> None:
-        """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell.
-        `headers`: the header words, apart, when `block` holds INVALID headers (a command
-        buffer's reused block; see packets.Ring.publish_many)."""
+    def publish_block(self, block: np.ndarray, headers: Any = None) -> int:
+        """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell;
+        returns the first packet's id (the chunks are consecutive: the caller holds the
+        lane's lock). `headers`: the header words, apart, when `block` holds INVALID
+        headers (a command buffer's reused block; see packets.Ring.publish_many)."""
         n = len(block)
         if headers is None and n == 1:  # the single-packet path is cheaper here
-            self.ring.publish(block.tobytes())
-            return
+            return self.ring.publish(block.tobytes())
         if n <= self.ring.size:
-            self.ring.publish_many(block, headers)
-            return
+            return self.ring.publish_many(block, headers)
         step = self.ring.size // 2
+        first = -1
         for i in range(0, n, step):
             chunk = block[i : i + step]
             if headers is not None and i:  # publish_many wants the chunk's first INVALID
                 chunk = chunk.copy()
                 chunk.view(np.uint32).reshape(len(chunk), 16)[0, 0] = packets.INVALID_HEADER
-            self.ring.publish_many(chunk, None if headers is None else headers[i : i + step])
+            idx = self.ring.publish_many(chunk, None if headers is None else headers[i : i + step])
+            first = idx if first < 0 else first
+        return first
 
     def destroy(self) -> None:
         p = self.provider

@@ -18,8 +18,12 @@ timestamp, host monotonic) at its start and shifts device times by the midpoint 
 device spans sit on the host's `time.monotonic_ns` axis next to the trace's host records;
 `offset_ns` and `offset_error_ns` (half the sample's width) say how well.
 
-Command-buffer replays inside a timer are not timed per dispatch yet (their blocks carry one
-completion signal; see docs/ARCHITECTURE.md).
+Command-buffer replays inside a timer are timed per dispatch too (`publish_replay`): the
+segment's block is copied (the recorded one stays untouched for untimed replays), each
+dispatch row gets a timing signal in one vectorized write of the completion_signal column,
+the lane's timeline signal moves to a trailing barrier-AND, and the copy goes out in one
+publish like the untimed replay (chunked where it exceeds the ring). The cost is that copy
+and one signal per dispatch; outside a timer a replay pays one attribute test.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import packets
 from amdgpu.errors import DeviceError
-from amdgpu.hsa_backend.tracing import announce
+from amdgpu.hsa_backend.tracing import announce, announce_all
 
 if TYPE_CHECKING:
     from amdgpu.hsa_backend.device import HsaDevice
@@ -140,6 +144,38 @@ class DispatchTimer:
         first = ln.ring.publish_many(block)  # a handful of packets: always fits the ring
         count = len(block) // 64 if type(block) is bytes else len(block)
         self._pending.append(_Pending(ln, sig, kernel.name, first + count - 2, host_ns))
+
+    def publish_replay(self, ln: QueueLane, block, headers, first_row: int, rows: int,
+                       symbols: list[str], kernels: list) -> None:
+        """A replayed segment: `block` (INVALID headers, `headers` apart, `first_row`: the
+        wait packets in front) with its `rows` dispatch rows timed (see the module doc)."""
+        import numpy as np
+
+        full = block.copy()
+        full.view(np.uint32).reshape(len(full), 16)[:, 0] = headers
+        signals = []
+        while len(signals) < rows:
+            if not self._free:
+                self._refill()
+            take = min(rows - len(signals), len(self._free))
+            signals += self._free[-take:][::-1]
+            del self._free[-take:]
+        words = full.view(np.uint64).reshape(len(full), 8)
+        last = first_row + rows == len(full)  # the last dispatch carried the lane signal
+        words[first_row:first_row + rows, _SIGNAL_WORD] = np.array(signals, np.uint64)
+        if last:
+            tail = self._tails.get(ln.index)
+            if tail is None:
+                tail = self._tails[ln.index] = packets.barrier_and(
+                    dep_signals=(), completion_signal=ln.signal, barrier=True)
+            full = np.concatenate([full, np.frombuffer(tail, dtype=packets.PACKET)])
+        sink = packets.trace.active_sink()
+        if sink is not None:
+            announce_all(sink, kernels)  # packet-trace names the packets by kernel_object
+        host_ns = time.monotonic_ns()
+        base = ln.publish_block(full) + first_row
+        self._pending.extend(_Pending(ln, sig, symbols[i], base + i, host_ns)
+                             for i, sig in enumerate(signals))
 
     def _refill(self) -> None:
         if len(self._taken) >= 16 * SIGNAL_BATCH:

@@ -37,6 +37,9 @@ class EmulatedProvider(RocrProvider):
     """ROCr over the emulated driver: `EmulatedProvider(isa="gfx90a")`."""
 
     driver = "emulated"
+    # hsa/virtual's packet processor runs ROCr's queues and writes the completion records
+    # (stamped with ROCr's queue id, see driver.EmulatedQueue), as on amdgpu:virtual
+    records_completions = True
 
     def __init__(self, isa: str = DEFAULT_ISA, *, require_gpu: bool = True):
         global _live

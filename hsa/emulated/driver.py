@@ -49,6 +49,7 @@ NEXT_STEP = "use --device amdgpu:virtual instead"
 
 # amd_queue_t and amd_signal_t offsets (hsa/amd_hsa_queue.h, amd_hsa_signal.h)
 Q_SIZE, Q_READ, Q_PROPERTIES, Q_INACTIVE_SIGNAL = 24, 128, 180, 192
+Q_ID = 32  # hsa_queue_t.id (u64): ROCr's queue id, what hsa_queue_t users and traces see
 PROFILING_BIT = 1 << 3  # AMD_QUEUE_PROPERTIES_ENABLE_PROFILING
 S_VALUE, S_MAILBOX, S_EVENT_ID = 8, 16, 24
 # queue_inactive_signal codes ROCr maps to HSA statuses (KFD's exception bits)
@@ -342,8 +343,9 @@ class EmulatedQueue:
 
     def __init__(self, device: EmulatedDevice, queue_id: int, ring: int, read_ptr: int,
                  write_ptr: int) -> None:
-        self.id = queue_id
+        self.kfd_id = queue_id  # the thunk's (KFD's) queue id: doorbells, notes
         self.handle = read_ptr - Q_READ  # amd_queue_t: read_dispatch_id is at +128
+        self._rocr_id = ctypes.c_uint64.from_address(self.handle + Q_ID)
         self.base_address = ring
         self.size = ctypes.c_uint32.from_address(self.handle + Q_SIZE).value
         self.ring = np.ctypeslib.as_array((ctypes.c_uint8 * (self.size * 64)).from_address(ring))
@@ -355,6 +357,14 @@ class EmulatedQueue:
         self._callback = self._on_error
         self.destroyed = False
         self.processor = EmulatedPacketProcessor(device.side, device.agent, self)
+
+    @property
+    def id(self) -> int:
+        """ROCr's own id (hsa_queue_t.id), as RocrQueue.id reads it: the packet processor
+        stamps completion records with it. The KFD ids restart with every ROCr session in
+        the process while ROCr's keep counting, so the two differ after the first. Read
+        from the queue each time: ROCr fills it in around hsaKmtCreateQueue."""
+        return int(self._rocr_id.value)
 
     @property
     def profiling(self) -> bool:
