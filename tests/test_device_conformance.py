@@ -778,15 +778,49 @@ def test_rocr_agent_facts(device):
 
 
 # --- replays with parameters (cb.param / cb.scalar, submit(..., params=...)) ----------------
-PARAM_FILL_SPV = __import__("pathlib").Path(__file__).parent / "data" / "vulkan" / "param_fill.spv"
+VULKAN_DATA = __import__("pathlib").Path(__file__).parent / "data" / "vulkan"
 
 
-def _param_fill_kernel(device):
+def _param_fill_kernel(device, abis=("bda", "descriptors")):
     """A kernel (out: float*, value: float, n: uint) writing out[i] = value for i < n: the
-    library's OpenCL `fill` on HSA, its GLSL twin (tests/data/vulkan) on Vulkan."""
+    library's OpenCL `fill` on HSA, its GLSL twins (tests/data/vulkan, glslang's SPIR-V for
+    both dispatch ABIs; the device picks its path) on Vulkan."""
     if device.backend == "vulkan":
-        return device.load({"descriptors": PARAM_FILL_SPV.read_bytes()}).kernel("main")
+        from types import SimpleNamespace
+
+        files = {"bda": "param_fill_bda.spv", "descriptors": "param_fill.spv"}
+        variants = [SimpleNamespace(kind="spirv", abi=abi, info={"binding_count": 1},
+                                    data=(VULKAN_DATA / files[abi]).read_bytes())
+                    for abi in abis]
+        return device.load(SimpleNamespace(variants=variants)).kernel("main")
     return device.load(library_bundle(device, "fill")).kernel("fill")
+
+
+@pytest.mark.vulkan
+@pytest.mark.runs_kernels
+@pytest.mark.parametrize("abi", ["bda", "descriptors"])
+def test_vulkan_parameters_on_both_dispatch_abis(device, abi):
+    """Scalars land in the push constants after IREE's 8 root dwords (bda) or from word 0
+    (descriptors); grids go through the indirect buffer; a repeated value re-records
+    nothing, a grid change never does."""
+    kernel = _param_fill_kernel(device, (abi,))
+    if abi == "bda" and kernel.path != "bda":
+        pytest.skip(f"{device.spec} has no bda path")
+    cb = device.command_buffer()
+    cb.dispatch(kernel, grid=cb.param("g"),
+                args=(cb.binding(0), cb.scalar("value", np.float32), np.uint32(4096)))
+    cb.finalize()
+    out = device.buffer(np.zeros(4096, np.float32))
+    want = np.zeros(4096, np.float32)
+    recorded = []
+    for g, value in [(1000, 2.5), (3000, 2.5), (64, 2.5), (10, 7.0), (1000, 2.5)]:
+        device.submit(cb, [out], params={"g": g, "value": value}).wait(WAIT_S)
+        want[: -(-g // 64) * 64] = value  # whole workgroups of 64 run
+        np.testing.assert_array_equal(out.to_numpy(np.float32), want, err_msg=f"grid={g}")
+        recorded.append(cb.record_count)
+    # a new scalar value records an instance; a grid change or a value seen before does not
+    assert recorded == [1, 1, 1, 2, 2], recorded
+    out.free()
 
 
 @pytest.mark.generic
