@@ -166,6 +166,9 @@ class CommandBuffer(abc.ABC):
         used = self.__dict__.get("_used_params")
         if params is None:
             params = {}
+        declared = self._declared_params()
+        if used and isinstance(params, dict) and params.keys() == used:  # the common case
+            return {name: _param_value(declared[name], v) for name, v in params.items()}
         if isinstance(params, Mapping):
             items = list(params.items())
         elif isinstance(params, (list, tuple)):
@@ -182,7 +185,6 @@ class CommandBuffer(abc.ABC):
             )
         if not used and not items:
             return {}
-        declared = self._declared_params()
         out: dict[str, int | float] = {}
         for name, value in items:
             if name in out:
@@ -314,9 +316,39 @@ class CommandBuffer(abc.ABC):
                 )
 
 
+_INF = float("inf")
+_LIMITS: dict[Any, tuple[str, float, float]] = {}  # dtype -> (kind, lowest, highest)
+
+
+def _limits(dt: np.dtype | None) -> tuple[str, float, float]:
+    got = _LIMITS.get(dt)
+    if got is None:
+        if dt is None:
+            got = ("i", -float("inf"), float("inf"))
+        elif dt.kind == "f":
+            got = ("f", -float(np.finfo(dt).max), float(np.finfo(dt).max))
+        else:
+            got = ("i", int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+        _LIMITS[dt] = got
+    return got
+
+
 def _param_value(p: Param, value: Any) -> int | float:
     """`value` for placeholder `p`: one number of its type (an int for `param`, the
     scalar's dtype for `scalar`), else one KernelArgumentError line."""
+    kind, lo, hi = _limits(p.dtype)
+    t = type(value)
+    if t is float and kind == "f":  # the fast paths: a plain Python number in range
+        if lo <= value <= hi:
+            return value
+        if value != value or value in (_INF, -_INF):  # NaN and the infinities pass
+            return value
+        raise KernelArgumentError(
+            f"parameter {p.name!r} ({p.kind}) cannot hold {value!r}: pass a value in "
+            f"{lo:g}..{hi:g}"
+        )
+    if t is int and lo <= value <= hi:
+        return value if kind == "i" else float(p.dtype.type(value))  # type: ignore[union-attr]
     if isinstance(value, np.ndarray):
         if value.shape != ():
             raise KernelArgumentError(
@@ -345,7 +377,13 @@ def _param_value(p: Param, value: Any) -> int | float:
                     f"{info.min}..{info.max}"
                 )
         return v
-    return float(dt.type(value))
+    with np.errstate(over="ignore"):
+        f = float(dt.type(value))
+    if not -_INF < f < _INF and np.isfinite(float(value)):
+        raise KernelArgumentError(
+            f"parameter {p.name!r} ({p.kind}) cannot hold {value!r}: pass a value in range"
+        )
+    return f
 
 
 def _count(value: Any, what: str) -> int:

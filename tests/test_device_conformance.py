@@ -907,6 +907,7 @@ def test_bad_parameters_are_one_line_and_submit_nothing(device):
         ({"n": 16.0, "value": 1.0}, "integer"),
         ({"n": 16, "value": out}, "float32"),
         ({"n": 16, "value": np.ones(3, np.float32)}, "shape"),
+        ({"n": 16, "value": 1e39}, "cannot hold"),
         ({"n": True, "value": 1.0}, "int"),
         ({"n": 0, "value": 1.0}, "invalid"),
         ({"n": -5, "value": 1.0}, "invalid"),
