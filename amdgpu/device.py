@@ -616,9 +616,10 @@ class Lane:
         return self.device.dispatch(kernel, grid, block, args, lane=self.index, wait=wait)
 
     def submit(self, cb: Any, bindings: Sequence[Buffer] = (),
-               wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
-        """`dev.submit(...)` on this lane: replay a command buffer with `bindings`."""
-        return self.device.submit(cb, bindings, lane=self.index, wait=wait)
+               wait: Sequence[TimelinePoint] = (), *, params: Any = None) -> TimelinePoint:
+        """`dev.submit(...)` on this lane: replay a command buffer with `bindings` (and
+        `params` for its parameters)."""
+        return self.device.submit(cb, bindings, lane=self.index, wait=wait, params=params)
 
     def fill(self, dst: Buffer, value: Any, nbytes: int | None = None,
              wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:

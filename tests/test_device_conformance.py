@@ -950,7 +950,7 @@ def test_grid_parameters_keep_the_hidden_arguments_consistent(device):
         # the patched kernarg template is the immediate dispatch's block, byte for byte
         layout = kernel.layout
         want = layout.pack([replayed, xb, np.float32(a), np.uint32(4096)], (g, 1, 1),
-                           (64, 1, 1), 1, 0, device.lane(0).queue.handle)
+                           (64, 1, 1), 1, 0, device._timeline(0).queue.handle)
         seg = cb._segments[0]
         assert seg.template[: layout.size].tobytes() == want, f"grid {g}"
         assert int(seg.block.view(np.uint32)[3]) == g  # the packet's grid_size_x
