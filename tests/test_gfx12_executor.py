@@ -212,3 +212,33 @@ def test_gfx12_agents_report_the_real_parts():
         assert lds == {"gfx1201": 64 << 10, "gfx1250": 320 << 10}
     finally:
         p.shut_down()
+
+
+MATMUL_F16_256 = """
+func.func @matmul_f16(%a: tensor<256x256xf16>, %b: tensor<256x256xf16>) -> tensor<256x256xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x256xf32>
+  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<256x256xf32>) -> tensor<256x256xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<256x256xf16>, tensor<256x256xf16>)
+                     outs(%f : tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %r : tensor<256x256xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["gfx1201", "gfx1250"])
+def test_iree_256_matmul_f16_uses_true16_moves_and_matches(target, tmp_path):
+    """IREE's 256^3 f16 matmul built for the target alone (no driver ABI, as
+    bench_executor.py builds it): for gfx1250 it emits `v_mov_b16_e64 vN.h, vM.l`, a true16
+    VOP3 form LLVM 19 cannot decode (its table entry comes from clang 22); it runs and
+    matches numpy on both targets."""
+    from hsa.virtual.gfx11.testing import Harness, run_program
+
+    path = tmp_path / "matmul_f16_256.mlir"
+    path.write_text(MATMUL_F16_256)
+    bundle = compiler.compile(path, targets=[target], abi=())
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((256, 256)).astype(np.float16) for _ in range(2))
+    (got,) = run_program(Harness(target), bundle, [a, b])
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(got).reshape(256, 256), want, rtol=1e-3, atol=1e-2)

@@ -184,8 +184,8 @@ def operand_fields(text: str, sregs: dict[int, str], vregs: dict[int, str]) -> l
 CLANG22_ONLY = [("VOP3", "v_mov_b16_e64 v16.l, v32.l")]
 
 
-def assemble_clang22(source: str) -> tuple[bytes, str]:
-    """(.text bytes, stderr) of `source` assembled for gfx1100 by clang 22 from the ziglang
+def assemble_clang22(source: str, mcpu: str = "gfx1100") -> tuple[bytes, str]:
+    """(.text bytes, stderr) of `source` assembled for `mcpu` by clang 22 from the ziglang
     wheel; empty bytes when it reports errors."""
     import struct
     import sys
@@ -194,9 +194,12 @@ def assemble_clang22(source: str) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory() as tmp:
         src, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
         src.write_text(source)
-        run = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-target",
-                              "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-c", "-x", "assembler",
-                              str(src), "-o", str(obj)], capture_output=True, text=True)
+        # cc1as directly: the driver cannot pass real-true16 (the mode compilers use, where
+        # 16-bit operands are VGPR halves such as v16.l) to the integrated assembler
+        run = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple",
+                              "amdgcn-amd-amdhsa", "-target-cpu", mcpu, "-target-feature",
+                              "+real-true16", "-filetype", "obj", "-o", str(obj), str(src)],
+                             capture_output=True, text=True)
         if run.returncode:
             return b"", run.stderr
         elf = obj.read_bytes()
@@ -210,12 +213,13 @@ def assemble_clang22(source: str) -> tuple[bytes, str]:
     return b"", run.stderr
 
 
-def clang22_entries(tables: dict[str, dict[str, dict]]) -> None:
-    """Add CLANG22_ONLY to `tables`, the opcode read from clang 22's encoding."""
+def clang22_entries(tables: dict[str, dict[str, dict]], mcpu: str = "gfx1100") -> None:
+    """Add CLANG22_ONLY to `tables`, the opcode read from clang 22's encoding for `mcpu`
+    (gfx12 keeps gfx11's VOP3 layout, so gfx11's decoder reads the opcode there too)."""
     from hsa.virtual.gfx11.decoder import decode_one
 
     for enc, text in CLANG22_ONLY:
-        code, err = assemble_clang22(text + "\n")
+        code, err = assemble_clang22(text + "\n", mcpu)
         if not code:
             raise RuntimeError(f"clang 22 cannot assemble {text!r}: {err.strip()}")
         words = [int.from_bytes(code[k:k + 4], "little") for k in range(0, len(code), 4)]

@@ -54,8 +54,16 @@ def candidates() -> dict[str, list]:
     return out
 
 
+def build() -> dict[str, dict[str, dict]]:
+    """LLVM 19's gfx1201 tables plus the true16 forms only newer LLVM decodes (IREE's gfx1201
+    matmuls emit `v_mov_b16_e64`), read from clang 22's encodings as for gfx11."""
+    tables = gfx11.build(candidates(), MCPU)
+    gfx11.clang22_entries(tables, MCPU)
+    return tables
+
+
 def main() -> None:
-    OUT.write_text(json.dumps(gfx11.build(candidates(), MCPU), indent=1, sort_keys=True) + "\n")
+    OUT.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
