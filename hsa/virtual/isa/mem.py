@@ -515,11 +515,12 @@ def _buffer_operands(g: WaveGroup, inst: d.Instruction) -> tuple:
     if f.get("vsharp57"):  # gfx1250: base [56:0], num_records [101:57], stride [121:108]
         w3 = g.s[:, r + 3].astype(u64)
         base = w0 | ((w1 & u64(0x1FFFFFF)) << u64(32))
-        w2 = (w1 >> u64(25)) | (w2 << u64(7)) | ((w3 & u64(0x3F)) << u64(39))  # num_records
+        num_records = (w1 >> u64(25)) | (w2 << u64(7)) | ((w3 & u64(0x3F)) << u64(39))
         stride = (w3 >> u64(12)) & u64(0x3FFF)
     else:
         base = w0 | ((w1 & u64(0xFFFF)) << u64(32))
         stride = (w1 >> u64(16)) & u64(0x3FFF)
+        num_records = w2
     soff = (np.asarray(g.sread(f["soffset"], inst.literal), u64)
             if f["soffset"] != d.NULL else u64(0))
     offset = np.zeros((g.count, g.lanes), dtype=u64) + u64(f["offset"])
@@ -533,7 +534,7 @@ def _buffer_operands(g: WaveGroup, inst: d.Instruction) -> tuple:
     offset &= u64(0xFFFFFFFF)  # the buffer offset is 32-bit: -16 + 16 is 0, not 2**32
     soff = np.broadcast_to(np.asarray(soff, u64).reshape(-1, 1) if np.ndim(soff) else soff,
                            (g.count, 1))
-    return w0, w1, base, stride, w2, offset, index, soff
+    return w0, w1, base, stride, num_records, offset, index, soff
 
 
 def buffer_elements(g: WaveGroup, inst: d.Instruction, size: int
