@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 LLVM_MC = "llvm-mc-19"
@@ -184,22 +185,25 @@ def operand_fields(text: str, sregs: dict[int, str], vregs: dict[int, str]) -> l
 CLANG22_ONLY = [("VOP3", "v_mov_b16_e64 v16.l, v32.l")]
 
 
+def clang22_cc1as(mcpu: str, true16: bool = True) -> list[str]:
+    """The command line of clang 22's integrated assembler (the `ziglang` wheel) for `mcpu`,
+    run directly: the clang driver cannot pass it target features such as real-true16 (the
+    mode compilers use, where 16-bit operands are VGPR halves such as v16.l)."""
+    return [sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", "amdgcn-amd-amdhsa",
+            "-target-cpu", mcpu, *(["-target-feature", "+real-true16"] if true16 else [])]
+
+
 def assemble_clang22(source: str, mcpu: str = "gfx1100") -> tuple[bytes, str]:
     """(.text bytes, stderr) of `source` assembled for `mcpu` by clang 22 from the ziglang
     wheel; empty bytes when it reports errors."""
     import struct
-    import sys
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         src, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
         src.write_text(source)
-        # cc1as directly: the driver cannot pass real-true16 (the mode compilers use, where
-        # 16-bit operands are VGPR halves such as v16.l) to the integrated assembler
-        run = subprocess.run([sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple",
-                              "amdgcn-amd-amdhsa", "-target-cpu", mcpu, "-target-feature",
-                              "+real-true16", "-filetype", "obj", "-o", str(obj), str(src)],
-                             capture_output=True, text=True)
+        run = subprocess.run([*clang22_cc1as(mcpu), "-filetype", "obj", "-o", str(obj),
+                              str(src)], capture_output=True, text=True)
         if run.returncode:
             return b"", run.stderr
         elf = obj.read_bytes()

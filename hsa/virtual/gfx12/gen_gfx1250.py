@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from hsa.virtual.gfx11.gen_tables import clang22_cc1as
 from hsa.virtual.gfx12 import decoder
 
 HERE = Path(__file__).parent
@@ -131,9 +131,8 @@ def assemble(lines: list[str], true16: bool = False) -> list[tuple[str, list[int
         fh.write("\n".join(lines) + "\n")
         path = fh.name
     run = subprocess.run(
-        [sys.executable, "-m", "ziglang", "clang", "-cc1as", "-triple", "amdgcn-amd-amdhsa",
-         "-target-cpu", "gfx1250", *(["-target-feature", "+real-true16"] if true16 else []),
-         "-show-encoding", "-filetype", "asm", "-o", "-", path],
+        [*clang22_cc1as("gfx1250", true16), "-show-encoding", "-filetype", "asm", "-o", "-",
+         path],
         capture_output=True, text=True, timeout=300)
     Path(path).unlink()
     out = []
