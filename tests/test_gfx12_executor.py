@@ -173,15 +173,15 @@ def test_triton_add_row_sum_softmax(dev12):
                                e / e.sum(1, keepdims=True), rtol=1e-5)
 
 
-def test_triton_matmul_wmma():
-    """Triton's f16 matmul for gfx1201 (gfx12 WMMA), masks on every edge of the 32 x 32
-    tiles. (gfx1250's build loads its tiles with DS opcode 252, a transposing LDS load the
-    executor does not have yet: it stops there with a clean queue error.)"""
+@pytest.mark.parametrize("arch", ["gfx1201", "gfx1250"])
+def test_triton_matmul_wmma(arch):
+    """Triton's f16 matmul (gfx12 WMMA), masks on every edge of the 32 x 32 tiles, against
+    numpy. gfx1250's build reads its B tiles with ds_load_tr16_b128 (DS opcode 252), the
+    transposing LDS load: without it the kernel stops there with a clean queue error."""
     from test_codeobject_foreign import TRITON
 
     import amdgpu
 
-    arch = "gfx1201"
     dev12 = amdgpu.open(f"amdgpu:virtual:{arch}")
     facts = TRITON[f"triton_matmul_{arch}.hsaco"]["constexprs"]
     m, n, k = 40, 48, 40
@@ -189,12 +189,24 @@ def test_triton_matmul_wmma():
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = dev12.buffer(m * n * 4)
-    _triton(dev12, f"triton_matmul_{arch}.hsaco", (-(-m // facts["BM"]), -(-n // facts["BN"])),
-            (dev12.buffer(a), dev12.buffer(b), c, np.int32(m), np.int32(n), np.int32(k)))
+    try:
+        _triton(dev12, f"triton_matmul_{arch}.hsaco",
+                (-(-m // facts["BM"]), -(-n // facts["BN"])),
+                (dev12.buffer(a), dev12.buffer(b), c, np.int32(m), np.int32(n), np.int32(k)))
+        got = c.to_numpy(np.float32).reshape(m, n)
+    finally:
+        dev12.close()
     want = a.astype(np.float32) @ b.astype(np.float32)
-    got = c.to_numpy(np.float32).reshape(m, n)
-    dev12.close()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gfx1250_triton_matmul_reads_b_with_ds_load_tr16_b128():
+    """The fixture really uses the transposing load (so the test above exercises it)."""
+    from test_codeobject_foreign import DATA
+
+    code, base = _text_section((DATA / "triton_matmul_gfx1250.hsaco").read_bytes())
+    names = [i.name for i in decoder.decode_all(code, base, "gfx1250")]
+    assert names.count("ds_load_tr16_b128") == 2 and "<unknown>" not in names
 
 
 def test_gfx12_agents_report_the_real_parts():
@@ -242,3 +254,42 @@ def test_iree_256_matmul_f16_uses_true16_moves_and_matches(target, tmp_path):
     (got,) = run_program(Harness(target), bundle, [a, b])
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(np.asarray(got).reshape(256, 256), want, rtol=1e-3, atol=1e-2)
+
+
+HIGH_VGPRS_CL = """
+#define N 400
+__kernel __attribute__((reqd_work_group_size(32, 1, 1))) __attribute__((amdgpu_waves_per_eu(1, 1)))
+void big(__global const float* in, __global float* out) {
+  int l = get_global_id(0);
+  float r[N];
+  #pragma unroll
+  for (int i = 0; i < N; i++) r[i] = in[i * 32 + l];
+  #pragma unroll
+  for (int i = 0; i < N; i++) out[i * 32 + l] = r[i] * 3.0f + r[N - 1 - i];
+}
+"""
+
+
+def test_gfx1250_kernel_with_400_live_vgprs_uses_s_set_vgpr_msb_and_matches(tmp_path):
+    """clang 22 keeps 400 floats in VGPRs on gfx1250 (1024 VGPRs a lane) and reaches
+    v256-v1023 with s_set_vgpr_msb (its AMDGPULowerVGPREncoding pass), in VOPD fmac/fmamk
+    pairs, global loads and stores: the result matches numpy bit for bit (the fma rounds
+    once)."""
+    import amdgpu
+
+    src = tmp_path / "big.cl"
+    src.write_text(HIGH_VGPRS_CL)
+    b = compiler.compile(src, targets=["gfx1250"])
+    code, base = _text_section(b.variants[0].data)
+    modes = {i.f["simm16"] & 0xFF for i in decoder.decode_all(code, base, "gfx1250")
+             if i.name == "s_set_vgpr_msb"}
+    assert any(m >> 2 * k & 3 for m in modes for k in range(4)), modes
+    n = 400
+    x = np.random.default_rng(1).standard_normal(n * 32).astype(np.float32)
+    with amdgpu.open("amdgpu:virtual:gfx1250") as dev:
+        out = dev.buffer(np.zeros(n * 32, np.float32))
+        dev.dispatch(dev.load(b).kernel("big"), 32, 32, (dev.buffer(x), out))
+        dev.synchronize()
+        got = out.to_numpy(np.float32).reshape(n, 32)
+    r = x.reshape(n, 32)
+    np.testing.assert_array_equal(got, (r.astype(np.float64) * 3 + r[::-1]).astype(np.float32))

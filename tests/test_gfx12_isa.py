@@ -51,6 +51,8 @@ class Case:
     ref: Callable[[np.ndarray], dict[int, np.ndarray]]
     inputs: Callable[[np.random.Generator], np.ndarray] | None = None
     out_regs: list[int] = field(default_factory=list)
+    vgprs: int = 64  # .amdhsa_next_free_vgpr
+    lds: int = 0  # bytes of LDS
 
 
 def small_floats(rng):
@@ -159,7 +161,84 @@ CASES: dict[str, Case] = {
         "s_set_pc_i64 s[10:11]\n"
         ".Ldone_pc:\nv_mov_b32 v49, 3",
         lambda r: {48: np.full(32, 7, u32), 49: np.full(32, 3, u32)}, random_bits),
+    # --- s_set_vgpr_msb (gfx1250: VGPRs 256-1023) ------------------------------------------
+    # mode bits: src0 [1:0], src1 [3:2], src2 [5:4], dst [7:6] (the high byte: the old mode)
+    "vgpr_msb_valu": Case(
+        "gfx1250", "s_set_vgpr_msb 0x40\n"
+        "s_branch .Lmsb_valu\n.Lmsb_valu:\n"  # the mode is wave state: it survives a jump
+        "v_mov_b32 v44, v17\n"              # v300 = v17
+        "v_add_nc_u32 v45, v18, v19\n"      # v301 = v18 + v19
+        "v_dual_mov_b32 v46, v20 :: v_dual_mov_b32 v47, v21\n"  # v302, v303
+        "s_set_vgpr_msb 0x4005\n"
+        "v_add_nc_u32 v48, v44, v45\n"      # v48 = v300 + v301
+        "s_set_vgpr_msb 0x0501\n"
+        "v_mov_b32 v49, v44\n"              # v49 = v300
+        "s_set_vgpr_msb 0x0100\n"
+        "v_mov_b32 v50, v44\n"              # v50 = v44: the low bank is untouched
+        "s_set_vgpr_msb 0xc0\n"
+        "v_lshl_add_u32 v0, v20, 3, v21\n"  # v768 = (v20 << 3) + v21
+        "s_set_vgpr_msb 0xc030\n"
+        "v_add3_u32 v51, v22, v23, v0\n"    # v51 = v22 + v23 + v768
+        "s_set_vgpr_msb 0x3005\n"
+        "v_dual_add_nc_u32 v52, v46, v47 :: v_dual_mov_b32 v53, v46\n"  # v302 + v303, v302
+        "s_set_vgpr_msb 0x0500",
+        lambda r: {48: _r(r, 17) + _r(r, 18) + _r(r, 19), 49: _r(r, 17), 50: _r(r, 44),
+                   51: _r(r, 22) + _r(r, 23) + (_r(r, 20) << u32(3)) + _r(r, 21),
+                   52: _r(r, 20) + _r(r, 21), 53: _r(r, 20)},
+        random_bits, vgprs=1024),
+    "vgpr_msb_memory": Case(
+        "gfx1250", "s_set_vgpr_msb 0x40\n"
+        "v_lshlrev_b32 v11, 2, v0\n"        # v267 = 4 * lane
+        "s_set_vgpr_msb 0x4001\n"
+        "ds_store_b32 v11, v17\n"           # LDS[v267] = v17 (addr slot 0)
+        "s_wait_dscnt 0\n"
+        "s_set_vgpr_msb 0x0181\n"
+        "ds_load_b32 v12, v11\n"            # v524 = LDS[v267] (vdst slot 3: bank 2)
+        "s_set_vgpr_msb 0x8140\n"
+        "global_load_b32 v13, v10, s[6:7] offset:640\n"  # v269 = input register 21
+        "s_wait_loadcnt_dscnt 0\n"
+        "s_set_vgpr_msb 0x4002\n"
+        "v_mov_b32 v48, v12\n"              # v48 = v524
+        "s_set_vgpr_msb 0x0201\n"
+        "v_mov_b32 v49, v13\n"              # v49 = v269
+        "s_set_vgpr_msb 0x0100\n"
+        "v_mov_b32 v50, v12\n"              # the low v12, v13: untouched
+        "v_mov_b32 v51, v13",
+        lambda r: {48: _r(r, 17), 49: _r(r, 21), 50: np.zeros(32, u32),
+                   51: np.zeros(32, u32)},
+        random_bits, vgprs=1024, lds=128),
+    # --- ds_load_tr (gfx1250): lane l stores its 8 halves (v16-v19) at 16 * l ------------
+    "ds_load_tr": Case(
+        "gfx1250", "v_lshlrev_b32 v11, 4, v0\n"
+        "ds_store_b128 v11, v[16:19]\n"
+        "s_wait_dscnt 0\n"
+        "ds_load_tr16_b128 v[48:51], v11\n"
+        "ds_load_tr8_b64 v[52:53], v11\n"
+        "s_wait_dscnt 0",
+        lambda r: _tr_ref(r), random_bits, lds=512),
 }
+
+
+def _tr_ref(regs):
+    """AMD's description of gfx1250's ds_load_tr (ROCm blog "A Deep Dive into LDS
+    Optimizations on AMD Instinct MI450 GPUs", 2026): 4 independent groups of 8 lanes, an
+    8 x 8 transpose each; destination lane D_i of a group receives element E_i of the
+    group's source lanes. tr16_b128: the 8 source lanes of lanes 0-7 are 0-7; tr8_b64:
+    lanes 0-7 draw from 0-3 and 8-11 (lanes 8-15 from 4-7 and 12-15)."""
+    rows = np.ascontiguousarray(regs[:4].T)  # (lane, 4 dwords): what each lane stored
+    halves = rows.view(np.uint16)  # (32, 8)
+    by = rows.view(np.uint8)  # (32, 16); tr8_b64 reads the first 8 bytes
+    t16 = np.zeros((32, 8), np.uint16)
+    t8 = np.zeros((32, 8), np.uint8)
+    runs8 = [0, 1, 2, 3, 8, 9, 10, 11]
+    for d in range(32):
+        group = d & ~7
+        for j in range(8):
+            t16[d, j] = halves[group + j, d & 7]
+            src = (d & 16) + (4 if d & 8 else 0) + runs8[j]
+            t8[d, j] = by[src, d & 7]
+    w16, w8 = t16.view(u32), t8.view(u32)  # (32, 4), (32, 2)
+    return {48 + k: w16[:, k] for k in range(4)} | {52 + k: w8[:, k] for k in range(2)}
 
 
 def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) -> Case:
@@ -236,20 +315,22 @@ def _source(target: str, names: list[str]) -> str:
                      "  s_wait_kmcnt 0\n" + "\n".join(loads) + "\n  s_wait_loadcnt 0\n"
                      + "\n".join("  " + line for line in CASES[name].body.splitlines())
                      + "\n" + "\n".join(stores) + "\n  s_endpgm\n")
+        case = CASES[name]
         meta.append(f"""  - .name: {name}
     .symbol: {name}.kd
     .kernarg_segment_size: 16
-    .group_segment_fixed_size: 0
+    .group_segment_fixed_size: {case.lds}
     .private_segment_fixed_size: 0
     .kernarg_segment_align: 8
     .wavefront_size: 32
     .sgpr_count: 16
-    .vgpr_count: 64
+    .vgpr_count: {case.vgprs}
     .max_flat_workgroup_size: 32
     .args:
       - {{.offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global}}
       - {{.offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global}}""")
-        descs.append(f".p2align 6\n.amdhsa_kernel {name}\n  .amdhsa_next_free_vgpr 64\n"
+        descs.append(f".p2align 6\n.amdhsa_kernel {name}\n  .amdhsa_next_free_vgpr {case.vgprs}\n"
+                     f"  .amdhsa_group_segment_fixed_size {case.lds}\n"
                      "  .amdhsa_next_free_sgpr 16\n  .amdhsa_user_sgpr_count 2\n"
                      "  .amdhsa_user_sgpr_kernarg_segment_ptr 1\n  .amdhsa_kernarg_size 16\n"
                      "  .amdhsa_wavefront_size32 1\n.end_amdhsa_kernel")

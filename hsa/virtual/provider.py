@@ -73,8 +73,10 @@ _GIB = 1 << 30
 
 # Compute units of the real parts (ROCr's HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT): MI250X
 # (one GCD), MI300X, MI355X, Radeon RX 9070 XT (gfx1201: 64 CUs, AMD's specification);
-# other targets get 48 (a Radeon RX 7900 XTX's 96 / 2 WGPs), gfx1250 too: no CU count of
-# the MI455X is published in the sources this project reads.
+# other targets get 48 (a Radeon RX 7900 XTX's 96 / 2 WGPs), gfx1250 too: unconfirmed, no
+# CU count of the MI455X was found in AMD's announcements, LLVM's AMDGPU tables (AMDGPU.td
+# gives no CU count for any target), ROCm sources or public gfx1250 references (searched
+# 2026-12; docs/ARCHITECTURE.md says so).
 _COMPUTE_UNITS = {"gfx90a": 110, "gfx942": 304, "gfx950": 256, "gfx1201": 64}
 _DEFAULT_CUS = 48
 

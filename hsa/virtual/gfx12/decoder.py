@@ -11,6 +11,7 @@ renamed an instruction whose semantics are gfx11's (`s_add_co_u32` for `s_add_u3
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -164,6 +165,76 @@ def _decode_vopd3(word, pc: int, target: str) -> Instruction:
         literal, size = word(3) | word(4) << 32, 20
     return Instruction(pc, size, "VOPD3", 0, name, f, literal,
                        tuple(word(k) for k in range(size // 4)))
+
+
+# gfx1250's s_set_vgpr_msb: its immediate's low byte holds four 2-bit fields, bits [9:8] of
+# the VGPR number of four operand slots (src0 [1:0], src1 [3:2], src2 [5:4], dst [7:6]; the
+# high byte only records the previous mode). Which operand each slot addresses depends on
+# the encoding (LLVM's AMDGPULowerVGPREncoding pass and getVGPRLoweringOperandTables):
+# VALU src0/src1/src2/vdst; DS addr/data0/data1/vdst; FLAT/GLOBAL/SCRATCH vaddr/vdata/-/vdst;
+# buffers vaddr/-/-/vdata; VOPD both halves' src0/vsrc1/vsrc2/vdst; a literal in the second
+# source (fmamk) shifts the next source into slot 2. The mode lasts until the next
+# s_set_vgpr_msb; LLVM's ABI has it zero at entry.
+_MSB_SLOTS = {
+    "DS": ("addr", "data0", "data1", "vdst"),
+    "FLAT": ("addr", "data", None, "vdst"), "GLOBAL": ("addr", "data", None, "vdst"),
+    "SCRATCH": ("addr", "data", None, "vdst"),
+    "MUBUF": ("vaddr", None, None, "vdata"), "MTBUF": ("vaddr", None, None, "vdata"),
+}
+_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3P")
+_SGPR_DEST = ("v_cmp", "v_readlane_b32", "v_readfirstlane_b32")  # vdst names an SGPR
+_OPERAND_CODES = ("src0", "src1", "src2", "vsrc1", "src0x", "src0y", "vsrc1x", "vsrc1y")
+
+
+def _banked(f: dict, key: str, bank: int) -> None:
+    """Add `bank` * 256 to the VGPR in field `key` (an operand code for sources: only VGPR
+    codes move; a raw VGPR number otherwise)."""
+    if not bank or key not in f:
+        return
+    if key in _OPERAND_CODES:
+        if f[key] >= VGPR0:
+            f[key] += 256 * bank
+    else:
+        f[key] += 256 * bank
+
+
+def apply_vgpr_msb(inst: Instruction, msb: int) -> Instruction | None:
+    """`inst` as it executes under s_set_vgpr_msb mode `msb` (VGPR numbers 256 and up), or
+    None where its encoding is not modelled here (DPP sources, images)."""
+    bank = [(msb >> (2 * k)) & 3 for k in range(4)]
+    f = dict(inst.f)
+    enc, name = inst.encoding, inst.name
+    if enc in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM"):
+        return inst
+    if enc in _MSB_SLOTS:
+        for key, b in zip(_MSB_SLOTS[enc], bank, strict=True):
+            if key is not None:
+                _banked(f, key, b)
+    elif enc in _VALU:
+        if "dpp" in f and bank[0]:
+            return None
+        fmamk = name.startswith(("v_fmamk_", "v_madmk_"))
+        src1 = "src1" if enc in ("VOP3", "VOP3P") else "vsrc1"
+        for key, b in zip(("src0", None if fmamk else src1, src1 if fmamk else "src2",
+                           None if name.startswith(_SGPR_DEST) else "vdst"), bank,
+                          strict=True):
+            if key is not None:
+                _banked(f, key, b)
+    elif enc in ("VOPD", "VOPD3"):
+        tables = opcode_tables("gfx1250")[enc + "X"], opcode_tables("gfx1250")[enc + "Y"]
+        for half, table, op in (("x", tables[0], f["opx"]), ("y", tables[1], f["opy"])):
+            fmamk = table.get(op, {}).get("name", "").startswith("v_dual_fmamk")
+            lanemask = table.get(op, {}).get("name", "") in ("v_dual_cndmask_b32",
+                                                            "v_dual_bitop2_b32")
+            src2 = None if enc == "VOPD" or lanemask else "vsrc2" + half
+            keys = ("src0" + half, None if fmamk else "vsrc1" + half,
+                    "vsrc1" + half if fmamk else src2, "vdst" + half)
+            for key, b in zip(keys, bank, strict=True):
+                if key is not None:
+                    _banked(f, key, b)
+    else:
+        return None
+    return dataclasses.replace(inst, f=f)
 
 
 def decode_all(code: bytes, base: int, target: str = "gfx1201") -> list[Instruction]:

@@ -59,6 +59,16 @@ GFX1250_ONLY = [
     "v_wmma_f32_16x16x32_bf16 v[0:7], v[8:15], v[16:23], v[0:7]",
     "v_wmma_f32_16x16x32_f16 v[0:7], v[8:15], v[16:23], 0",
     "v_mov_b64 v[0:1], v[2:3]",
+    # transposing loads (LDS and global) and the VGPR bank select of 1024-VGPR waves
+    "ds_load_tr16_b128 v[0:3], v4",
+    "ds_load_tr8_b64 v[0:1], v4",
+    "ds_load_tr4_b64 v[0:1], v4",
+    "ds_load_tr6_b96 v[0:2], v4",
+    "global_load_tr16_b128 v[0:3], v[4:5], off",
+    "global_load_tr8_b64 v[0:1], v[4:5], off",
+    "global_load_tr4_b64 v[0:1], v[4:5], off",
+    "global_load_tr6_b96 v[0:2], v[4:5], off",
+    "s_set_vgpr_msb 0x41",
 ]
 # VOPD Y ops gfx1250 adds (LLVM's VOPDYOnlyPseudosGFX1250), beside X = v_dual_mov_b32
 GFX1250_VOPDY = ["v_dual_sub_nc_u32", "v_dual_lshrrev_b32", "v_dual_ashrrev_i32",

@@ -5,7 +5,10 @@ What the core (written for gfx11) lacks and gfx12 code uses:
   v_dual_cndmask_b32, v_dual_bitop2_b32, 64-bit float X ops) and the VOPD Y ops gfx1250
   adds (sub_nc_u32, lshrrev/ashrrev, max/min_i32): both forms run through `compile_dual`;
 - gfx1250's packed fp32 (v_pk_add_f32 / v_pk_mul_f32 / v_pk_fma_f32) on register pairs;
-- s_barrier_signal_isfirst and gfx1250's HW_REG_IB_STS2 (cluster status and flat id).
+- s_barrier_signal_isfirst and gfx1250's HW_REG_IB_STS2 (cluster status and flat id);
+- gfx1250's s_set_vgpr_msb (the VGPR bank of 1024-VGPR waves: a control op that switches
+  the wave to instructions compiled with the bank bits, decoder.apply_vgpr_msb);
+- gfx1250's transposing LDS loads ds_load_tr16_b128 and ds_load_tr8_b64 (`tr_sources`).
 Everything else goes to the core's `compile_instruction`.
 """
 
@@ -16,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.virtual.isa import executor as core
+from hsa.virtual.isa import mem
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 from hsa.virtual.isa.valu import _fma
@@ -250,9 +254,73 @@ def compile_getreg(inst: d.Instruction) -> Callable | None:
     return run
 
 
+# --- gfx1250 transposing LDS loads ------------------------------------------------------------
+def tr_sources(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(source lane, source element) of element r of destination lane l, as (32, 8) arrays,
+    for gfx1250's ds_load_tr16_b128 and ds_load_tr8_b64. Each lane reads 8 contiguous
+    elements (128 or 64 bits) from its own LDS address; the hardware then exchanges them
+    within groups of 8 lanes as an 8 x 8 transpose: destination lane l receives element
+    l % 8 of each of 8 source lanes. AMD's description ("A Deep Dive into LDS Optimizations
+    on AMD Instinct MI450 GPUs", ROCm blog, 2026, Part I, figures 1 and 4): for tr16_b128
+    the 8 source lanes of destination lanes 8g..8g+7 are 8g..8g+7 (element r from lane
+    8g + r); for tr8_b64 each group draws from two runs of 4 lanes (lanes 0-7 from 0-3 and
+    8-11; the lane basis 8 selects source lane 4, the element basis 4 source lane 8)."""
+    lane = np.arange(32)[:, None]
+    r = np.arange(8)[None, :]
+    if name == "ds_load_tr16_b128":
+        src = (lane & ~7) | r
+    else:  # ds_load_tr8_b64
+        src = (lane & 16) | (((lane >> 3) & 1) << 2) | (r & 3) | (((r >> 2) & 1) << 3)
+    return np.broadcast_to(src, (32, 8)), np.broadcast_to(lane & 7, (32, 8))
+
+
+_TR_LOADS = {"ds_load_tr16_b128": (16, 4), "ds_load_tr8_b64": (8, 2)}  # element bits, dwords
+
+
+def compile_ds_load_tr(inst: d.Instruction) -> Callable:
+    bits, nw = _TR_LOADS[inst.name]
+    f = inst.f
+    offset = f["offset0"] | (f["offset1"] << 8)
+    src_lane, src_elem = tr_sources(inst.name)
+    dtype = np.uint16 if bits == 16 else np.uint8
+
+    def run(g: WaveGroup, ctx) -> None:
+        if g.lanes != 32:
+            raise ValueError(f"{inst.name} exchanges data across a wave32 wave")
+        idx = mem._active(g)
+        space, addr = ctx.lds_space(g, inst, mem._sel(g.v[f["addr"]], idx), idx)
+        got = space.gather_words(addr + offset, nw)
+        full = np.zeros((g.count * 32, nw), u32)  # inactive lanes supply zeros
+        if idx is None:
+            full[:] = got
+        else:
+            full[idx] = got
+        elems = np.ascontiguousarray(full).view(dtype).reshape(g.count, 32, 8)
+        out = np.ascontiguousarray(elems[:, src_lane, src_elem]).view(u32).reshape(-1, nw)
+        for k in range(nw):
+            mem._put(g, f["vdst"] + k, idx, out[:, k] if idx is None else out[idx, k])
+
+    return run
+
+
+def compile_set_vgpr_msb(inst: d.Instruction) -> Callable:
+    """s_set_vgpr_msb imm16: the low byte is the new VGPR bank select of the wave (see
+    decoder.apply_vgpr_msb); the instructions after it are compiled under that mode
+    (Program.cache_for). A control op, so the executor picks the mode's cache up."""
+    mode, nxt = inst.f["simm16"] & 0xFF, inst.pc + inst.size
+
+    def run(g: WaveGroup) -> int:
+        g.vgpr_msb = mode
+        return nxt
+
+    return run
+
+
 def compile_instruction(inst: d.Instruction) -> core.Compiled:
     """Family.compile for gfx12: gfx12-only semantics first, else the core's."""
     fn = None
+    if inst.name == "s_set_vgpr_msb":
+        return core.Compiled(inst, core.CONTROL, compile_set_vgpr_msb(inst))
     if inst.encoding == "VOPD3":
         fn = compile_dual(inst)
         if fn is None:
@@ -268,9 +336,12 @@ def compile_instruction(inst: d.Instruction) -> core.Compiled:
         fn = run_barrier_signal_isfirst
     elif inst.name == "s_getreg_b32":
         fn = compile_getreg(inst)
+    elif inst.encoding == "DS" and inst.name in _TR_LOADS:
+        return core.Compiled(inst, core.MEMORY, compile_ds_load_tr(inst))
     if fn is not None:
         return core.Compiled(inst, core.SIMPLE, fn)
     return core.compile_instruction(inst)
 
 
-__all__ = ["DUAL_OPS", "compile_dual", "compile_instruction", "compile_pk_f32"]
+__all__ = ["DUAL_OPS", "compile_dual", "compile_ds_load_tr", "compile_instruction",
+           "compile_pk_f32", "compile_set_vgpr_msb", "tr_sources"]

@@ -102,6 +102,10 @@ class Family:
     # architected SGPRs (gfx12): writes the TTMP registers of each wave, called with
     # (s rows of the waves, dispatch, workgroup x, y, z of each wave, wave index in its group)
     init_sgprs: Callable | None = None
+    # gfx1250's s_set_vgpr_msb: (decoded instruction, mode) -> the instruction with the
+    # mode's VGPR bank bits added to its VGPR operands, or None where the family cannot
+    # apply them to that encoding (see WaveGroup.vgpr_msb)
+    vgpr_msb: Callable[[d.Instruction, int], d.Instruction | None] | None = None
 
 
 @dataclass
@@ -113,17 +117,31 @@ class Program:
     code: tuple[int, ...]
     cache: dict[int, Compiled] = field(default_factory=dict)
     code_base: int = 0  # the loaded code object's vaddr 0: PCs in messages are offsets from it
+    # the instructions compiled under a non-zero VGPR bank select (s_set_vgpr_msb), by mode
+    mode_caches: dict[int, dict[int, Compiled]] = field(default_factory=dict)
 
-    def at(self, pc: int) -> Compiled:
-        c = self.cache.get(pc)
+    def cache_for(self, msb: int) -> dict[int, Compiled]:
+        return self.cache if msb == 0 else self.mode_caches.setdefault(msb, {})
+
+    def at(self, pc: int, msb: int = 0) -> Compiled:
+        cache = self.cache_for(msb)
+        c = cache.get(pc)
         if c is None:
             index = (pc - self.start) // 4
             if index < 0 or index >= len(self.code):
                 inst = d.Instruction(pc, 4, "UNKNOWN", 0, "<outside code>", {}, None, (0,))
             else:
                 inst = self.family.decode_one(self.code, index, pc)
-            c = (self.family.compile or compile_instruction)(inst)
-            self.cache[pc] = c
+            banked = inst
+            if msb and inst.name not in ("<unknown>", "<outside code>"):
+                banked = (self.family.vgpr_msb(inst, msb) if self.family.vgpr_msb
+                          else None)
+            if banked is None:
+                c = Compiled(inst, SIMPLE, None, f"VGPR bank select 0x{msb:02x} "
+                             f"(s_set_vgpr_msb) on a {inst.encoding} instruction")
+            else:
+                c = (self.family.compile or compile_instruction)(banked)
+            cache[pc] = c
         return c
 
 
@@ -533,11 +551,11 @@ class Executor:
 
     @staticmethod
     def _merge(groups: list[WaveGroup]) -> list[WaveGroup]:
-        by_pc: dict[tuple[int, bool], list[WaveGroup]] = {}
+        by_pc: dict[tuple[int, bool, int], list[WaveGroup]] = {}
         for g in groups:
-            by_pc.setdefault((g.pc, g.waiting), []).append(g)
+            by_pc.setdefault((g.pc, g.waiting, g.vgpr_msb), []).append(g)
         out = []
-        for (_, waiting), gs in by_pc.items():
+        for (_, waiting, _msb), gs in by_pc.items():
             m = gs[0] if len(gs) == 1 else WaveGroup.merge(gs)
             m.waiting = waiting
             out.append(m)
@@ -558,11 +576,11 @@ class Executor:
 
     def _steps(self, g: WaveGroup, prog: Program, ctx: BatchContext, others: list[WaveGroup],
                min_other: int | None, steps_done: list[int]) -> list[WaveGroup]:
-        cache = prog.cache
+        cache = prog.cache_for(g.vgpr_msb)
         steps = 0
         try:
             while True:
-                c = cache.get(g.pc) or prog.at(g.pc)
+                c = cache.get(g.pc) or prog.at(g.pc, g.vgpr_msb)
                 if c.fn is None:
                     raise self._illegal(c, ctx)
                 steps += 1
@@ -576,6 +594,7 @@ class Executor:
                         g.pc += c.size
                         continue
                     result = c.fn(g)
+                    cache = prog.cache_for(g.vgpr_msb)  # s_set_vgpr_msb is a control op
                 except HsaError:
                     raise
                 except TrapRaised as e:  # what ROCr reports for a wave that traps

@@ -83,7 +83,7 @@ class WaveGroup:
     """Waves that execute in lockstep at one program counter."""
 
     __slots__ = ("s", "v", "scc", "waves", "pc", "_exec", "_exec_all", "done", "waiting",
-                 "lanes", "memo")
+                 "lanes", "memo", "vgpr_msb")
 
     def __init__(self, s: np.ndarray, v: np.ndarray, scc: np.ndarray, waves: np.ndarray,
                  pc: int) -> None:
@@ -100,6 +100,9 @@ class WaveGroup:
         # values that depend only on which waves are in the group (per-lane LDS bases...),
         # computed once by whoever needs them; a split or merge makes a new group
         self.memo: dict = {}
+        # gfx1250's VGPR bank select (s_set_vgpr_msb): 2 bits each for src0, src1, src2 and
+        # the destination, [7:0]; zero on entry (LLVM's ABI), zero on other families
+        self.vgpr_msb = 0
 
     @property
     def count(self) -> int:
@@ -253,8 +256,10 @@ class WaveGroup:
 
     # --- split / merge ---------------------------------------------------------------------
     def take(self, select: np.ndarray, pc: int) -> WaveGroup:
-        return WaveGroup(self.s[select], np.ascontiguousarray(self.v[:, select]),
-                         self.scc[select], self.waves[select], pc)
+        g = WaveGroup(self.s[select], np.ascontiguousarray(self.v[:, select]),
+                      self.scc[select], self.waves[select], pc)
+        g.vgpr_msb = self.vgpr_msb
+        return g
 
     @staticmethod
     def merge(groups: list[WaveGroup]) -> WaveGroup:
@@ -262,4 +267,5 @@ class WaveGroup:
                       np.concatenate([x.v for x in groups], axis=1),
                       np.concatenate([x.scc for x in groups]),
                       np.concatenate([x.waves for x in groups]), groups[0].pc)
+        g.vgpr_msb = groups[0].vgpr_msb  # the scheduler merges groups of one mode only
         return g
