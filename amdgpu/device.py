@@ -23,6 +23,7 @@ from hsa.virtual.topology import compact_gpus, expand_gpus
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
 VIRTUAL_NODE_ENV = "AMDGPU_VIRTUAL_NODE"  # e.g. "8xgfx942": what plain amdgpu:virtual opens
+EMULATED_NODE_ENV = "AMDGPU_EMULATED_NODE"  # e.g. "4xgfx90a": what plain amdgpu:emulated opens
 DEFAULT_EMULATED_GPU = "gfx90a"
 STAGING_MIN = 64 << 10  # async transfers' staging buffers: the smallest kept
 STAGING_CACHE = 64 << 20  # bytes of idle staging a device keeps for reuse
@@ -56,7 +57,9 @@ class DeviceSpec:
         if self.provider == "rocr":
             return f"amdgpu:{which}"
         if self.provider == "emulated":
-            default = self.gpus == (DEFAULT_EMULATED_GPU,)
+            if len(self.gpus) > 1 and self.gpus != default_emulated_gpus():
+                return f"amdgpu:emulated:{compact_gpus(self.gpus)}:{which}"
+            default = self.gpus == default_emulated_gpus()
             head = "amdgpu:emulated" if default else f"amdgpu:emulated:{self.gpus[0]}"
             return head if which == "0" else f"{head}:{which}"
         if self.gpus == default_virtual_gpus():
@@ -72,6 +75,17 @@ def default_virtual_gpus() -> tuple[str, ...]:
     text = os.environ.get(VIRTUAL_NODE_ENV, "").strip().lower()
     if not text:
         return DEFAULT_VIRTUAL_GPUS
+    return tuple(expand_gpus(text.split(",")))
+
+
+def default_emulated_gpus() -> tuple[str, ...]:
+    """The GPU nodes of plain `amdgpu:emulated`: one gfx90a, or the node AMDGPU_EMULATED_NODE
+    names ("4xgfx90a")."""
+    import os
+
+    text = os.environ.get(EMULATED_NODE_ENV, "").strip().lower()
+    if not text:
+        return (DEFAULT_EMULATED_GPU,)
     return tuple(expand_gpus(text.split(",")))
 
 

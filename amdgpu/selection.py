@@ -10,6 +10,7 @@ Spec forms:
     amdgpu, amdgpu:N                      ROCr GPU agent N (hsa.rocr)
     amdgpu:virtual, amdgpu:virtual:N      the default virtual system (one gfx1100), agent N
     amdgpu:emulated, amdgpu:emulated:gfx90a  real ROCr over the emulated AMD driver (hsa.emulated)
+    amdgpu:emulated:4xgfx90a[:N|:GPU-<uuid>]  ... with 4 GPU nodes (XGMI links), agent N
     amdgpu:virtual:GPUS[:N]               a virtual system of GPUS (comma-separated target
                                           names, e.g. gfx1100,gfx1100, or a count: 8xgfx942,
                                           an MI300X-like node with XGMI links), agent N
@@ -17,7 +18,8 @@ Spec forms:
                                           (HSA_AMD_AGENT_INFO_UUID; `hwlab devices` lists them)
     vulkan, vulkan:N                      Vulkan physical device N
 
-AMDGPU_VIRTUAL_NODE=8xgfx942 makes plain `amdgpu:virtual` that node (default: one gfx1100).
+AMDGPU_VIRTUAL_NODE=8xgfx942 makes plain `amdgpu:virtual` that node (default: one gfx1100),
+AMDGPU_EMULATED_NODE=4xgfx90a plain `amdgpu:emulated` (default: one gfx90a).
 ROCR_VISIBLE_DEVICES (ordinals or UUIDs) hides and orders GPUs: ROCr applies it itself, the
 virtual system the same way; N counts the visible agents.
 """
@@ -28,7 +30,13 @@ import os
 import re
 from typing import Any
 
-from amdgpu.device import DEFAULT_EMULATED_GPU, Device, DeviceSpec, default_virtual_gpus
+from amdgpu.device import (
+    DEFAULT_EMULATED_GPU,
+    Device,
+    DeviceSpec,
+    default_emulated_gpus,
+    default_virtual_gpus,
+)
 from amdgpu.errors import AmdgpuError, DeviceError
 from amdgpu.report import DeviceReport
 from hsa.virtual.topology import MAX_GPUS, compact_gpus, expand_gpus
@@ -38,10 +46,10 @@ DRIVER_ENV = "AMDGPU_DRIVER"
 VALID_FORMS = (
     "amdgpu, amdgpu:N, amdgpu:GPU-<uuid>, amdgpu:virtual, amdgpu:virtual:N, "
     "amdgpu:virtual:gfx1100[,gfx1100...][:N], amdgpu:virtual:8xgfx942[:N|:GPU-<uuid>], "
-    "amdgpu:emulated[:gfx90a][:N], vulkan, vulkan:N"
+    "amdgpu:emulated[:gfx90a|:4xgfx90a][:N|:GPU-<uuid>], vulkan, vulkan:N"
 )
 
-_TARGET_RE = re.compile(r"^gfx[0-9a-f]+$")
+EMULATED_MAX_GPUS = 16  # hsa/emulated/thunk/hsakmt_emu.c's MAX_GPUS
 _COUNTED_RE = re.compile(r"^([1-9][0-9]*x)?gfx[0-9a-f]+$")
 _UUID_RE = re.compile(r"^gpu-[0-9a-f]{1,16}$")
 
@@ -81,13 +89,20 @@ def parse_spec(spec: str) -> DeviceSpec:
         return DeviceSpec("hsa", "rocr", index=0)
     if rest[0] == "emulated":  # one emulated system per process
         rest = rest[1:]
-        isa = DEFAULT_EMULATED_GPU
-        if rest and _TARGET_RE.match(rest[0]):
-            isa, rest = rest[0], rest[1:]
+        node = default_emulated_gpus()
+        if rest and _COUNTED_RE.match(rest[0]):
+            node, rest = tuple(expand_gpus([rest[0]])), rest[1:]
         if len(rest) > 1:
             raise _unknown(spec)
+        if len(node) > EMULATED_MAX_GPUS:
+            raise DeviceError(f"device spec {spec!r} asks for {len(node)} GPUs: the emulated "
+                              f"driver exposes at most {EMULATED_MAX_GPUS}")
         index, uuid = _which(rest[0], spec) if rest else (0, "")
-        return DeviceSpec("hsa", "emulated", (isa,), index, uuid)
+        if index >= len(node):
+            raise DeviceError(
+                f"device spec {spec!r} asks for agent {index} of an emulated node with "
+                f"{len(node)} GPU(s): use an index below {len(node)}")
+        return DeviceSpec("hsa", "emulated", node, index, uuid)
     if rest[0] != "virtual":
         if len(rest) > 1:
             raise _unknown(spec)

@@ -10,7 +10,15 @@ Reuse follows the timeline. A block given back (`release`) carries the lanes' su
 values at that moment; it returns to its free list only once every lane has completed them,
 so work submitted before the free can still use the memory. Lanes' values only grow, so the
 queue of released blocks is in completion order: `take` moves blocks over from its head and
-stops at the first one still in use. Slabs are freed when the allocator closes.
+stops at the first one still in use.
+
+Slabs go back to the pool early. A slab whose every block is free (given back and past its
+timeline points, so no submitted work can touch it) is an empty slab; each size class keeps
+`spare_slabs` of them (1 by default, so a buffer allocated and freed over and over at a
+slab's edge does not make an HSA call each time) and frees the others at once
+(`hsa_amd_memory_pool_free`). Released blocks still waiting for the GPU are looked at on
+every `take` and on `trim()`, which the device calls from `synchronize`. Whatever is left is
+freed when the allocator closes.
 """
 
 from __future__ import annotations
@@ -58,9 +66,12 @@ class SlabAllocator:
         *,
         max_block: int = MAX_BLOCK,
         slab_bytes: int = SLAB_BYTES,
+        spare_slabs: int = 1,
     ):
         if max_block > slab_bytes:
             raise ValueError("a block must fit in a slab")
+        if spare_slabs < 0:
+            raise ValueError("spare_slabs counts empty slabs kept per size class: 0 or more")
         self._allocate = allocate
         self._free = free
         self._lanes = lanes
@@ -72,6 +83,11 @@ class SlabAllocator:
         self.slabs: list[int] = []
         self.slab_set: set[int] = set()
         self.taken = 0  # blocks handed out and not given back
+        self.spare_slabs = spare_slabs
+        self._busy: dict[int, int] = {}  # slab base -> its blocks not on a free list
+        self._size_of: dict[int, int] = {}  # slab base -> its size class
+        self._empty: dict[int, list[int]] = collections.defaultdict(list)  # class -> slabs
+        self.returned = 0  # slabs given back to the pool before close
 
     def fits(self, nbytes: int) -> bool:
         return 0 < nbytes <= self.max_block
@@ -86,7 +102,12 @@ class SlabAllocator:
             if not free:
                 self._grow(size)
             self.taken += 1
-            return free.pop()
+            block = free.pop()
+            busy = self._busy[block.base]
+            if busy == 0:
+                self._empty[size].remove(block.base)
+            self._busy[block.base] = busy + 1
+            return block
 
     def release(self, block: Block) -> None:
         """Give `block` back; it is reused after the work submitted so far completes."""
@@ -94,7 +115,8 @@ class SlabAllocator:
         with self._lock:
             self.taken -= 1
             if all(ln.completed() >= value for ln, value in marks):
-                self._free_blocks[block.size].append(block)
+                self._put_back(block)
+                self._return_empty()
             else:
                 self._released.append((block, marks))
 
@@ -102,21 +124,51 @@ class SlabAllocator:
         """Give back a block that no submitted work uses (a dropped buffer, reaped)."""
         with self._lock:
             self.taken -= 1
-            self._free_blocks[block.size].append(block)
+            self._put_back(block)
+            self._return_empty()
+
+    def trim(self) -> None:
+        """Move released blocks the lanes have passed to their free lists and give back the
+        empty slabs beyond the spares (the device calls this from synchronize)."""
+        with self._lock:
+            self._collect()
+
+    def _put_back(self, block: Block) -> None:
+        self._free_blocks[block.size].append(block)
+        busy = self._busy[block.base] - 1
+        self._busy[block.base] = busy
+        if busy == 0:
+            self._empty[block.size].append(block.base)
 
     def _collect(self) -> None:
         released = self._released
         while released:
             block, marks = released[0]
             if not all(ln.completed() >= value for ln, value in marks):
-                return  # later releases carry values at least as high: none is done either
+                break  # later releases carry values at least as high: none is done either
             released.popleft()
-            self._free_blocks[block.size].append(block)
+            self._put_back(block)
+        self._return_empty()
+
+    def _return_empty(self) -> None:
+        """Free the empty slabs of each size class beyond `spare_slabs` (the oldest stay)."""
+        for size, empty in self._empty.items():
+            while len(empty) > self.spare_slabs:
+                base = empty.pop()
+                self._free_blocks[size] = [b for b in self._free_blocks[size] if b.base != base]
+                self.slabs.remove(base)
+                self.slab_set.discard(base)
+                del self._busy[base], self._size_of[base]
+                self._free(base)
+                self.returned += 1
 
     def _grow(self, size: int) -> None:
         base = self._allocate(self.slab_bytes)
         self.slabs.append(base)
         self.slab_set.add(base)
+        self._busy[base] = 0
+        self._size_of[base] = size
+        self._empty[size].append(base)
         # handed out from the slab's start: pop() takes from the end of the list
         self._free_blocks[size].extend(
             Block(base + off, size, base)
@@ -130,6 +182,9 @@ class SlabAllocator:
             self.slab_set.clear()
             self._free_blocks.clear()
             self._released.clear()
+            self._busy.clear()
+            self._size_of.clear()
+            self._empty.clear()
         for base in slabs:
             self._free(base)
 
@@ -140,4 +195,5 @@ class SlabAllocator:
                 "slab_bytes": len(self.slabs) * self.slab_bytes,
                 "blocks_in_use": self.taken,
                 "blocks_waiting_for_gpu": len(self._released),
+                "slabs_returned": self.returned,
             }

@@ -1,16 +1,21 @@
 """Sub-allocation of small buffers against one HSA allocation each, same run (issue 20).
 
-    python benchmarks/bench_suballoc.py [--device amdgpu:virtual] [--count 10000]
+    python benchmarks/bench_suballoc.py [--device amdgpu:virtual] [--count 10000] [--repeat 3]
 
-For each size, `count` buffers are allocated then freed: once on a device that cuts them
-from slabs (suballocate=64 KiB: the default on ROCr), once on a device opened with
-suballocate=0 (one hsa_amd_memory_pool_allocate / _free per buffer, the baseline).
-Prints the cost per buffer (allocate + free), the HSA calls made, and the ratio.
+For each size, `count` buffers are allocated then freed, `repeat` times: on a device that
+cuts them from slabs (suballocate=64 KiB: the default on ROCr) and gives empty slabs back to
+the pool beyond one spare per size class (the policy), on the same kind of device that keeps
+every slab until close (what the sub-allocator did before empty slabs were returned), and
+on a device opened with suballocate=0 (one hsa_amd_memory_pool_allocate / _free per buffer,
+the baseline). Prints the cost per buffer (allocate + free; best and median of the repeats),
+the HSA calls made in the last repeat (allocations and frees), and the ratio of medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import sys
 import time
 
 import amdgpu
@@ -48,16 +53,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="amdgpu:virtual")
     ap.add_argument("--count", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     with amdgpu.open(args.device, suballocate=64 << 10) as slabs, \
+            amdgpu.open(args.device, suballocate=64 << 10) as keep, \
             amdgpu.open(args.device, suballocate=0) as direct:
-        print(f"{slabs.spec} ({slabs.name}): {args.count} buffers allocated then freed")
+        keep._slab_allocator(keep.buffer_pool).spare_slabs = sys.maxsize  # never returns
+        print(f"{slabs.spec} ({slabs.name}): {args.count} buffers allocated then freed, "
+              f"best / median of {args.repeat} (us per buffer), HSA calls of the last repeat")
         for nbytes in (64, 1024, 16 << 10, 64 << 10):
-            s_us, s_calls = measure(slabs, nbytes, args.count)
-            d_us, d_calls = measure(direct, nbytes, args.count)
-            print(f"  {nbytes:6d} B  slabs {s_us * 1e6:7.2f} us/buffer ({s_calls:5d} HSA calls)"
-                  f"   one allocation each {d_us * 1e6:7.2f} us/buffer ({d_calls:5d} HSA "
-                  f"calls)   x{d_us / s_us:5.1f}")
+            rows = {}
+            for name, dev in (("slabs", slabs), ("keep", keep), ("direct", direct)):
+                runs = [measure(dev, nbytes, args.count) for _ in range(args.repeat)]
+                times = [t for t, _ in runs]
+                rows[name] = (min(times), statistics.median(times), runs[-1][1])
+            text = "   ".join(f"{name} {b * 1e6:7.2f} / {m * 1e6:7.2f} ({c:5d} calls)"
+                              for name, (b, m, c) in rows.items())
+            ratio = rows["direct"][1] / rows["slabs"][1]
+            print(f"  {nbytes:6d} B  {text}   direct/slabs x{ratio:5.1f}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-"""Several GPUs of one node, pinned numpy arrays and small buffers (issue 20)."""
+"""Several GPUs of one node, pinned numpy arrays and small buffers (issue 20).
+
+`python examples/multi_gpu.py [NODE]`: the virtual 8 x gfx942 node by default; the same code
+runs on the real ROCr over the emulated driver with `amdgpu:emulated:4xgfx90a`."""
+
+import sys
 
 import numpy as np
 
 import amdgpu
 
-node = "amdgpu:virtual:8xgfx942"  # an MI300X-like node; on ROCr: amdgpu:0, amdgpu:1, ...
+node = sys.argv[1] if len(sys.argv) > 1 else "amdgpu:virtual:8xgfx942"  # on ROCr: amdgpu
 d0 = amdgpu.open(node + ":0", suballocate=64 << 10)  # slabs: ROCr's default, opt-in here
 d1 = amdgpu.open(node + ":1")
 print(d0.uuid, "->", d1.uuid, [(h.link_type.name, h.numa_distance) for h in d0.links(d1)])

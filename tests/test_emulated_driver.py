@@ -66,6 +66,24 @@ def test_event_and_queue_rules_from_c(thunk, tmp_path):
     assert all(line.startswith("ok ") for line in lines), run.stdout
 
 
+def test_several_gpu_nodes_topology_from_c(thunk, tmp_path):
+    """AMDGPU_EMULATED_GPUS=3: the nodes, io links, UUIDs, per-node queues and node maps
+    ROCr's BuildTopology and memory regions read (tests/c/thunk_topology.c)."""
+    exe = tmp_path / "thunk_topology"
+    subprocess.run(["gcc", "-O1", "-Wall", "-o", str(exe), str(HERE / "c" / "thunk_topology.c"),
+                    f"-L{thunk.parent}", "-l:libhsakmt.so.1", "-lpthread",
+                    f"-Wl,-rpath,{thunk.parent}"], check=True, capture_output=True)
+    env = dict(os.environ, AMDGPU_EMULATED_GPUS="3", AMDGPU_EMULATED="0",
+               AMDGPU_EMULATED_DETACH_MS="300")
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and len(lines) >= 18, run.stdout + run.stderr
+    assert all(line.startswith("ok ") for line in lines), run.stdout
+    env["AMDGPU_EMULATED_GPUS"] = "17"  # more than the thunk offers: OpenKFD says so
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode != 0 and "AMDGPU_EMULATED_GPUS" in run.stderr and "1..16" in run.stderr
+
+
 # --- bad input: one line with the cause --------------------------------------------------
 def test_unsupported_isa_is_one_line():
     with pytest.raises(HsaUnavailable) as info:

@@ -1,9 +1,20 @@
 """Several GPU agents of one system (issue 20): a virtual MI300X-like node (8 x gfx942,
 XGMI links), selection by ordinal and UUID, ROCR_VISIBLE_DEVICES, link facts from
 hsa_amd_agent_memory_pool_get_info, peer access and device-to-device copies on the copy
-engine without a host bounce."""
+engine without a host bounce.
+
+The tests taking `node` run twice: on the virtual node and on the emulated driver with four
+GPU nodes (`amdgpu:emulated:4xgfx90a`), where Debian's real ROCr 5.2.3 reads the thunk's
+topology, applies ROCR_VISIBLE_DEVICES itself and copies between GPUs with its blit
+kernels on the emulated gfx90a."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +28,36 @@ from hsa.virtual import VirtualProvider
 
 pytestmark = pytest.mark.hsa_virtual
 NODE = "amdgpu:virtual:8xgfx942"
+EMULATED_NODE = "amdgpu:emulated:4xgfx90a"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _emulated_or_skip() -> None:
+    from hsa.emulated import runs_kernels, unavailable_reason
+
+    why = unavailable_reason() or ("" if runs_kernels() else "no gfx9 executor")
+    if why:
+        pytest.skip(f"amdgpu:emulated: {why}")
+
+
+@pytest.fixture(params=[NODE, EMULATED_NODE], ids=["virtual", "emulated"])
+def node(request) -> str:
+    if request.param == EMULATED_NODE:
+        _emulated_or_skip()
+    return request.param
+
+
+def _gpus(node: str) -> int:
+    return int(node.rsplit(":", 1)[1].split("x")[0])
+
+
+def _system(node: str):
+    """The node's provider itself (ROCr over the emulated driver, or the virtual system)."""
+    if node == EMULATED_NODE:
+        from hsa.emulated import EmulatedProvider
+
+        return EmulatedProvider(gpus=4)
+    return VirtualProvider(gpus=("8xgfx942",))
 
 
 def test_node_specs_parse_counts_ordinals_and_uuids(monkeypatch):
@@ -34,34 +75,59 @@ def test_node_specs_parse_counts_ordinals_and_uuids(monkeypatch):
     assert str(parse_spec("amdgpu:virtual:2")) == "amdgpu:virtual:2"
     monkeypatch.delenv("AMDGPU_VIRTUAL_NODE")
     assert parse_spec("amdgpu:virtual").gpus == ("gfx1100",)  # the default stays one GPU
+    assert parse_spec(EMULATED_NODE + ":3") == DeviceSpec("hsa", "emulated", ("gfx90a",) * 4, 3)
+    assert str(parse_spec(EMULATED_NODE + ":3")) == EMULATED_NODE + ":3"
+    assert parse_spec(EMULATED_NODE + ":GPU-656d").uuid == "GPU-656d"
+    with pytest.raises(DeviceError, match="at most 16"):
+        parse_spec("amdgpu:emulated:17xgfx90a")
+    with pytest.raises(DeviceError, match="index below 4"):
+        parse_spec(EMULATED_NODE + ":4")
+    monkeypatch.setenv("AMDGPU_EMULATED_NODE", "2xgfx90a")
+    assert parse_spec("amdgpu:emulated:1").gpus == ("gfx90a",) * 2
+    assert str(parse_spec("amdgpu:emulated:1")) == "amdgpu:emulated:1"
+    monkeypatch.delenv("AMDGPU_EMULATED_NODE")
+    assert parse_spec("amdgpu:emulated") == DeviceSpec("hsa", "emulated", ("gfx90a",), 0)
+    assert str(parse_spec("amdgpu:emulated:gfx90a")) == "amdgpu:emulated"
 
 
-def test_every_agent_by_ordinal_and_by_uuid():
-    with VirtualProvider(gpus=("8xgfx942",)) as p:
+def test_every_agent_by_ordinal_and_by_uuid(node):
+    n = _gpus(node)
+    with _system(node) as p:
         uuids = [a.uuid for a in p.gpu_agents()]
-    assert len(set(uuids)) == 8 and all(u.startswith("GPU-") and len(u) == 20 for u in uuids)
-    with amdgpu.open(NODE + ":5") as d5, amdgpu.open(NODE + ":" + uuids[5]) as by_uuid:
-        assert d5.uuid == uuids[5] and by_uuid.agent.handle == d5.agent.handle
-        assert d5.agent.node == 6  # node 0 is the CPU
+    assert len(set(uuids)) == n and all(u.startswith("GPU-") and len(u) == 20 for u in uuids)
+    k = n - 3
+    with amdgpu.open(f"{node}:{k}") as dk, amdgpu.open(node + ":" + uuids[k]) as by_uuid:
+        assert dk.uuid == uuids[k] and by_uuid.agent.handle == dk.agent.handle
+        assert dk.agent.node == k + 1  # node 0 is the CPU
     with pytest.raises(DeviceError, match="no GPU agent .* has UUID GPU-0000000000000bad"):
-        amdgpu.open(NODE + ":GPU-0000000000000bad")
+        amdgpu.open(node + ":GPU-0000000000000bad")
 
 
-def test_rocr_visible_devices_hides_and_orders_gpus(monkeypatch):
-    with VirtualProvider(gpus=("8xgfx942",)) as p:
+def test_rocr_visible_devices_hides_and_orders_gpus(monkeypatch, node):
+    n = _gpus(node)
+    with _system(node) as p:
         uuids = [a.uuid for a in p.gpu_agents()]
-    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", f"6,{uuids[2]},0")
-    with VirtualProvider(gpus=("8xgfx942",)) as p:
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", f"{n - 1},{uuids[2].upper()},0")
+    with _system(node) as p:
         seen = p.gpu_agents()
-    assert [a.uuid for a in seen] == [uuids[6], uuids[2], uuids[0]]
-    assert [a.node for a in seen] == [7, 3, 1]  # KFD node numbers do not move
+    assert [a.uuid for a in seen] == [uuids[n - 1], uuids[2], uuids[0]]
+    assert [a.node for a in seen] == [n, 3, 1]  # KFD node numbers do not move
+    with amdgpu.open(node + ":1") as d:  # ordinals count the visible agents
+        assert d.uuid == uuids[2]
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "1,bogus,2")  # ROCr stops at a bad token
-    with VirtualProvider(gpus=("8xgfx942",)) as p:
+    with _system(node) as p:
         assert [a.uuid for a in p.gpu_agents()] == [uuids[1]]
 
 
-def test_link_facts_xgmi_within_the_hive_pcie_elsewhere():
-    with VirtualProvider(gpus=("8xgfx942",)) as p:
+# A GPU's access to host memory: the virtual system says ALLOWED_BY_DEFAULT; ROCr 5.2.3
+# (MemoryRegion::GetAccessInfo) says DISALLOWED_BY_DEFAULT for system memory to any GPU,
+# though it maps each non-restricted system allocation to every GPU when allocating it.
+HOST_ACCESS = {NODE: PoolAccess.ALLOWED_BY_DEFAULT,
+               EMULATED_NODE: PoolAccess.DISALLOWED_BY_DEFAULT}
+
+
+def test_link_facts_xgmi_within_the_hive_pcie_elsewhere(node):
+    with _system(node) as p:
         g = p.gpu_agents()
         cpu = p.cpu_agents()[0]
         peer_vram = next(x for x in p.agent_pools(g[1].handle) if x.is_coarse_grained)
@@ -73,8 +139,11 @@ def test_link_facts_xgmi_within_the_hive_pcie_elsewhere():
             PoolAccess.DISALLOWED_BY_DEFAULT
         assert p.agent_pool_links(g[0].handle, own_vram.handle) == []
         (to_host,) = p.agent_pool_links(g[0].handle, host.handle)
-        assert to_host.link_type == LinkType.PCIE
-        assert p.agent_pool_access(g[0].handle, host.handle) == PoolAccess.ALLOWED_BY_DEFAULT
+        assert (to_host.link_type, to_host.numa_distance) == (LinkType.PCIE, 20)
+        assert p.agent_pool_access(g[0].handle, host.handle) == HOST_ACCESS[node]
+
+
+def test_gpus_outside_a_hive_go_through_the_host():
     with VirtualProvider(gpus=("gfx1100", "gfx1100")) as p:  # two Radeons: through the host
         g = p.gpu_agents()
         vram = next(x for x in p.agent_pools(g[1].handle) if x.is_coarse_grained)
@@ -99,8 +168,50 @@ def test_virtual_copy_engine_refuses_peer_memory_without_allow_access():
         p.signal_wait(done, SignalCondition.EQ, 0, 5.0)
 
 
-def test_peer_copy_runs_on_the_copy_engine_without_a_host_bounce():
-    with amdgpu.open(NODE + ":0") as d0, amdgpu.open(NODE + ":1") as d1:
+_UNMAPPED_PEER_COPY = textwrap.dedent("""
+    import numpy as np
+    from hsa.emulated import EmulatedProvider
+    from hsa.provider import SignalCondition
+
+    p = EmulatedProvider(gpus=2)
+    a, b = p.gpu_agents()
+    pa = next(x for x in p.agent_pools(a.handle) if x.is_coarse_grained)
+    pb = next(x for x in p.agent_pools(b.handle) if x.is_coarse_grained)
+    src, dst = p.memory_pool_allocate(pa.handle, 4096), p.memory_pool_allocate(pb.handle, 4096)
+    done = p.signal_create(1)
+    p.agents_allow_access([a.handle, b.handle], src)
+    p.agents_allow_access([a.handle, b.handle], dst)
+    p.memory_async_copy(dst, b.handle, src, a.handle, 4096, [], done)
+    p.signal_wait(done, SignalCondition.EQ, 0, 30.0)
+    print("allowed copy done", flush=True)
+    # mapped to GPU node 2 only (large: ROCr cuts small ones from a shared block)
+    lone = p.memory_pool_allocate(pb.handle, 64 << 20)
+    p.signal_store(done, 1)
+    p.memory_async_copy(lone, b.handle, src, a.handle, 4096, [], done)
+    p.signal_wait(done, SignalCondition.EQ, 0, 30.0)
+    print("unmapped copy reported done", flush=True)
+""")
+
+
+def test_emulated_gpu_faults_on_peer_memory_without_allow_access():
+    """The thunk maps VRAM to its owner only (hsaKmtMapMemoryToGPUNodes, as ROCr asks) and
+    hsa_amd_agents_allow_access adds peers; the blit kernel ROCr runs on GPU 1 for a copy
+    into GPU 2's memory that was never shared faults on the emulated GPU, and ROCr ends the
+    process on its internal queue's error, as over KFD."""
+    _emulated_or_skip()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("ROCR_VISIBLE_DEVICES", None)
+    run = subprocess.run([sys.executable, "-c", _UNMAPPED_PEER_COPY], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert "allowed copy done" in run.stdout, run.stderr[-2000:]
+    assert "unmapped copy reported done" not in run.stdout
+    assert run.returncode != 0
+    assert "is not mapped for agent 1" in run.stderr  # GPU node 1's queue ran the blit
+    assert "MEMORY_APERTURE_VIOLATION" in run.stderr
+
+
+def test_peer_copy_runs_on_the_copy_engine_without_a_host_bounce(node):
+    with amdgpu.open(node + ":0") as d0, amdgpu.open(node + ":1") as d1:
         assert d0.links(d1)[0].link_type == LinkType.XGMI
         data = np.arange(1 << 16, dtype=np.float32)
         src = d0.buffer(data)
@@ -134,8 +245,8 @@ def test_peer_copy_runs_on_the_copy_engine_without_a_host_bounce():
         np.testing.assert_array_equal(dst.to_numpy(np.float32), data)
 
 
-def test_peer_copy_is_ordered_after_a_dispatch_on_the_peer():
-    with amdgpu.open(NODE + ":2") as d2, amdgpu.open(NODE + ":3") as d3:
+def test_peer_copy_is_ordered_after_a_dispatch_on_the_peer(node):
+    with amdgpu.open(node + ":2") as d2, amdgpu.open(node + ":3") as d3:
         d2.enable_peer_access(d3)
         src = d3.buffer(4096)
         fill = d3.fill(src, np.uint32(0xABCD1234))  # a kernel on d3's lane
@@ -144,8 +255,8 @@ def test_peer_copy_is_ordered_after_a_dispatch_on_the_peer():
         assert (dst.to_numpy(np.uint32) == 0xABCD1234).all()
 
 
-def test_peer_access_needs_one_system():
-    with amdgpu.open(NODE + ":0") as d0, amdgpu.open("amdgpu:virtual") as other:
+def test_peer_access_needs_one_system(node):
+    with amdgpu.open(node + ":0") as d0, amdgpu.open("amdgpu:virtual") as other:
         with pytest.raises(DeviceError, match="same HSA system"):
             d0.enable_peer_access(other)
 
@@ -172,23 +283,24 @@ def test_hwlab_devices_lists_every_agent_with_pools_and_links(monkeypatch, capsy
     assert "XGMI" in capsys.readouterr().out
 
 
-def test_bad_transfers_are_one_line_naming_buffer_device_and_next_step():
+def test_bad_transfers_are_one_line_naming_buffer_device_and_next_step(node):
     from amdgpu.errors import BufferRangeError
 
-    with amdgpu.open(NODE + ":4") as d4, amdgpu.open(NODE + ":5") as d5:
+    a, b = f"{node}:{_gpus(node) - 2}", f"{node}:{_gpus(node) - 1}"
+    with amdgpu.open(a) as d4, amdgpu.open(b) as d5:
         small, big = d4.buffer(64), d4.buffer(4096)
         freed = d4.buffer(64)
         freed.free()
         other = d5.buffer(64)
         cases = [
             (BufferRangeError, lambda: d4.copy_async(small, big, 128),
-             (f"0x{small.address:x}", NODE + ":4", "check the offset")),
+             (f"0x{small.address:x}", a, "check the offset")),
             (DeviceError, lambda: d4.copy_async(freed, small),
-             (f"0x{freed.address:x}", NODE + ":4", "allocate a new one")),
+             (f"0x{freed.address:x}", a, "allocate a new one")),
             (DeviceError, lambda: d4.copy_async(small, other),
-             (repr(other), NODE + ":5", "enable_peer_access")),
+             (repr(other), b, "enable_peer_access")),
             (DeviceError, lambda: small.write_async(np.zeros(16, np.uint8), zero_copy=True),
-             (repr(small), NODE + ":4", "dev.pin(array)")),
+             (repr(small), a, "dev.pin(array)")),
         ]
         before = small.to_numpy().copy()
         for kind, call, needles in cases:
@@ -199,3 +311,18 @@ def test_bad_transfers_are_one_line_naming_buffer_device_and_next_step():
             for needle in needles:
                 assert needle in text, (needle, text)
         np.testing.assert_array_equal(small.to_numpy(), before)  # nothing half-copied
+
+
+def test_readme_multi_gpu_example_runs(node):
+    """examples/multi_gpu.py, the README's multi-GPU copy, on the virtual node and on the
+    real ROCr over the emulated driver's four GPU nodes."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("ROCR_VISIBLE_DEVICES", None)
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "multi_gpu.py"), node],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    link, peer, small = run.stdout.splitlines()
+    first, _, rest = link.partition(" -> ")
+    assert first.startswith("GPU-") and rest.endswith("[('XGMI', 15)]") and first not in rest
+    assert peer == "peer copy: [0. 1. 2.] True"
+    assert small.startswith("10,000 small buffers: {'slabs': 2,") and "'blocks_in_use': 10000" in small

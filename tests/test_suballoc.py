@@ -50,6 +50,55 @@ def test_blocks_come_back_only_after_the_lanes_pass_their_release():
     assert len(calls) == 1  # one slab for all of it
 
 
+def test_empty_slabs_go_back_to_the_pool_once_the_lanes_pass_their_blocks():
+    allocated, freed = [], []
+    lane = FakeLane()
+    alloc = SlabAllocator(lambda n: allocated.append(0x10_0000 * (len(allocated) + 1))
+                          or allocated[-1], freed.append, lambda: [lane],
+                          slab_bytes=4 * MIN_BLOCK, max_block=MIN_BLOCK)
+    blocks = [alloc.take(MIN_BLOCK) for _ in range(12)]  # three full slabs
+    assert len(allocated) == 3
+    lane.submitted = 7  # work that may use them is in flight
+    for b in blocks:
+        alloc.release(b)
+    alloc.trim()
+    assert freed == [] and alloc.stats()["slabs"] == 3  # the GPU may still use every block
+    lane.done = 6
+    alloc.trim()
+    assert freed == []
+    lane.done = 7
+    alloc.trim()  # all blocks free and their points reached: keep one spare, free two
+    assert len(freed) == 2 and set(freed) < set(allocated)
+    assert alloc.stats() == {"slabs": 1, "slab_bytes": 4 * MIN_BLOCK, "blocks_in_use": 0,
+                             "blocks_waiting_for_gpu": 0, "slabs_returned": 2}
+    (spare,) = set(allocated) - set(freed)
+    again = [alloc.take(MIN_BLOCK) for _ in range(4)]  # the spare's blocks, no HSA call
+    assert {b.base for b in again} == {spare} and len(allocated) == 3
+    assert alloc.take(MIN_BLOCK).base not in freed and len(allocated) == 4
+    alloc.close()
+    assert sorted(freed[2:]) == sorted({spare, allocated[3]})
+
+
+def test_one_spare_slab_keeps_churn_at_a_slab_edge_off_the_pool():
+    calls = []
+    lane = FakeLane()
+    alloc = SlabAllocator(lambda n: calls.append(n) or 0x10_0000 * len(calls),
+                          lambda a: calls.append(-a), lambda: [lane],
+                          slab_bytes=4 * MIN_BLOCK, max_block=MIN_BLOCK)
+    full = [alloc.take(MIN_BLOCK) for _ in range(4)]
+    for _ in range(100):  # the fifth buffer opens a second slab, empty again when freed
+        alloc.release(alloc.take(MIN_BLOCK))
+    assert len(calls) == 2 and alloc.stats()["slabs"] == 2
+    for b in full:
+        alloc.release(b)
+    assert len(calls) == 3 and calls[2] < 0  # now one of the two empty slabs goes back
+    none_kept = SlabAllocator(lambda n: calls.append(n) or 0x90_0000, lambda a: calls.append(-a),
+                              lambda: [lane], slab_bytes=4 * MIN_BLOCK, max_block=MIN_BLOCK,
+                              spare_slabs=0)
+    none_kept.release(none_kept.take(1))
+    assert calls[3:] == [4 * MIN_BLOCK, -0x90_0000] and none_kept.stats()["slabs"] == 0
+
+
 def _counting(provider, names):
     counts = dict.fromkeys(names, 0)
     for name in names:
@@ -77,8 +126,14 @@ def test_ten_thousand_small_buffers_make_a_handful_of_hsa_calls():
             assert total == counts["memory_pool_allocate"] <= 40, counts
             for b in bufs:
                 b.free()
+            dev.synchronize(WAIT_S)
+            # empty slabs went back to the pool, one spare per size class stayed
+            returned = dev.allocator_stats()["slabs_returned"]
+            assert counts["memory_pool_free"] == returned > 0
+            assert dev.allocator_stats()["slabs"] == 5  # classes 256 B .. 4 KiB
             again = [dev.buffer(16 + (i % 64) * 64) for i in range(10_000)]
-            assert sum(counts.values()) == total  # every block reused, no new slab
+            # the spares' blocks reused, only the returned slabs allocated again
+            assert counts["memory_pool_allocate"] == total + returned
             assert dev.allocator_stats()["blocks_in_use"] == 10_000
             del again
         finally:

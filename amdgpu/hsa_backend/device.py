@@ -160,13 +160,14 @@ class HsaDevice(Device):
         if slabs is None:
             p = self.provider
             slabs = self._slabs[pool] = SlabAllocator(
-                lambda n: p.memory_pool_allocate(pool, n), p.memory_pool_free,
+                lambda n: p.memory_pool_allocate(pool, n), lambda a: p.memory_pool_free(a),
                 lambda: self.lanes_, max_block=max(self.suballocate, MIN_BLOCK))
         return slabs
 
     def allocator_stats(self) -> dict[str, int]:
         """Slabs and blocks of the small-buffer sub-allocator, summed over its pools."""
-        out = {"slabs": 0, "slab_bytes": 0, "blocks_in_use": 0, "blocks_waiting_for_gpu": 0}
+        out = {"slabs": 0, "slab_bytes": 0, "blocks_in_use": 0, "blocks_waiting_for_gpu": 0,
+               "slabs_returned": 0}
         for slabs in self._slabs.values():
             for k, v in slabs.stats().items():
                 out[k] += v
@@ -750,6 +751,8 @@ class HsaDevice(Device):
         self._wait_lanes(timeout, skip_reported=False)
         self._release_transfers()
         self._reap_dropped()
+        for slabs in getattr(self, "_slabs", {}).values():  # empty slabs past the spares go back
+            slabs.trim()
 
     def _settle(self) -> None:
         """Wait for the lanes before the host touches device memory. A stopped lane whose

@@ -1,7 +1,8 @@
 """One HSA provider per system, shared by the devices opened on it.
 
 "rocr" is the real runtime (every ROCr GPU agent is a device of it); "virtual:gfx1100,..."
-is one virtual system whose GPU agents are devices of it. Devices of one system share
+is one virtual system whose GPU agents are devices of it; "emulated:4xgfx90a" the real
+ROCr over the emulated driver with that many GPU nodes. Devices of one system share
 memory and signals, so cross-device copies and cross-lane waits between them work. The
 provider shuts down when the last device of its system closes.
 """
@@ -24,8 +25,10 @@ def _create(key: str) -> Any:
         return RocrProvider()
     if key.startswith("emulated:"):
         from hsa.emulated import EmulatedProvider
+        from hsa.virtual.topology import expand_gpus
 
-        return EmulatedProvider(isa=key.split(":", 1)[1])
+        gpus = expand_gpus(key.split(":", 1)[1].split(","))  # "gfx90a" or "4xgfx90a"
+        return EmulatedProvider(isa=gpus[0], gpus=len(gpus))
     if key.startswith("virtual:"):
         from hsa.virtual import VirtualProvider
 

@@ -26,6 +26,7 @@ from .driver import DEFAULT_ISA, SUPPORTED_ISAS, start
 FAMILY = "gfx9"
 _live_lock = threading.Lock()
 _live = 0  # EmulatedProviders not shut down: while any is, this process's ROCr is emulated
+_live_gpus = 0  # the GPU node count those providers' ROCr was started with
 
 
 def runs_kernels() -> bool:
@@ -34,18 +35,29 @@ def runs_kernels() -> bool:
 
 
 class EmulatedProvider(RocrProvider):
-    """ROCr over the emulated driver: `EmulatedProvider(isa="gfx90a")`."""
+    """ROCr over the emulated driver: `EmulatedProvider(isa="gfx90a", gpus=1)`; `gpus` GPU
+    nodes (1..16) with XGMI links between them (`amdgpu:emulated:4xgfx90a`)."""
 
     driver = "emulated"
     # hsa/virtual's packet processor runs ROCr's queues and writes the completion records
     # (stamped with ROCr's queue id, see driver.EmulatedQueue), as on amdgpu:virtual
     records_completions = True
 
-    def __init__(self, isa: str = DEFAULT_ISA, *, require_gpu: bool = True):
-        global _live
-        self.device = start(isa, first_existing(candidate_paths()))
+    def __init__(self, isa: str = DEFAULT_ISA, *, gpus: int = 1, require_gpu: bool = True):
+        global _live, _live_gpus
         with _live_lock:
+            # ROCr reads the topology once per process-wide hsa_init: while a provider holds
+            # it, a different node cannot appear
+            if _live and _live_gpus != gpus:
+                raise HsaUnavailable(
+                    HSA_STATUS_ERROR_NOT_INITIALIZED,
+                    f"this process's ROCr runs over an emulated node of {_live_gpus} GPU(s), so "
+                    f"it cannot also show {gpus}; close the amdgpu:emulated devices first, or "
+                    "open this node in a new process", "hsa_init")
+            self.device = start(isa, first_existing(candidate_paths()), gpus)
             _live += 1
+            _live_gpus = gpus
+        self.gpus = gpus
         self._counted = True
         try:
             super().__init__(require_gpu=require_gpu)

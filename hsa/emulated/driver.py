@@ -42,10 +42,12 @@ from . import build
 
 log = logging.getLogger(__name__)
 
-IDENTITY = b"amdgpu-direct emulated libhsakmt 1"
+IDENTITY = b"amdgpu-direct emulated libhsakmt 2"
 DEFAULT_ISA = "gfx90a"
 SUPPORTED_ISAS = ("gfx90a",)  # ROCr 5.2 takes gfx9/gfx10 nodes; the executor is gfx9's
 NEXT_STEP = "use --device amdgpu:virtual instead"
+MAX_GPUS = 16  # GPU nodes the thunk exposes at most (hsakmt_emu.c's MAX_GPUS)
+GPUS_ENV = "AMDGPU_EMULATED_GPUS"  # the thunk reads the GPU node count from it at OpenKFD
 
 # amd_queue_t and amd_signal_t offsets (hsa/amd_hsa_queue.h, amd_hsa_signal.h)
 Q_SIZE, Q_READ, Q_PROPERTIES, Q_INACTIVE_SIGNAL = 24, 128, 180, 192
@@ -69,6 +71,7 @@ class _Note(ctypes.Structure):
         ("ring_bytes", ctypes.c_uint64),
         ("read_ptr", ctypes.c_uint64),
         ("write_ptr", ctypes.c_uint64),
+        ("node", ctypes.c_uint64),
     ]
 
 
@@ -234,7 +237,11 @@ class RocrSignals:
 
 class ThunkMemory(MemoryMap):
     """The thunk's allocations as a MemoryMap: each is adopted on first access (a numpy
-    view of its real address), and the index is dropped whenever the thunk frees one."""
+    view of its real address), and the index is dropped whenever the thunk frees one or
+    changes its mapping. With several GPU nodes an allocation is reachable by the agents
+    (GPU node numbers) it is mapped to (hsaKmtMapMemoryToGPUNodes: the owner at allocation,
+    peers after hsa_amd_agents_allow_access), so a peer access without it faults as on
+    KFD; with one GPU every allocation is reachable, as before."""
 
     def __init__(self, lib: ctypes.CDLL, agent: int) -> None:
         super().__init__()
@@ -251,14 +258,17 @@ class ThunkMemory(MemoryMap):
 
     def _adopt(self, address: int) -> Allocation | None:
         base, size, node = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint32()
+        mapped = ctypes.c_uint32()
         if not self._lib.hsakmt_emu_find(address, ctypes.byref(base), ctypes.byref(size),
-                                         ctypes.byref(node)):
+                                         ctypes.byref(node), ctypes.byref(mapped)):
             return None
         import bisect
 
         data = np.ctypeslib.as_array((ctypes.c_uint8 * size.value).from_address(base.value))
-        alloc = Allocation(base=base.value, size=size.value, data=data, owner=self._agent,
-                           pool=0, accessible_by_all=True)
+        several = self._lib.hsakmt_emu_gpu_count() > 1
+        allowed = {n for n in range(1, MAX_GPUS + 1) if mapped.value >> n & 1}
+        alloc = Allocation(base=base.value, size=size.value, data=data, owner=int(node.value),
+                           pool=0, allowed=allowed, accessible_by_all=not several)
         with self._lock:
             bases, allocs = self._index
             i = bisect.bisect_left(bases, alloc.base)
@@ -342,8 +352,9 @@ class EmulatedQueue:
     """What PacketProcessor reads of its queue, over the ring and amd_queue_t ROCr made."""
 
     def __init__(self, device: EmulatedDevice, queue_id: int, ring: int, read_ptr: int,
-                 write_ptr: int) -> None:
+                 write_ptr: int, node: int = 1) -> None:
         self.kfd_id = queue_id  # the thunk's (KFD's) queue id: doorbells, notes
+        self.node = node  # the GPU node ROCr created it on (hsaKmtCreateQueue)
         self.handle = read_ptr - Q_READ  # amd_queue_t: read_dispatch_id is at +128
         self._rocr_id = ctypes.c_uint64.from_address(self.handle + Q_ID)
         self.base_address = ring
@@ -356,7 +367,7 @@ class EmulatedQueue:
         self._error: BaseException | None = None
         self._callback = self._on_error
         self.destroyed = False
-        self.processor = EmulatedPacketProcessor(device.side, device.agent, self)
+        self.processor = EmulatedPacketProcessor(device.side, device.agent_of(node), self)
 
     @property
     def id(self) -> int:
@@ -385,7 +396,8 @@ class EmulatedQueue:
         exc = self._error
         log.warning("emulated GPU: %s", exc)
         if isinstance(exc, MemoryFault):
-            self._device.lib.hsakmt_emu_memory_fault(int(getattr(exc, "address", 0)), 0)
+            self._device.lib.hsakmt_emu_memory_fault(int(getattr(exc, "address", 0)), 0,
+                                                     self.node)
         code = ERROR_CODES.get(status, ERROR_INVALID_PACKET)
         inactive = ctypes.c_uint64.from_address(self.handle + Q_INACTIVE_SIGNAL).value
         if inactive:
@@ -402,9 +414,10 @@ class EmulatedDevice:
 
     def __init__(self, lib: ctypes.CDLL, isa: str = DEFAULT_ISA) -> None:
         self.lib = lib
-        info = AgentInfo(handle=0, name=isa, device_type=DeviceType.GPU, isa=isa)
-        self.agent = _Agent(info=info, family="gfx9", lds_size=64 * 1024)
-        self.memory = ThunkMemory(lib, 0)
+        self._isa = isa
+        self._agents: dict[int, _Agent] = {}
+        self.agent = self.agent_of(1)  # the first GPU node's
+        self.memory = ThunkMemory(lib, 1)
         self._signals = RocrSignals(lib, self.memory)
         self._loader = _NoSymbols()
         self.side = DeviceSide(self._signals, self.memory, self.kernel_name,
@@ -414,6 +427,16 @@ class EmulatedDevice:
         self._thread = threading.Thread(target=self._run, name="emulated-amdgpu-device",
                                         daemon=True)
         self._thread.start()
+
+    def agent_of(self, node: int) -> _Agent:
+        """What the packet processors of GPU node `node` run as: its handle is the node
+        number, the agent ThunkMemory checks mappings for."""
+        agent = self._agents.get(node)
+        if agent is None:
+            info = AgentInfo(handle=node, name=self._isa, device_type=DeviceType.GPU,
+                             isa=self._isa)
+            agent = self._agents[node] = _Agent(info=info, family="gfx9", lds_size=64 * 1024)
+        return agent
 
     def hold(self) -> None:
         """Benchmarks: stop passing doorbells to the packet processors (they sleep), so a
@@ -452,7 +475,8 @@ class EmulatedDevice:
     def _handle(self, note: _Note) -> None:
         qid = int(note.queue_id)
         if note.kind == NOTE_NEW:
-            self._queues[qid] = EmulatedQueue(self, qid, note.ring, note.read_ptr, note.write_ptr)
+            self._queues[qid] = EmulatedQueue(self, qid, note.ring, note.read_ptr, note.write_ptr,
+                                              int(note.node) or 1)
         elif note.kind == NOTE_DOORBELL:
             held = self._held
             if held is not None:
@@ -492,8 +516,9 @@ def _bind(lib: ctypes.CDLL) -> None:
     lib.hsakmt_emu_detach.argtypes = [ctypes.c_uint64]
     lib.hsakmt_emu_detach.restype = None
     lib.hsakmt_emu_interrupt.argtypes = [ctypes.c_uint32]
-    lib.hsakmt_emu_memory_fault.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
-    lib.hsakmt_emu_find.argtypes = [ctypes.c_uint64] + [ctypes.c_void_p] * 3
+    lib.hsakmt_emu_memory_fault.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint32]
+    lib.hsakmt_emu_find.argtypes = [ctypes.c_uint64] + [ctypes.c_void_p] * 4
+    lib.hsakmt_emu_gpu_count.restype = ctypes.c_uint32
     lib.hsakmt_emu_generation.restype = ctypes.c_uint64
     lib.hsakmt_emu_atomic_add.argtypes = [ctypes.c_uint64, ctypes.c_int64]
     lib.hsakmt_emu_atomic_add.restype = ctypes.c_int64
@@ -554,8 +579,9 @@ def serve_embedded(library: str) -> None:
         _device = EmulatedDevice(lib, os.environ.get("AMDGPU_EMULATED_ISA", DEFAULT_ISA))
 
 
-def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None) -> EmulatedDevice:
+def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None, gpus: int = 1) -> EmulatedDevice:
     """Load the thunk (before ROCr), switch it on and start the device side; idempotent.
+    `gpus`: how many GPU nodes the thunk exposes at ROCr's next hsa_init (1..16).
 
     Raises HsaUnavailable with one line naming the cause: an ISA the emulated driver does
     not offer, a thunk that cannot be built or loaded, a ROCr already loaded over another
@@ -565,6 +591,8 @@ def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None) -> EmulatedDevic
         raise _unavailable(
             f"the emulated driver offers {', '.join(SUPPORTED_ISAS)}, not {isa!r} (ROCr 5.2 "
             "accepts gfx9/gfx10 nodes, and the ISA executor for them is gfx9's)")
+    if not 1 <= gpus <= MAX_GPUS:
+        raise _unavailable(f"the emulated driver exposes 1 to {MAX_GPUS} GPU nodes, not {gpus}")
     lib = preload(rocr_path)
     with _lock:
         if _device is not None and _device.agent.info.name != isa:
@@ -572,6 +600,7 @@ def start(isa: str = DEFAULT_ISA, rocr_path: str | None = None) -> EmulatedDevic
                 f"the emulated driver of this process already runs a {_device.agent.info.name}; "
                 f"one process has one emulated GPU, so {isa} needs a new process")
         os.environ["AMDGPU_EMULATED_ISA"] = isa
+        os.environ[GPUS_ENV] = str(gpus)  # read at ROCr's next first hsa_init (OpenKFD)
         # No SDMA engine is emulated: ROCr copies with its blit kernels instead.
         os.environ.setdefault("HSA_ENABLE_SDMA", "0")
         lib.hsakmt_emu_enable(1)

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct note { uint64_t queue_id, kind; int64_t value; uint64_t ring, ring_bytes, read_ptr, write_ptr; };
+struct note { uint64_t queue_id, kind; int64_t value; uint64_t ring, ring_bytes, read_ptr, write_ptr, node; };
 extern int hsakmt_emu_poll(struct note* out, int max, uint32_t timeout_ms);
 extern void hsakmt_emu_enable(int on);
 extern int hsakmt_emu_interrupt(uint32_t event_id);

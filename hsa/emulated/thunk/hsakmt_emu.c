@@ -2,7 +2,9 @@
  *
  * Debian's libhsa-runtime64 (ROCr 5.2) talks to the GPU only through the 42 hsaKmt*
  * functions of this library. This one answers them without /dev/kfd: a topology read from
- * the environment (one CPU node, one gfx90a GPU node), an allocation registry over mmap,
+ * the environment (one CPU node and AMDGPU_EMULATED_GPUS gfx90a GPU nodes, 1 by default; with
+ * several, each pair of GPUs has an XGMI io link and they share one hive), an allocation
+ * registry over mmap that records which GPU nodes each allocation is mapped to,
  * queues whose doorbells are plain memory, KFD-style events, and clocks.
  *
  * The device side (reading the rings, running packets) is not here: it is hsa/virtual's
@@ -30,8 +32,16 @@
 #include <hsakmt.h>
 
 #define EXPORT __attribute__((visibility("default")))
-#define GPU_NODE 1
-#define NUM_NODES 2
+#define GPU_NODE 1 /* the first GPU node; GPU nodes are 1..cfg.gpus (node 0 is the CPU) */
+#define MAX_GPUS 16
+#define NUM_NODES (1 + cfg.gpus)
+#define IS_GPU(node) ((node) >= GPU_NODE && (node) < NUM_NODES)
+#define ALL_GPUS ((((uint32_t)1 << cfg.gpus) - 1) << GPU_NODE) /* node mask */
+#define UNIQUE_ID 0x656d756c61746564ull /* "emulated": GPU node 1; node k adds k - 1 */
+#define HIVE_ID 0x68697665ull           /* "hive": the XGMI hive of a several-GPU node */
+/* io-link weights (KFD's CDIT distances) and nominal bandwidths, as hsa/virtual/topology.py */
+#define PCIE_WEIGHT 20
+#define XGMI_WEIGHT 15
 #define MAX_QUEUES 1024 /* one doorbell page: ROCr maps doorbells by (addr >> 3) & 0x3FF */
 #define MAX_EVENTS 4096
 #define DOORBELL_PAGE 8192
@@ -41,6 +51,7 @@ struct config {
     unsigned major, minor, stepping;
     unsigned cus;
     unsigned long long vram_bytes;
+    unsigned gpus;
     char name[16];
 };
 static struct config cfg;
@@ -134,6 +145,8 @@ static int read_config(void) {
     cfg.cus = (unsigned)env_ull("AMDGPU_EMULATED_CUS", 104);
     if (cfg.cus == 0 || cfg.cus > 1024) return -1;
     cfg.vram_bytes = env_ull("AMDGPU_EMULATED_VRAM_MB", 16384) << 20;
+    cfg.gpus = (unsigned)env_ull("AMDGPU_EMULATED_GPUS", 1);
+    if (cfg.gpus == 0 || cfg.gpus > MAX_GPUS) return -1;
     snprintf(cfg.name, sizeof cfg.name, "%s", isa);
     return 0;
 }
@@ -165,10 +178,11 @@ struct alloc {
     uint32_t node;
     HsaMemFlags flags;
     HSA_POINTER_TYPE type;
-    int mapped; /* mapped to the GPU node */
+    uint32_t mapped; /* mask of the GPU nodes it is mapped to (bit n: node n) */
     int owned;  /* mmap'ed here (freed by munmap) */
     void* user_data;
-    HSAuint32 nodes[1];
+    HSAuint32 registered[MAX_GPUS]; /* QueryPointerInfo's node lists */
+    HSAuint32 mapped_nodes[MAX_GPUS];
 };
 static struct alloc* allocs;
 static atomic_ulong alloc_generation; /* bumped on every free: device-side caches drop */
@@ -190,7 +204,6 @@ static struct alloc* add_alloc(void* addr, uint64_t size, uint32_t node, HsaMemF
     x->flags = flags;
     x->type = type;
     x->owned = owned;
-    x->nodes[0] = GPU_NODE;
     x->next = allocs;
     allocs = x;
     return x;
@@ -237,6 +250,7 @@ struct queue {
     int dying;     /* DestroyQueue waits for the device side to let go */
     int attached;  /* the device side has seen the queue */
     HSA_QUEUE_TYPE type;
+    uint32_t node; /* the GPU node it runs on */
     void* ring;
     uint64_t ring_bytes;
     uint64_t* read_ptr;
@@ -276,8 +290,9 @@ EXPORT HSAKMT_STATUS hsaKmtOpenKFD(void) {
     HSAKMT_STATUS st = HSAKMT_STATUS_SUCCESS;
     if (opened++ == 0) {
         if (read_config() != 0) {
-            fprintf(stderr, "libhsakmt (emulated): bad AMDGPU_EMULATED_ISA/AMDGPU_EMULATED_CUS "
-                            "(want gfxXYZ, e.g. gfx90a, and 1..1024 CUs)\n");
+            fprintf(stderr, "libhsakmt (emulated): bad AMDGPU_EMULATED_ISA/AMDGPU_EMULATED_CUS/"
+                            "AMDGPU_EMULATED_GPUS (want gfxXYZ, e.g. gfx90a, 1..1024 CUs and "
+                            "1..%d GPUs)\n", MAX_GPUS);
             opened = 0;
             st = HSAKMT_STATUS_ERROR;
         } else {
@@ -348,7 +363,7 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* 
         p->NumCPUCores = cpus > 0 ? (HSAuint32)cpus : 1;
         p->NumMemoryBanks = 1;
         p->NumCaches = 3; /* HIP asks ROCr for the CPU agent's caches, and ROCr asserts some */
-        p->NumIOLinks = 1;
+        p->NumIOLinks = cfg.gpus; /* one PCIe link to each GPU */
         p->MaxEngineClockMhzCCompute = 2000;
         ascii_to_u16(p->MarketingName, "Emulated host CPU", HSA_PUBLIC_NAME_SIZE);
         return HSAKMT_STATUS_SUCCESS;
@@ -356,7 +371,7 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* 
     p->NumFComputeCores = cfg.cus * 4; /* SIMDs */
     p->NumMemoryBanks = 3; /* VRAM, and the LDS and scratch apertures (as libhsakmt adds them) */
     p->NumCaches = 1;
-    p->NumIOLinks = 1;
+    p->NumIOLinks = cfg.gpus; /* PCIe to the CPU, XGMI to each other GPU */
     p->FComputeIdLo = 0x80000000u;
     p->Capability.ui32.QueueSizePowerOfTwo = 1;
     p->Capability.ui32.QueueSize32bit = 1;
@@ -375,10 +390,10 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* 
     p->EngineId.ui32.Stepping = cfg.stepping;
     p->VendorId = 0x1002;
     p->DeviceId = 0x740f;
-    p->LocationId = 0x100;
+    p->LocationId = 0x100 * node; /* PCI bus node-1, device 0 */
     p->LocalMemSize = cfg.vram_bytes;
     p->MaxEngineClockMhzFCompute = 1700;
-    p->DrmRenderMinor = 128;
+    p->DrmRenderMinor = 128 + (node - GPU_NODE);
     char name[HSA_PUBLIC_NAME_SIZE];
     snprintf(name, sizeof name, "Emulated AMD GPU (%s, amdgpu-direct)", cfg.name);
     ascii_to_u16(p->MarketingName, name, HSA_PUBLIC_NAME_SIZE);
@@ -387,7 +402,8 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeProperties(HSAuint32 node, HsaNodeProperties* 
     p->NumSdmaQueuesPerEngine = 8;
     p->NumCpQueues = 24;
     p->Domain = 0;
-    p->UniqueID = 0x656d756c61746564ull; /* "emulated" */
+    p->UniqueID = UNIQUE_ID + (node - GPU_NODE); /* ROCr's UUID: GPU-656d756c61746564 ... */
+    p->HiveID = cfg.gpus > 1 ? HIVE_ID : 0;
     p->VGPRSizePerCU = 512 * 1024;
     p->SGPRSizePerCU = 800 * 4 * 4;
     return HSAKMT_STATUS_SUCCESS;
@@ -446,7 +462,7 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeCacheProperties(HSAuint32 node, HSAuint32 proc
             c[i].CacheType.ui32.CPU = 1;
         }
     }
-    if (node == GPU_NODE && n >= 1) {
+    if (IS_GPU(node) && n >= 1) {
         c[0].ProcessorIdLow = 0x80000000u;
         c[0].CacheLevel = 2;
         c[0].CacheSize = 8192; /* KiB */
@@ -465,13 +481,24 @@ EXPORT HSAKMT_STATUS hsaKmtGetNodeIoLinkProperties(HSAuint32 node, HSAuint32 n,
     if (node >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
     if (!l) return HSAKMT_STATUS_INVALID_PARAMETER;
     memset(l, 0, sizeof *l * n);
-    if (n >= 1) {
-        l[0].IoLinkType = HSA_IOLINKTYPE_PCIEXPRESS;
-        l[0].VersionMajor = 4;
-        l[0].NodeFrom = node;
-        l[0].NodeTo = node ? 0 : GPU_NODE;
-        l[0].Weight = 20;
-        l[0].MinimumBandwidth = l[0].MaximumBandwidth = 32000;
+    /* The CPU node: one PCIe link to each GPU. A GPU node: PCIe to the CPU first, then one
+     * XGMI link to each other GPU (one hive, as MI250X/MI300X nodes). ROCr registers each
+     * link as (NodeFrom, NodeTo, Weight) and reports it through
+     * hsa_amd_agent_memory_pool_get_info: LINK_INFO (type, Weight as numa_distance,
+     * latencies, bandwidths) and NUM_LINK_HOPS (1). */
+    HSAuint32 k = 0;
+    for (HSAuint32 to = 0; to < NUM_NODES && k < n; to++) {
+        if (to == node) continue;
+        HsaIoLinkProperties* x = &l[k++];
+        int xgmi = node != 0 && to != 0;
+        x->IoLinkType = xgmi ? HSA_IOLINK_TYPE_XGMI : HSA_IOLINKTYPE_PCIEXPRESS;
+        x->VersionMajor = xgmi ? 3 : 4;
+        x->NodeFrom = node;
+        x->NodeTo = to;
+        x->Weight = xgmi ? XGMI_WEIGHT : PCIE_WEIGHT;
+        x->MinimumLatency = xgmi ? 400 : 1000;
+        x->MaximumLatency = xgmi ? 800 : 2000;
+        x->MinimumBandwidth = x->MaximumBandwidth = xgmi ? 64000 : 32000;
     }
     return HSAKMT_STATUS_SUCCESS;
 }
@@ -502,7 +529,7 @@ EXPORT HSAKMT_STATUS hsaKmtGetClockCounters(HSAuint32 node, HsaClockCounters* c)
  * tables, and images themselves are not emulated. */
 EXPORT HSAKMT_STATUS hsaKmtGetTileConfig(HSAuint32 node, HsaGpuTileConfig* config) {
     CHECK_OPEN();
-    if (node != GPU_NODE) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!IS_GPU(node)) return HSAKMT_STATUS_INVALID_NODE_UNIT;
     if (!config) return HSAKMT_STATUS_INVALID_PARAMETER;
     config->NumTileConfigs = 0;
     config->NumMacroTileConfigs = 0;
@@ -601,10 +628,16 @@ EXPORT HSAKMT_STATUS hsaKmtDeregisterMemory(void* addr) {
     return st;
 }
 
-static HSAKMT_STATUS map_locked(void* addr, HSAuint64* alt) {
+/* Map to the GPU nodes of `mask` (replacing the allocation's mapping, as KFD's map to a
+ * node list does): the device side lets a queue of node n reach only memory mapped to n
+ * when there are several GPUs, so peer access needs hsa_amd_agents_allow_access. */
+static HSAKMT_STATUS map_locked(void* addr, HSAuint64* alt, uint32_t mask) {
     struct alloc* x = find_alloc(addr);
     if (!x) return HSAKMT_STATUS_INVALID_PARAMETER;
-    x->mapped = 1;
+    if (x->mapped != mask) {
+        x->mapped = mask;
+        atomic_fetch_add(&alloc_generation, 1); /* the device side re-reads the mapping */
+    }
     if (alt) *alt = (HSAuint64)(uintptr_t)addr; /* one address space: GPU VA == CPU VA */
     return HSAKMT_STATUS_SUCCESS;
 }
@@ -613,7 +646,7 @@ EXPORT HSAKMT_STATUS hsaKmtMapMemoryToGPU(void* addr, HSAuint64 size, HSAuint64*
     (void)size;
     CHECK_OPEN();
     pthread_mutex_lock(&lock);
-    HSAKMT_STATUS st = map_locked(addr, alt);
+    HSAKMT_STATUS st = map_locked(addr, alt, ALL_GPUS); /* libhsakmt: every GPU node */
     pthread_mutex_unlock(&lock);
     return st;
 }
@@ -622,10 +655,14 @@ EXPORT HSAKMT_STATUS hsaKmtMapMemoryToGPUNodes(void* addr, HSAuint64 size, HSAui
                                                HsaMemMapFlags flags, HSAuint64 n, HSAuint32* nodes) {
     (void)size; (void)flags;
     CHECK_OPEN();
-    for (HSAuint64 i = 0; i < n; i++)
-        if (nodes && nodes[i] >= NUM_NODES) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!nodes || n == 0) return HSAKMT_STATUS_INVALID_PARAMETER;
+    uint32_t mask = 0;
+    for (HSAuint64 i = 0; i < n; i++) {
+        if (!IS_GPU(nodes[i])) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+        mask |= (uint32_t)1 << nodes[i];
+    }
     pthread_mutex_lock(&lock);
-    HSAKMT_STATUS st = map_locked(addr, alt);
+    HSAKMT_STATUS st = map_locked(addr, alt, mask);
     pthread_mutex_unlock(&lock);
     return st;
 }
@@ -634,7 +671,10 @@ EXPORT HSAKMT_STATUS hsaKmtUnmapMemoryToGPU(void* addr) {
     CHECK_OPEN();
     pthread_mutex_lock(&lock);
     struct alloc* x = find_alloc(addr);
-    if (x) x->mapped = 0;
+    if (x && x->mapped) {
+        x->mapped = 0;
+        atomic_fetch_add(&alloc_generation, 1);
+    }
     pthread_mutex_unlock(&lock);
     return x ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_PARAMETER;
 }
@@ -656,10 +696,16 @@ EXPORT HSAKMT_STATUS hsaKmtQueryPointerInfo(const void* ptr, HsaPointerInfo* inf
     info->CPUAddress = x->addr;
     info->GPUAddress = (HSAuint64)(uintptr_t)x->addr;
     info->SizeInBytes = x->size;
-    info->NRegisteredNodes = 1;
-    info->RegisteredNodes = x->nodes;
-    info->NMappedNodes = x->mapped ? 1 : 0;
-    info->MappedNodes = x->nodes;
+    HSAuint32 nreg = 0, nmap = 0;
+    for (HSAuint32 node = GPU_NODE; node < NUM_NODES; node++) {
+        /* registered: the owner GPU, or every GPU for system memory */
+        if (x->node == node || !IS_GPU(x->node)) x->registered[nreg++] = node;
+        if (x->mapped & ((uint32_t)1 << node)) x->mapped_nodes[nmap++] = node;
+    }
+    info->NRegisteredNodes = nreg;
+    info->RegisteredNodes = x->registered;
+    info->NMappedNodes = nmap;
+    info->MappedNodes = x->mapped_nodes;
     info->UserData = x->user_data;
     pthread_mutex_unlock(&lock);
     return HSAKMT_STATUS_SUCCESS;
@@ -841,7 +887,7 @@ EXPORT HSAKMT_STATUS hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, HSAu
                                        HsaEvent* ev, HsaQueueResource* res) {
     (void)pct; (void)prio; (void)ev;
     CHECK_OPEN();
-    if (node != GPU_NODE) return HSAKMT_STATUS_INVALID_NODE_UNIT;
+    if (!IS_GPU(node)) return HSAKMT_STATUS_INVALID_NODE_UNIT;
     if (!res || !ring || !bytes) return HSAKMT_STATUS_INVALID_PARAMETER;
     if (type != HSA_QUEUE_COMPUTE_AQL) return HSAKMT_STATUS_NOT_SUPPORTED; /* SDMA: HSA_ENABLE_SDMA=0 */
     if (!res->Queue_read_ptr_aql || !res->Queue_write_ptr_aql) return HSAKMT_STATUS_INVALID_PARAMETER;
@@ -856,6 +902,7 @@ EXPORT HSAKMT_STATUS hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, HSAu
     memset(q, 0, sizeof *q);
     q->live = 1;
     q->type = type;
+    q->node = node;
     q->ring = ring;
     q->ring_bytes = bytes;
     q->read_ptr = res->Queue_read_ptr_aql;
@@ -918,6 +965,7 @@ struct hsakmt_emu_note {
     uint64_t kind; /* 1: new queue, 2: doorbell (value), 3: queue being destroyed */
     int64_t value;
     uint64_t ring, ring_bytes, read_ptr, write_ptr;
+    uint64_t node; /* new queue: its GPU node */
 };
 
 /* Wait up to timeout_ms for something the device side must act on: new queues, doorbell
@@ -935,7 +983,7 @@ EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeou
             if (!q->live) continue;
             if (q->dying) {
                 if (q->attached) {
-                    out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 3, 0, 0, 0, 0, 0};
+                    out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 3, 0, 0, 0, 0, 0, 0};
                 }
                 continue;
             }
@@ -943,13 +991,13 @@ EXPORT int hsakmt_emu_poll(struct hsakmt_emu_note* out, int max, uint32_t timeou
                 q->attached = 1;
                 out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 1, 0, (uint64_t)(uintptr_t)q->ring,
                                                     q->ring_bytes, (uint64_t)(uintptr_t)q->read_ptr,
-                                                    (uint64_t)(uintptr_t)q->write_ptr};
+                                                    (uint64_t)(uintptr_t)q->write_ptr, q->node};
                 if (n == max) break;
             }
             int64_t bell = (int64_t)__atomic_load_n(&doorbells[id], __ATOMIC_ACQUIRE);
             if (bell != q->last_bell) {
                 q->last_bell = bell;
-                out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 2, bell, 0, 0, 0, 0};
+                out[n++] = (struct hsakmt_emu_note){(uint64_t)id, 2, bell, 0, 0, 0, 0, 0};
             }
         }
         if (n) {
@@ -1008,10 +1056,10 @@ EXPORT int hsakmt_emu_interrupt(uint32_t event_id) {
 
 /* A GPU memory fault: fills the next HSA_EVENTTYPE_MEMORY wait's fault data and fires every
  * live memory event (ROCr's VM-fault handler thread waits on one). */
-EXPORT int hsakmt_emu_memory_fault(uint64_t address, uint32_t write) {
+EXPORT int hsakmt_emu_memory_fault(uint64_t address, uint32_t write, uint32_t node) {
     pthread_mutex_lock(&lock);
     memset(&pending_fault, 0, sizeof pending_fault);
-    pending_fault.NodeId = GPU_NODE;
+    pending_fault.NodeId = IS_GPU(node) ? node : GPU_NODE; /* the faulting queue's GPU */
     pending_fault.VirtualAddress = address;
     pending_fault.Failure.NotPresent = 1;
     pending_fault.Failure.ReadOnly = write ? 1 : 0;
@@ -1031,21 +1079,27 @@ EXPORT int hsakmt_emu_memory_fault(uint64_t address, uint32_t write) {
     return fired;
 }
 
-/* The allocation holding `address`: its base and size, 0 when none. `generation` changes
- * whenever an allocation is freed, so the device side knows when to forget cached ones. */
-EXPORT int hsakmt_emu_find(uint64_t address, uint64_t* base, uint64_t* size, uint32_t* node) {
+/* The allocation holding `address`: its base, size, node and the mask of GPU nodes it is
+ * mapped to; 0 when none. `generation` changes whenever an allocation is freed or its
+ * mapping changes, so the device side knows when to forget cached ones. */
+EXPORT int hsakmt_emu_find(uint64_t address, uint64_t* base, uint64_t* size, uint32_t* node,
+                           uint32_t* mapped) {
     pthread_mutex_lock(&lock);
     struct alloc* x = find_alloc((const void*)(uintptr_t)address);
     if (x) {
         *base = (uint64_t)(uintptr_t)x->addr;
         *size = x->size;
         *node = x->node;
+        if (mapped) *mapped = x->mapped;
     }
     pthread_mutex_unlock(&lock);
     return x != NULL;
 }
 
 EXPORT uint64_t hsakmt_emu_generation(void) { return atomic_load(&alloc_generation); }
+
+/* How many GPU nodes the emulated driver exposes now (0 before the first OpenKFD). */
+EXPORT uint32_t hsakmt_emu_gpu_count(void) { return opened ? cfg.gpus : 0; }
 
 EXPORT int64_t hsakmt_emu_atomic_add(int64_t* address, int64_t delta) {
     return __atomic_fetch_add(address, delta, __ATOMIC_ACQ_REL);
@@ -1058,4 +1112,4 @@ EXPORT void hsakmt_emu_store(int64_t* address, int64_t value) {
 }
 
 /* The emulated driver's identity, for "is the loaded libhsakmt this one?" checks. */
-EXPORT const char* hsakmt_emu_identity(void) { return "amdgpu-direct emulated libhsakmt 1"; }
+EXPORT const char* hsakmt_emu_identity(void) { return "amdgpu-direct emulated libhsakmt 2"; }
