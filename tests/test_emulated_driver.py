@@ -272,6 +272,12 @@ def test_c_program_runs_on_real_rocr_with_ld_library_path(thunk, tmp_path):
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "agent gfx90a: barrier completed, signal 0" in run.stdout
+    assert "GPU agents: 1" in run.stdout
+    env["AMDGPU_EMULATED_GPUS"] = "3"  # three GPU nodes; the barrier runs on the third
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "agent gfx90a: barrier completed, signal 0" in run.stdout
+    assert "GPU agents: 3" in run.stdout
 
 
 # --- a GPU memory fault through the real path --------------------------------------------

@@ -325,4 +325,21 @@ def test_readme_multi_gpu_example_runs(node):
     first, _, rest = link.partition(" -> ")
     assert first.startswith("GPU-") and rest.endswith("[('XGMI', 15)]") and first not in rest
     assert peer == "peer copy: [0. 1. 2.] True"
-    assert small.startswith("10,000 small buffers: {'slabs': 2,") and "'blocks_in_use': 10000" in small
+    assert small.startswith("10,000 small buffers: {'slabs': 2,")
+    assert "'blocks_in_use': 10000" in small
+
+
+def test_one_emulated_node_at_a_time_in_a_process():
+    """ROCr reads the topology at its first hsa_init: while devices of one emulated node are
+    open, another node size is refused in one line; once they close, it opens."""
+    from amdgpu.errors import HsaUnavailable
+
+    _emulated_or_skip()
+    with amdgpu.open(EMULATED_NODE + ":0"):
+        with pytest.raises(HsaUnavailable) as e:
+            amdgpu.open("amdgpu:emulated")
+        text = str(e.value)
+        assert "4 GPU(s)" in text and "cannot also show 1" in text and "new process" in text
+        assert "\n" not in text
+    with amdgpu.open("amdgpu:emulated") as d:
+        assert len(d.provider.gpu_agents()) == 1 and d.uuid == "GPU-656d756c61746564"
