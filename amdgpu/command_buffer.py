@@ -165,6 +165,8 @@ class CommandBuffer(abc.ABC):
         Returns name -> Python int or float (already converted through the scalar's dtype)."""
         used = self.__dict__.get("_used_params")
         if params is None:
+            if not used:  # the common case: nothing to bind, nothing bound
+                return {}
             params = {}
         declared = self._declared_params()
         if used and isinstance(params, dict) and params.keys() == used:  # the common case
@@ -307,7 +309,7 @@ class CommandBuffer(abc.ABC):
                 raise KernelArgumentError(
                     f"binding {i} ({b!r}) is not a buffer of {getattr(device, 'spec', '?')}"
                 )
-            if b.root._freed:
+            if b._life.freed:  # the root's (a view shares its root's lifetime)
                 raise KernelArgumentError(f"binding {i} ({b!r}) was freed: allocate a new one")
             if b.nbytes < need.get(i, 0):
                 raise KernelArgumentError(

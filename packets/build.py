@@ -11,7 +11,6 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Sequence
-from typing import Any
 
 from amdgpu.errors import PacketError
 
@@ -27,7 +26,12 @@ _U16 = 0xFFFF
 _U32 = 0xFFFFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
 
-_KERNEL_DISPATCH = struct.Struct("<HHHHHHIIIIIQQQQ")
+# header | setup << 16, workgroup x | y << 16, z, (reserved0), grid x y z, private, group,
+# kernel_object, kernarg_address, (reserved2), completion_signal: the reserved fields as pad
+# bytes and the 16-bit pairs as one word each, so a pack takes 12 values, not 15 (the
+# checks before it bound every workgroup size to MAX_WORKGROUP_PRODUCT, header and setup
+# to 16 bits, so no field spills into its neighbour)
+_KERNEL_DISPATCH = struct.Struct("<IIH2xIIIIIQQ8xQ")
 _BARRIER = struct.Struct("<HHI5QQQ")
 _AGENT_DISPATCH = struct.Struct("<HHIQ4QQQ")
 _BARRIER_VALUE = struct.Struct("<HBBIQqqIIQQQ")
@@ -66,28 +70,44 @@ def kernel_dispatch(
 ) -> bytes:
     """hsa_kernel_dispatch_packet_t. Sizes are an int (1-D) or a tuple of up to 3 ints;
     `grid_size` counts work-items, not workgroups. `dims` defaults to the longer tuple."""
-    # An int inline, tuples and lists through _size3's fast path (the common forms cost
-    # about the same as an int); everything else through the general normaliser.
+    # An int, a tuple or a list of 1 to 3 ints inline (the common forms cost about the
+    # same as an int); everything else through the general normaliser (_dim3).
     t = type(workgroup_size)
     if t is int:
         wx, wy, wz, nw = workgroup_size, 1, 1, 1
-    elif t is tuple and len(workgroup_size) == 3:  # type: ignore[arg-type]
-        wx, wy, wz = workgroup_size  # type: ignore[misc]
-        nw = 3
+    elif t is tuple or t is list:  # inline: a helper call costs more than this
+        nw = len(workgroup_size)  # type: ignore[arg-type]
+        if nw == 3:
+            wx, wy, wz = workgroup_size  # type: ignore[misc]
+        elif nw == 2:
+            wx, wy = workgroup_size  # type: ignore[misc]
+            wz = 1
+        elif nw == 1:
+            wx, wy, wz = workgroup_size[0], 1, 1  # type: ignore[index]
+        else:
+            wx = wy = wz = None
         if type(wx) is not int or type(wy) is not int or type(wz) is not int:
-            wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)
+            wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)  # type: ignore[arg-type]
     else:
-        wx, wy, wz, nw = _size3("workgroup_size", workgroup_size)
+        wx, wy, wz, nw = _dim3("workgroup_size", workgroup_size)
     t = type(grid_size)
     if t is int:
         gx, gy, gz, ng = grid_size, 1, 1, 1
-    elif t is tuple and len(grid_size) == 3:  # type: ignore[arg-type]
-        gx, gy, gz = grid_size  # type: ignore[misc]
-        ng = 3
+    elif t is tuple or t is list:
+        ng = len(grid_size)  # type: ignore[arg-type]
+        if ng == 3:
+            gx, gy, gz = grid_size  # type: ignore[misc]
+        elif ng == 2:
+            gx, gy = grid_size  # type: ignore[misc]
+            gz = 1
+        elif ng == 1:
+            gx, gy, gz = grid_size[0], 1, 1  # type: ignore[index]
+        else:
+            gx = gy = gz = None
         if type(gx) is not int or type(gy) is not int or type(gz) is not int:
-            gx, gy, gz, ng = _dim3("grid_size", grid_size)
+            gx, gy, gz, ng = _dim3("grid_size", grid_size)  # type: ignore[arg-type]
     else:
-        gx, gy, gz, ng = _size3("grid_size", grid_size)
+        gx, gy, gz, ng = _dim3("grid_size", grid_size)
     if dims is None:
         dims = nw if nw > ng else ng
     elif dims not in (1, 2, 3):
@@ -109,9 +129,9 @@ def kernel_dispatch(
         header = header_word(2, barrier, acquire_fence_scope, release_fence_scope)
     try:
         return _KERNEL_DISPATCH.pack(
-            header, dims, wx, wy, wz, 0, gx, gy, gz,
+            header | dims << 16, wx | wy << 16, wz, gx, gy, gz,
             private_segment_size, group_segment_size,
-            kernel_object, kernarg_address, 0, completion_signal,
+            kernel_object, kernarg_address, completion_signal,
         )
     except struct.error:
         _range_error(
@@ -314,24 +334,6 @@ def invalid() -> bytes:
 
 
 # --- diagnosis (runs only after a fast check failed) -------------------------------------
-
-
-def _size3(name: str, value: Any) -> tuple[int, int, int, int]:
-    """(x, y, z, rank) of a size given as a tuple or list of 1 to 3 ints, without building
-    anything; other forms (numpy integers, wrong lengths, bad items) go to _dim3."""
-    if type(value) is tuple or type(value) is list:
-        n = len(value)
-        if n == 3:
-            x, y, z = value
-        elif n == 2:
-            (x, y), z = value, 1
-        elif n == 1:
-            x, y, z = value[0], 1, 1
-        else:
-            return _dim3(name, value)
-        if type(x) is int and type(y) is int and type(z) is int:
-            return x, y, z, n
-    return _dim3(name, value)
 
 
 def _dim3(name: str, value: Sequence[int]) -> tuple[int, int, int, int]:

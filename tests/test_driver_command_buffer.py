@@ -309,3 +309,144 @@ def test_replay_after_a_cross_lane_wait_is_one_block(code_object, barrier_value)
             d.provider.signal_store(g, 0)
     finally:
         d.close(timeout=0)
+
+
+def _published(ln, first, cb_rows):
+    """(kernarg addresses of the dispatch rows, completion signal of the last packet) of
+    the block published at packet id `first`."""
+    got = _ring_packets(ln, first, cb_rows + 1)
+    return [d["kernarg_address"] for d in got[:cb_rows]], got[-1]["completion_signal"]
+
+
+def test_a_table_bound_again_replays_its_kept_instance(dev, code_object):
+    """A binding table's second submission keeps an instance (its own kernarg block in the
+    lane's allocation and its own packet block); later submissions of that table publish
+    it again (same kernarg addresses, no kernarg copy), each other table keeps its own, and
+    every published block holds the right binding addresses whatever came between."""
+    saxpy, cb = _record(dev, code_object)
+    ln = dev.lanes_[0]
+    gate = _gate(dev, 0)  # nothing completes: instances are shared while in flight
+    bufs = [dev.buffer(4096) for _ in range(4)]
+    tables = [(bufs[0], bufs[1]), (bufs[2], bufs[3])]
+    seen = {}
+    for rnd in range(4):
+        for t, (y, x) in enumerate(tables):
+            first = ln.queue.load_write_index()
+            head = ln.kernargs._head
+            dev.submit(cb, [y, x])
+            kargs, signal = _published(ln, first, 4)
+            assert signal == ln.signal
+            assert _kernarg_words(ln, kargs[0], 2) == (y.address, x.address)
+            assert _kernarg_words(ln, kargs[2], 2) == (y.address, x.address + 16)
+            assert _kernarg_words(ln, kargs[3], 2) == (x.address, y.address)
+            if rnd == 0:  # first sight: the ring path, a fresh block from the kernarg ring
+                assert ln.kernargs._head != head
+            else:
+                assert ln.kernargs._head == head  # nothing taken from the ring
+                if rnd >= 2:
+                    assert kargs == seen[t]  # the kept instance, published again
+                seen[t] = kargs
+    assert set(seen[0]).isdisjoint(seen[1])
+    (block,) = cb.packets  # the block last published: the second table's instance
+    assert [d["kernarg_address"] for d in packets.decode_many(block)[:4]] == seen[1]
+    dev.provider.signal_store(gate, 0)
+    dev.synchronize()
+
+
+def test_a_kept_instance_is_repatched_only_once_its_lane_completed_it(
+        dev, code_object, monkeypatch):
+    """With every instance slot taken, a new table re-patches the least recently used
+    instance of the lane only once the lane has completed its last submission; until
+    then it takes the ring path, and the instance in flight keeps its bytes."""
+    from amdgpu.hsa_backend import command_buffer as hcb
+
+    monkeypatch.setattr(hcb, "MAX_INSTANCES", 1)
+    saxpy, cb = _record(dev, code_object)
+    ln = dev.lanes_[0]
+    a, b, c, d = (dev.buffer(4096) for _ in range(4))
+    gate = _gate(dev, 0)
+    for _ in range(2):
+        dev.submit(cb, [a, b])  # the second keeps an instance of (a, b)
+    first = ln.queue.load_write_index()
+    dev.submit(cb, [a, b])
+    kept, _ = _published(ln, first, 4)
+    for _ in range(2):  # (c, d) seen twice, but the one slot is in flight: ring path
+        first = ln.queue.load_write_index()
+        dev.submit(cb, [c, d])
+        kargs, _ = _published(ln, first, 4)
+        assert set(kargs).isdisjoint(kept)
+        assert _kernarg_words(ln, kargs[0], 2) == (c.address, d.address)
+    assert _kernarg_words(ln, kept[0], 2) == (a.address, b.address)  # untouched in flight
+    dev.provider.signal_store(gate, 0)
+    dev.synchronize()
+    first = ln.queue.load_write_index()
+    dev.submit(cb, [c, d])  # the lane completed (a, b)'s submissions: re-patched for (c, d)
+    kargs, _ = _published(ln, first, 4)
+    assert kargs == kept
+    assert _kernarg_words(ln, kargs[0], 2) == (c.address, d.address)
+    assert _kernarg_words(ln, kargs[3], 2) == (d.address, c.address)
+    dev.synchronize()
+
+
+def test_a_dropped_command_buffer_gives_its_kept_blocks_back(dev, code_object):
+    """Kept kernarg blocks return to the lane when their command buffer is dropped, and
+    are handed out again only once the lane has completed what read them."""
+    import gc
+
+    ln = dev.lanes_[0]
+    free_before = [list(r) for r in ln.kept._free]
+    saxpy, cb = _record(dev, code_object)
+    a, b = dev.buffer(4096), dev.buffer(4096)
+    gate = _gate(dev, 0)
+    for _ in range(2):
+        point = dev.submit(cb, [a, b])
+    assert ln.kept._free != free_before  # one block kept
+    del cb
+    gc.collect()
+    assert ln.kept._pending and ln.kept._pending[0][2] == point.value
+    assert ln.kept.take(16) is not None  # from the rest: the pending block is in flight
+    assert ln.kept._pending
+    dev.provider.signal_store(gate, 0)
+    dev.synchronize()
+    ln.kept.take(16)  # the lane passed the value: the block went back first
+    assert not ln.kept._pending
+
+
+def test_replays_from_threads_with_their_own_tables(code_object):
+    """Several threads replaying one command buffer, each with its own buffers, on shared
+    lanes: every run computes its own result (kept instances and the ring path mixed)."""
+    import threading
+
+    dev = amdgpu.open("amdgpu:virtual", lanes=2)
+    try:
+        assert dev.runs_kernels  # the virtual gfx1100 agent has the gfx11 ISA executor
+        saxpy = dev.load(code_object).kernel("saxpy")
+        n = 256
+        cb = dev.command_buffer()
+        y, x = cb.binding(0), cb.binding(1)
+        cb.dispatch(saxpy, n, 64, (y, x, np.float32(2.0), np.uint32(n)))
+        cb.finalize()
+        errors = []
+
+        def work(t):
+            try:
+                xs = np.full(n, t + 1, np.float32)
+                for rep in range(6):
+                    ys = np.full(n, rep, np.float32)
+                    yb, xb = dev.buffer(ys), dev.buffer(xs)
+                    pairs = [(yb, xb)] * 3  # each table three times: kept from the second
+                    for yy, xx in pairs:
+                        dev.submit(cb, [yy, xx], lane=t % 2).wait()
+                    got = yb.to_numpy(np.float32)
+                    assert np.array_equal(got, ys + 3 * 2 * xs), (t, rep, got[:4])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors[0]
+    finally:
+        dev.close()

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +61,7 @@ from amdgpu.device import TimelinePoint
 from amdgpu.errors import KernelArgumentError
 from amdgpu.geometry import MAX_SIZE
 from amdgpu.hsa_backend.executable import HsaKernel
+from amdgpu.hsa_backend.kernargs import KernargRing
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
 from hsa.abi.hidden_args import GEOMETRY_KINDS
 
@@ -70,6 +72,11 @@ SMALL_SITES = 16  # binding patch sites up to which Python stores beat one numpy
 SMALL_ROWS = 8  # dispatch rows up to which Python stores beat one numpy call
 _M64 = (1 << 64) - 1
 _GRID_WORD = 3  # grid_size_x is u32 word 3 of a dispatch packet (then y, z)
+# Replay instances (_Instance): at most this many per segment (over its lanes); past that,
+# or when the lane's kept kernarg blocks are full, a replay with a new table re-patches an
+# idle instance of its lane, or takes the ring path (a fresh kernarg block every time).
+MAX_INSTANCES = 8
+RING_SLACK = KernargRing.RING_SLACK
 _WIDTH_CODE = {2: "H", 4: "I", 8: "Q"}
 _FLOAT_CODE = {2: "e", 4: "f", 8: "d"}
 
@@ -138,12 +145,38 @@ class _Segment:
     trace_template: Any = None
     trace_sinks: Any = None
     trace_sink: Any = None
+    # replay instances (see _Instance), least recently used first: (lane, table) -> one
+    instances: dict = field(default_factory=dict)
+    seen: dict = field(default_factory=dict)  # (lane, table) -> None: the latest tables
+    last_block: Any = None  # the block last published (an instance's, or `block`)
 
     def full_block(self) -> np.ndarray:
-        """A copy of the block with its headers in place (what the ring receives)."""
-        out = self.block.copy()
+        """A copy of the block last published with its headers in place (what the ring
+        received)."""
+        out = (self.block if self.last_block is None else self.last_block).copy()
         out.view(np.uint32).reshape(len(out), 16)[:, 0] = self.headers
         return out
+
+
+class _Instance:
+    """One segment replayed for one lane and one binding table, kept: its own kernarg
+    block (a kernarg-pool allocation holding the template patched for the table) and its
+    own packet block (kernarg_address column, completion signal and parameter grids set).
+    Kernels never write their kernarg segment, so one instance serves every submission of
+    that (lane, table), however many are in flight: a replay publishes the block (one
+    copy into the ring, one header store) and copies no kernarg bytes. `value` is the
+    lane's latest submission that reads it: the instance is re-patched for another table
+    only once the lane has completed that value."""
+
+    __slots__ = ("address", "memory", "block", "view", "value", "nbytes")
+
+    def __init__(self, address: int, memory: np.ndarray, block: np.ndarray, nbytes: int):
+        self.address = address
+        self.memory = memory
+        self.block = block
+        self.view = memoryview(block.view(np.uint8)).cast("B")
+        self.value = 0
+        self.nbytes = nbytes
 
 
 class HsaCommandBuffer(CommandBuffer):
@@ -523,15 +556,24 @@ class HsaCommandBuffer(CommandBuffer):
 
     def _publish_segment(self, lane: Any, seg: _Segment, addrs: tuple, value: int,
                          pre: np.ndarray | None) -> None:
+        if (pre is None and seg.dispatches and self.device._timer is None
+                and _TRACE.sink is None):  # the instance path: no kernarg copy, no patch
+            inst = seg.instances.get((lane, addrs))
+            if inst is None:
+                inst = self._instance(lane, seg, addrs) if self._seen(seg, lane, addrs) else None
+            else:  # the most recently used goes last
+                del seg.instances[(lane, addrs)]
+                seg.instances[(lane, addrs)] = inst
+            if inst is not None:
+                inst.value = value
+                seg.last_block = inst.block
+                lane.ring.publish_ready(inst.view, seg.header_list[0])
+                return
+        seg.last_block = None
         size = seg.template.size
         off = lane.kernargs.allocate(size, value) if size else 0
-        if seg.param_keys and addrs != seg.patched_for:  # the parameters' packet fields
-            _patch_grids(seg, addrs)
-        if size:
-            if (seg.sites or seg.narrow_sites) and addrs != seg.patched_for:  # the patch
-                _patch_template(seg, addrs)
-                seg.patched_for = addrs
-            # the patched template into this submission's own kernarg block
+        self._patch_for(seg, addrs)
+        if size:  # the patched template into this submission's own kernarg block
             lane.kernarg_view[off : off + size] = seg.template_bytes
         rows = seg.dispatches
         base = lane.kernarg_address + off
@@ -562,6 +604,87 @@ class HsaCommandBuffer(CommandBuffer):
             lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header
         else:
             lane.publish_block(block, headers)
+
+    @staticmethod
+    def _patch_for(seg: _Segment, addrs: tuple) -> None:
+        """The segment's template and parameter grids patched for the table `addrs`
+        (nothing to do when they already are)."""
+        if seg.param_keys and addrs != seg.patched_for:  # the parameters' packet fields
+            _patch_grids(seg, addrs)
+        if seg.template.size:
+            if (seg.sites or seg.narrow_sites) and addrs != seg.patched_for:  # the patch
+                _patch_template(seg, addrs)
+                seg.patched_for = addrs
+
+    @staticmethod
+    def _seen(seg: _Segment, lane: Any, addrs: tuple) -> bool:
+        """Whether (lane, addrs) came recently (it is noted now): a table is kept as an
+        instance from its second submission, so tables bound once (fresh buffers every
+        time) cost no instance, only the ring path."""
+        seen = seg.seen
+        key = (lane, addrs)
+        if key in seen:
+            return True
+        if len(seen) >= 2 * MAX_INSTANCES:
+            del seen[next(iter(seen))]  # the oldest
+        seen[key] = None
+        return False
+
+    def _instance(self, lane: Any, seg: _Segment, addrs: tuple) -> _Instance | None:
+        """A kept instance of `seg` for (lane, addrs): a new one, or the least recently
+        used idle one of this lane re-patched; None when neither may be had (the caller
+        takes the ring path). Called under the replay lock and the lane's lock."""
+        instances = seg.instances
+        inst = None
+        if len(instances) >= MAX_INSTANCES:
+            done = lane.completed()
+            for key, old in instances.items():
+                if key[0] is lane and old.value <= done:
+                    inst = old
+                    del instances[key]
+                    break
+            if inst is None:
+                return None
+        else:
+            inst = self._new_instance(lane, seg)
+            if inst is None:
+                return None
+        self._patch_for(seg, addrs)
+        size = seg.template.size
+        if size:
+            inst.memory[:size] = seg.template
+        block = inst.block
+        np.copyto(block, seg.block)  # the parameter grids with it
+        rows = seg.dispatches
+        block_words = block.view(np.uint64).reshape(len(block), 8)
+        np.add(seg.kernarg_offsets, np.uint64(inst.address), out=block_words[:rows, _KARG_WORD])
+        block_words[seg.last_row, _SIGNAL_WORD] = lane.signal
+        instances[(lane, addrs)] = inst
+        return inst
+
+    def _new_instance(self, lane: Any, seg: _Segment) -> _Instance | None:
+        """Kernarg memory (the template's bytes and the ring's slack: a kernel's widened
+        load past its last argument stays inside) from the lane's kept blocks, and a packet
+        block, for an instance; None when the lane has no room left."""
+        size = seg.template.size + RING_SLACK
+        if len(seg.block) > lane.ring.size:
+            return None
+        off = lane.kept.take(size)
+        if off is None:
+            return None
+        memory = lane.kernarg_memory[off : off + size]
+        memory.fill(0)
+        finalizer = self.__dict__.get("_instances_finalizer")
+        if finalizer is None:
+            held: list = []
+            done = weakref.finalize(self, _drop_instances, held)
+            done.atexit = False
+            self._instances_finalizer = (held, done)
+        else:
+            held = finalizer[0]
+        inst = _Instance(lane.kernarg_address + off, memory, seg.block.copy(), size)
+        held.append((lane, off, inst))
+        return inst
 
     @staticmethod
     def _publish_traced(
@@ -623,6 +746,13 @@ class HsaCommandBuffer(CommandBuffer):
             dst._check_range(0, op.nbytes)
             src._check_range(0, op.nbytes)
             dev.provider.memory_copy(dst.address, src.address, op.nbytes)
+
+
+def _drop_instances(held: list) -> None:
+    """A command buffer's finalizer: its instances' kernarg blocks go back to their lanes,
+    reused once each lane has completed the last submission that read them."""
+    for lane, off, inst in held:
+        lane.kept.give(off, inst.nbytes, inst.value)
 
 
 def _patch_template(seg: _Segment, addrs: tuple) -> None:

@@ -30,6 +30,7 @@ from hsa.provider import Capability
 from hsa.virtual.topology import expand_gpus
 
 _KARG = struct.Struct("<Q")
+_new_point = object.__new__  # a TimelinePoint without its __init__ call (dispatch)
 _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 HSA_PATHS = ("barrier_value", "profiling", "async_copy")
 
@@ -546,31 +547,31 @@ class HsaDevice(Device):
     ) -> TimelinePoint:
         """Launch `kernel` over `grid` work-items in workgroups of `block`; on gfx1250 in
         clusters of `cluster` workgroups (the extended dispatch packet; 1 by default)."""
-        ln = (
-            self.lanes_[lane]
-            if type(lane) is int and 0 <= lane < len(self.lanes_)
-            else self._timeline(lane)
-        )
-        if ln.failed:  # set by the queue's error callback
-            ln.check()
-        if wait:
-            self.check_wait(wait)
+        # The hot path: every line here costs on each dispatch (see docs/BENCHMARKS.md #16).
         if kernel.__class__ is not HsaKernel or kernel.device is not self:
-            raise KernelArgumentError(
-                "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
-                f"got {kernel!r}"
-            )
-        # The launch cache's fast path: exact ints only (bool and float sizes compare equal
-        # to ints, so they go through launch(), which refuses them).
+            self._refuse_kernel(kernel, lane, wait)
+        # The launch cache's fast path, keyed by the lane's index: exact ints only (bool and
+        # float sizes compare equal to ints, so they go through launch(), which refuses them).
         launch = (
-            kernel._launches.get((grid, block, dynamic_lds, ln))
-            if cluster is None and grid.__class__ is int
+            kernel._launches.get((grid, block, dynamic_lds, lane))
+            if grid.__class__ is int and lane.__class__ is int and cluster is None
             and (block is None or block.__class__ is int) and dynamic_lds.__class__ is int
             else None
         )
         if launch is None:
+            ln = self._timeline(lane)
+            if ln.failed:
+                ln.check()
+            if wait:
+                self.check_wait(wait)
             launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
-        size, explicit, fast, hidden_start, hidden, words, body, header, geom = launch
+        else:
+            ln = launch[9]  # the entry is per lane
+            if ln.failed:  # set by the queue's error callback
+                ln.check()
+            if wait:
+                self.check_wait(wait)
+        size, explicit, fast, _start, hidden, words, body, header, geom, _ln, publish = launch
         # The kernarg bytes first: a refused argument raises before anything is reserved.
         last = kernel.last  # (args, launch, bytes): one tuple, so threads see a whole one
         if args is last[0] and launch is last[1]:
@@ -587,30 +588,44 @@ class HsaDevice(Device):
                 )
             if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
                 kernel.last = (args, launch, data)
+        if wait or self._timer is not None or _TRACE.sink is not None:
+            return self._dispatch_slow(kernel, ln, data, size, words, body, header, wait)
+        # One atomic step under the lane's lock: timeline value, kernarg block, packet,
+        # counter (QueueLane.dispatcher: bound once per launch and lane).
+        point = _new_point(TimelinePoint)  # TimelinePoint(ln.index, value, ln), cheaper
+        point.value = publish(data)
+        point.lane = ln.index
+        point.timeline = ln
+        return point
+
+    def _refuse_kernel(self, kernel: Any, lane: Any, wait: Any) -> None:
+        """dispatch's checks in their order (lane, lane error, waits), then the kernel's."""
+        ln = self._timeline(lane)
+        if ln.failed:
+            ln.check()
+        if wait:
+            self.check_wait(wait)
+        raise KernelArgumentError(
+            "dispatch wants a Kernel from this device's dev.load(...).kernel(name), "
+            f"got {kernel!r}"
+        )
+
+    def _dispatch_slow(self, kernel: HsaKernel, ln: QueueLane, data: bytes, size: int,
+                       words: memoryview, body: memoryview, header: int,
+                       wait: Sequence[TimelinePoint]) -> TimelinePoint:
+        """An immediate dispatch with waits, a DispatchTimer or a trace sink active."""
         # Waits on other lanes are built outside this lane's lock (they may publish a proxy
         # barrier on the other lane, under that lane's lock: never two locks at once).
         pre, proxies = ln.prepare_waits(wait) if wait else (None, None)
-        # One atomic step per lane: timeline value, kernarg block, packet, counter.
-        # (acquire/release, not `with`: a third of the cost on CPython 3.11)
-        lock = ln.lock
-        lock.acquire()
-        try:
+        with ln.lock:
             value = ln.submitted + 1
-            ring = ln.kernargs  # its allocate() fast path, inlined: this is the hot path
-            off = ring._head
-            end = off + size
-            if end <= ring._limit:
-                ring._head = end
-                ring._starts.append(off)
-                ring._values.append(value)
-            else:
-                off = ring.allocate(size, value)
+            off = ln.kernargs.allocate(size, value)
             ln.kernarg_view[off : off + size] = data  # the whole block in one store
             words[5] = ln.kernarg_address + off  # the launch's packet template, in place
             if proxies:
                 ln.hold_proxies(value, proxies)
             if pre is None and self._timer is None and _TRACE.sink is None:
-                ln.ring.publish_parts(body, header)  # the untraced path: one check
+                ln.ring.publish_parts(body, header)  # (tracing switched off meanwhile)
             else:
                 pkt = header.to_bytes(4, "little") + body.tobytes()
                 if self._timer is not None:  # per-dispatch device time (hsa_backend.timing)
@@ -621,8 +636,6 @@ class HsaDevice(Device):
                     ln.publish_block(
                         np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
             ln.submitted = value
-        finally:
-            lock.release()
         return TimelinePoint(ln.index, value, ln)
 
     def _publish_traced(

@@ -165,7 +165,10 @@ class HsaKernel:
         """Everything an immediate dispatch of this shape on this lane reuses, cached:
         (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
         hidden-args bytes, the packet template as u64 words, its 60 body bytes, its header
-        word, (grid, block, dims)). `cluster` (gfx1250): workgroups per cluster."""
+        word, (grid, block, dims), the lane, the lane's untraced publish step for it:
+        QueueLane.dispatcher). `cluster` (gfx1250): workgroups per cluster.
+        Cached under (grid, block, dynamic_lds, lane index[, cluster]): dispatch looks the
+        entry up itself by the lane's index, before it resolves the lane."""
         if dynamic_lds.__class__ is not int:
             dynamic_lds = _lds_bytes(dynamic_lds, self.name)
         # The cache key tells types apart (1 == True == 1.0 as dict keys): only exact ints
@@ -174,10 +177,10 @@ class HsaKernel:
         key: Any = None
         if gkey is not None and (bkey is not None or block is None):
             if cluster is None:
-                key = (gkey, bkey, dynamic_lds, lane)
+                key = (gkey, bkey, dynamic_lds, lane.index)
             else:
                 cluster = dim3(cluster, "cluster", self.name)
-                key = (gkey, bkey, dynamic_lds, lane, cluster)
+                key = (gkey, bkey, dynamic_lds, lane.index, cluster)
             entry = self._launches.get(key)
             if entry is not None:
                 return entry
@@ -205,9 +208,12 @@ class HsaKernel:
                 body,
                 header,
                 (g, b, dims),
+                lane,
+                lane.dispatcher(layout.size, words, body, header),
             )
         else:
-            entry = (layout.size, None, None, 0, b"", words, body, header, (g, b, dims))
+            entry = (layout.size, None, None, 0, b"", words, body, header, (g, b, dims), lane,
+                     lane.dispatcher(layout.size, words, body, header))
         if key is not None:
             if len(self._launches) > 1024:
                 self._launches.clear()

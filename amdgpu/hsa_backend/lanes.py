@@ -94,6 +94,56 @@ class SignalPool:
         self._free.clear()
 
 
+class KeptBlocks:
+    """Kernarg blocks kept across submissions (a command buffer's replay instances), in
+    the lane's kernarg allocation after its ring: first fit over a sorted free list. A
+    block given back waits until the lane has completed the last value that reads it."""
+
+    ALIGN = 256
+
+    def __init__(self, start: int, end: int, completed: Any):
+        self._free: list[list[int]] = [[start, end]]  # [start, end) runs, sorted
+        self._pending: list[tuple[int, int, int]] = []  # (offset, nbytes, value)
+        self._completed = completed
+        self._lock = threading.Lock()  # given back from finalizers, on any thread
+
+    def take(self, nbytes: int) -> int | None:
+        """The offset (from the lane's kernarg_address) of `nbytes`, or None if full."""
+        nbytes = -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
+        with self._lock:
+            if self._pending:
+                done = self._completed()
+                for item in [x for x in self._pending if x[2] <= done]:
+                    self._pending.remove(item)
+                    self._insert(item[0], item[1])
+            for run in self._free:
+                if run[1] - run[0] >= nbytes:
+                    start = run[0]
+                    run[0] += nbytes
+                    if run[0] == run[1]:
+                        self._free.remove(run)
+                    return start
+        return None
+
+    def give(self, offset: int, nbytes: int, value: int) -> None:
+        """Return a block once the lane has completed `value`."""
+        nbytes = -(-max(nbytes, 1) // self.ALIGN) * self.ALIGN
+        with self._lock:
+            self._pending.append((offset, nbytes, value))
+
+    def _insert(self, start: int, nbytes: int) -> None:
+        end = start + nbytes
+        runs = self._free
+        i = 0
+        while i < len(runs) and runs[i][0] < start:
+            i += 1
+        runs.insert(i, [start, end])
+        if i + 1 < len(runs) and runs[i + 1][0] == end:  # merge with the next run
+            runs[i][1] = runs.pop(i + 1)[1]
+        if i > 0 and runs[i - 1][1] == start:  # and with the previous one
+            runs[i - 1][1] = runs.pop(i)[1]
+
+
 class QueueLane:
     """An HSA queue with its timeline signal and kernarg ring."""
 
@@ -125,14 +175,17 @@ class QueueLane:
         self._completed = 0  # highest value seen complete
         # proxies held until this lane's value passes: [(value, [signals])]
         self._held_proxies: list[tuple[int, list[int]]] = []
-        self.kernarg_address = p.memory_pool_allocate(device.kernarg_pool, kernarg_bytes)
+        # One kernarg-pool allocation: the ring the submissions take their blocks from,
+        # then as many bytes again for the kept blocks of command-buffer replays (KeptBlocks)
+        total = 2 * kernarg_bytes
+        self.kernarg_address = p.memory_pool_allocate(device.kernarg_pool, total)
         p.agents_allow_access([device.agent.handle], self.kernarg_address)
-        self.kernarg_memory = p.host_view(self.kernarg_address, kernarg_bytes)
+        self.kernarg_memory = p.host_view(self.kernarg_address, total)
         self.kernarg_view = memoryview(self.kernarg_memory)  # for pack_into / slice stores
-        self.kernarg_memory.fill(0)  # touch every page now, not on the first dispatches
-        self.kernargs = KernargRing(
-            self.kernarg_address, self.kernarg_memory, self.completed, self.wait
-        )
+        ring = self.kernarg_memory[:kernarg_bytes]
+        ring.fill(0)  # touch every page now, not on the first dispatches
+        self.kernargs = KernargRing(self.kernarg_address, ring, self.completed, self.wait)
+        self.kept = KeptBlocks(kernarg_bytes, total, self.completed)
 
     # --- errors --------------------------------------------------------------------------
     def _on_error(self, status: int, queue: Any) -> None:
@@ -341,6 +394,57 @@ class QueueLane:
                 self.device.signal_pool.give(held.pop(0)[1])
 
     # --- publishing ----------------------------------------------------------------------
+    def dispatcher(self, size: int, words: memoryview, body: memoryview,
+                   header: int) -> Any:
+        """The untraced immediate-dispatch step of one launch (HsaKernel.launch keeps it
+        in the launch's cache entry): `publish(data)` takes the lane's lock, the timeline
+        value, a kernarg block of `size` bytes from the ring (KernargRing.allocate's fast
+        path inlined) and stores `data` into it, patches the packet template (`words`) with
+        its address, publishes the template's `body` and `header` (Ring.publish_parts's
+        steps inlined), counts the submission, and returns its timeline value. Everything
+        that does not change between dispatches is bound once here, not looked up each
+        time: this is the hot path of an immediate dispatch."""
+        acquire, release = self.lock.acquire, self.lock.release
+        kernargs, view, base = self.kernargs, self.kernarg_view, self.kernarg_address
+        starts, values, allocate = kernargs._starts, kernargs._values, kernargs.allocate
+        rg = self.ring
+        mv, header_words, mask, ring_size = rg._mv, rg._header_words, rg._mask, rg.size
+        add_write_index, doorbell = rg._add_write_index, rg._doorbell
+        lane = self
+
+        def publish(data: bytes) -> int:
+            acquire()
+            try:
+                value = lane.submitted + 1
+                off = kernargs._head
+                end = off + size
+                if end <= kernargs._limit:
+                    kernargs._head = end
+                    starts.append(off)
+                    values.append(value)
+                else:
+                    off = allocate(size, value)
+                view[off : off + size] = data  # the whole block in one store
+                words[5] = base + off  # kernarg_address, in the launch's packet template
+                if rg._hint - rg._read >= ring_size:
+                    rg._wait_unreserved(1)
+                idx = add_write_index(1)
+                if idx >= rg._hint:
+                    rg._hint = idx + 1
+                if idx - rg._read >= ring_size:
+                    rg._wait_reserved(idx, 1)
+                off = (idx & mask) << 6
+                mv[off + 4 : off + 64] = body  # the body, then the one header store
+                header_words[off >> 2] = header
+                rg.doorbells += 1
+                doorbell(idx)
+                lane.submitted = value
+            finally:
+                release()
+            return value
+
+        return publish
+
     def publish_block(self, block: np.ndarray, headers: Any = None) -> int:
         """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell;
         returns the first packet's id (the chunks are consecutive: the caller holds the
