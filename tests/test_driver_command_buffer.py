@@ -414,7 +414,9 @@ def test_a_dropped_command_buffer_gives_its_kept_blocks_back(dev, code_object):
 
 def test_replays_from_threads_with_their_own_tables(code_object):
     """Several threads replaying one command buffer, each with its own buffers, on shared
-    lanes: every run computes its own result (kept instances and the ring path mixed)."""
+    lanes: every run computes its own result (kept instances and the ring path mixed).
+    The buffers are made and read on this thread (host reads and writes share one staging
+    buffer), the threads only submit and wait."""
     import threading
 
     dev = amdgpu.open("amdgpu:virtual", lanes=2)
@@ -426,27 +428,31 @@ def test_replays_from_threads_with_their_own_tables(code_object):
         y, x = cb.binding(0), cb.binding(1)
         cb.dispatch(saxpy, n, 64, (y, x, np.float32(2.0), np.uint32(n)))
         cb.finalize()
+        threads_n, reps = 4, 6
+        xs = [np.full(n, t + 1, np.float32) for t in range(threads_n)]
+        ys = [[np.full(n, rep, np.float32) for rep in range(reps)] for _ in range(threads_n)]
+        bufs = [[(dev.buffer(ys[t][rep]), dev.buffer(xs[t])) for rep in range(reps)]
+                for t in range(threads_n)]
         errors = []
 
         def work(t):
             try:
-                xs = np.full(n, t + 1, np.float32)
-                for rep in range(6):
-                    ys = np.full(n, rep, np.float32)
-                    yb, xb = dev.buffer(ys), dev.buffer(xs)
-                    pairs = [(yb, xb)] * 3  # each table three times: kept from the second
-                    for yy, xx in pairs:
-                        dev.submit(cb, [yy, xx], lane=t % 2).wait()
-                    got = yb.to_numpy(np.float32)
-                    assert np.array_equal(got, ys + 3 * 2 * xs), (t, rep, got[:4])
+                for yb, xb in bufs[t]:  # each table three times: kept from the second
+                    for _ in range(3):
+                        dev.submit(cb, [yb, xb], lane=t % 2).wait()
             except BaseException as e:  # noqa: BLE001 - reported below
                 errors.append(e)
 
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(threads_n)]
         for th in threads:
             th.start()
         for th in threads:
             th.join()
         assert not errors, errors[0]
+        for t in range(threads_n):
+            for rep, (yb, _xb) in enumerate(bufs[t]):
+                got = yb.to_numpy(np.float32)
+                assert np.array_equal(got, ys[t][rep] + 3 * 2 * xs[t]), (t, rep, got[:4])
+        assert all(seg.instances for seg in cb._segments)  # the kept path ran too
     finally:
         dev.close()

@@ -526,11 +526,14 @@ class HsaCommandBuffer(CommandBuffer):
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
         # every parameter's bits for every segment, before anything is published
-        tables = [
-            addrs + tuple(_derive(k, values) for k in seg.param_keys)
-            if seg.__class__ is _Segment and seg.param_keys else addrs
-            for seg in self._segments
-        ]
+        if values:
+            tables = [
+                addrs + tuple(_derive(k, values) for k in seg.param_keys)
+                if seg.__class__ is _Segment and seg.param_keys else addrs
+                for seg in self._segments
+            ]
+        else:  # no parameters: every segment's table is the bindings'
+            tables = [addrs] * len(self._segments)
         with self._replay_lock:
             return self._replay(lane, bindings, tables, wait)
 
