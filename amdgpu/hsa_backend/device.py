@@ -9,6 +9,7 @@ arguments come from a kernarg-pool ring per lane. Immediate dispatch: one kernar
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,6 +110,9 @@ class HsaDevice(Device):
         self.signal_pool = SignalPool(p)
         self._staging_address = 0
         self._staging_size = 0
+        # One staging buffer serves every synchronous host<->device copy: one thread at a
+        # time fills it, copies and reads it back (buffer(), write(), to_numpy(), fills).
+        self._staging_lock = threading.Lock()
         self._executables: list[HsaExecutable] = []
         self._blits: dict[str, HsaKernel] | None = None
         size = max(
@@ -386,14 +390,16 @@ class HsaDevice(Device):
 
     def _write_bytes(self, buf: Buffer, offset: int, data: np.ndarray) -> None:
         self._settle()
-        self._staging(data.size)[:] = data
-        self.provider.memory_copy(buf.address + offset, self._staging_address, data.size)
+        with self._staging_lock:
+            self._staging(data.size)[:] = data
+            self.provider.memory_copy(buf.address + offset, self._staging_address, data.size)
 
     def _read_bytes(self, buf: Buffer, offset: int, nbytes: int) -> np.ndarray:
         self._settle()
-        view = self._staging(nbytes)
-        self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes)
-        return view.copy()
+        with self._staging_lock:
+            view = self._staging(nbytes)
+            self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes)
+            return view.copy()
 
     def _free_buffer(self, buf: Buffer) -> None:
         if self._closed:
@@ -430,9 +436,10 @@ class HsaDevice(Device):
         """Host-side fill (the lanes are idle): a pattern in staging, then memory_copy."""
         pattern = fill_pattern(value)
         check_fill_length(pattern, nbytes)
-        view = self._staging(nbytes)
-        view.reshape(-1, pattern.size)[:] = pattern
-        self.provider.memory_copy(address, self._staging_address, nbytes)
+        with self._staging_lock:
+            view = self._staging(nbytes)
+            view.reshape(-1, pattern.size)[:] = pattern
+            self.provider.memory_copy(address, self._staging_address, nbytes)
 
     def copy(
         self,
