@@ -183,6 +183,41 @@ def _fmac_f64(g: WaveGroup, form: AluForm) -> None:
     write_result(g, form, np.asarray(a, f64) * b + c, "f64")
 
 
+def _dot_int(bits: int, signed: bool, acc_in_dst: bool) -> Callable:
+    """gfx9's integer dot products: v_dot4c_i32_i8 / v_dot2c_i32_i16 / v_dot8c_i32_i4
+    (VOP2 and e64: D += the signed products of the 8/16/4-bit fields of S0 and S1) and the
+    VOP3P v_dot{2,4,8}_{i32,u32}_* (D = S2 + the products, both sources signed or both
+    unsigned: gfx9 has no iu8 neg selects). clamp saturates, otherwise the sum wraps."""
+    mask, half = (1 << bits) - 1, 1 << (bits - 1)
+
+    def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
+        f = inst.f
+        src0, src1 = f["src0"], f.get("src1", f.get("vsrc1"))
+        src2, vdst, clamp = f.get("src2"), f["vdst"], f.get("clamp", 0)
+
+        def run(g: WaveGroup) -> None:
+            a, b = (np.asarray(g.vread(s, inst.literal, "32"), u32).astype(np.int64)
+                    for s in (src0, src1))
+            c = g.v[vdst] if acc_in_dst else np.asarray(g.vread(src2, inst.literal, "32"), u32)
+            acc = np.asarray(c, u32).view(np.int32).astype(np.int64) if signed else \
+                np.asarray(c, u32).astype(np.int64)
+            for k in range(32 // bits):
+                x = (a >> (bits * k)) & mask
+                y = (b >> (bits * k)) & mask
+                if signed:
+                    x = np.where(x >= half, x - (1 << bits), x)
+                    y = np.where(y >= half, y - (1 << bits), y)
+                acc = acc + x * y
+            if clamp:
+                acc = (np.clip(acc, -(2 ** 31), 2 ** 31 - 1) if signed
+                       else np.clip(acc, 0, 2 ** 32 - 1))
+            g.vwrite(vdst, np.broadcast_to(acc.astype(u32), (g.count, g.lanes)))
+
+        return run
+
+    return compile_
+
+
 def _accvgpr(which: str) -> Callable:
     def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
         f = inst.f
@@ -310,6 +345,11 @@ _GFX9_ALU: dict[str, Callable] = {
     "v_accvgpr_read_b32": _accvgpr("read"), "v_accvgpr_write_b32": _accvgpr("write"),
     "v_accvgpr_mov_b32": _accvgpr("mov"),
 }
+for _n, _bits in (("v_dot2c_i32_i16", 16), ("v_dot4c_i32_i8", 8), ("v_dot8c_i32_i4", 4)):
+    _GFX9_ALU[_n] = _dot_int(_bits, True, True)
+for _n, _bits in (("v_dot2_i32_i16", 16), ("v_dot4_i32_i8", 8), ("v_dot8_i32_i4", 4)):
+    _GFX9_ALU[_n] = _dot_int(_bits, True, False)
+    _GFX9_ALU[_n.replace("i32_i", "u32_u")] = _dot_int(_bits, False, False)
 for _n in ("v_pk_fma_f32", "v_pk_mul_f32", "v_pk_add_f32", "v_pk_mov_b32"):
     _GFX9_ALU[_n] = _pk_f32(_n)
 
