@@ -137,7 +137,14 @@ def run_one(path: str, devices: list[str]) -> dict:
         try:
             dev = amdgpu.open(spec)
             targets = ["vulkan"] if dev.backend == "vulkan" else [dev.target]
-            bundle = compiler.compile(path, targets=targets)
+            try:
+                bundle = compiler.compile(path, targets=targets)
+            except compiler.CompileError:
+                why = None if dev.backend == "vulkan" else iree_rocm_refuses(path, dev.target)
+                if why is None:
+                    raise
+                out[spec] = f"{NOT_COMPILED}: {why}"
+                continue
             runner = ProgramRunner(dev, bundle)
             got = runner.run([])
             if len(got) != len(want):
@@ -151,6 +158,26 @@ def run_one(path: str, devices: list[str]) -> dict:
     return out
 
 
+NOT_COMPILED = "not compiled by IREE for this target"
+
+
+def iree_rocm_refuses(path: str, target: str) -> str | None:
+    """IREE's first diagnostic when IREE's own ROCm backend, invoked plainly
+    (`iree-compile --iree-hal-target-backends=rocm --iree-rocm-target=GFX`, no target
+    features, none of our flags), cannot compile `path` for `target` either; None when it
+    can, so the failure is ours."""
+    from compiler.iree import _first_diagnostic, iree_compile_path
+
+    with tempfile.TemporaryDirectory(prefix="iree-rocm-") as tmp:
+        done = subprocess.run(
+            [iree_compile_path(), path, "--iree-hal-target-backends=rocm",
+             f"--iree-rocm-target={target.split(':')[0]}", "-o", os.path.join(tmp, "p.vmfb")],
+            capture_output=True, text=True, errors="replace", timeout=600)
+    if done.returncode == 0:
+        return None
+    return _first_diagnostic(done.stderr).replace(path, Path(path).name)[:300]
+
+
 def _classify(message: str) -> str:
     """A failure class: the message with numbers and names dropped."""
     import re
@@ -159,6 +186,61 @@ def _classify(message: str) -> str:
     m = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", m)
     m = re.sub(r"@\S+|%\S+|/\S+", "…", m)
     return m[:140]
+
+
+def _verdict(result: str | None) -> str:
+    if result == "pass":
+        return "ok  "
+    return "excl" if (result or "").startswith(NOT_COMPILED) else "FAIL"
+
+
+def _family(stem: str) -> str:
+    return stem.split("__", 1)[0]
+
+
+def summarize(results: dict[str, dict], devices: list[str]) -> None:
+    """Failure classes, then the pass rate per device and per family. The denominator is
+    the programs IREE's CPU backend runs, less those IREE's own ROCm backend cannot
+    compile for the device's target (counted and named on their own line)."""
+    counted = {k: v for k, v in results.items() if v.get("reference") == "ok"}
+    print(f"{len(results)} programs, {len(counted)} run on IREE's CPU backend")
+    for d in devices:
+        classes = collections.Counter(
+            _classify(v.get(d, "not run")) for v in counted.values()
+            if _verdict(v.get(d)) == "FAIL")
+        if classes:
+            print(f"failure classes on {d}:")
+            for c, n in classes.most_common(12):
+                print(f"  {n:4d}  {c}")
+        excluded = {k: v[d] for k, v in counted.items() if _verdict(v.get(d)) == "excl"}
+        if excluded:
+            print(f"{NOT_COMPILED} on {d} (IREE's own ROCm backend, plain flags, fails too; "
+                  f"left out of {d}'s count):")
+            for k, why in sorted(excluded.items()):
+                print(f"  {k}: {why[len(NOT_COMPILED) + 2:]}")
+    families = sorted({_family(k) for k in counted}, key=lambda f: (
+        FAMILIES.index(f) if f in FAMILIES else len(FAMILIES), f))
+    print("\n| family | IREE's CPU runs | " + " | ".join(devices) + " |")
+    print("|---|---|" + "---|" * len(devices))
+    for fam in [*families, None]:
+        rows = {k: v for k, v in counted.items() if fam is None or _family(k) == fam}
+        cells = []
+        for d in devices:
+            verdicts = [_verdict(v.get(d)) for v in rows.values()]
+            den = len(verdicts) - verdicts.count("excl")
+            ok = verdicts.count("ok  ")
+            cell = f"{ok} / {den} ({100.0 * ok / max(den, 1):.1f}%)"
+            if verdicts.count("excl"):
+                cell += f", {verdicts.count('excl')} excl."
+            cells.append(f"**{cell}**" if fam is None else cell)
+        name = "**all**" if fam is None else fam
+        print(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
+    for d in devices:
+        verdicts = [_verdict(v.get(d)) for v in counted.values()]
+        passed, excl = verdicts.count("ok  "), verdicts.count("excl")
+        den = len(verdicts) - excl
+        print(f"{d:<24} {passed:4d} / {den} pass ({100.0 * passed / max(den, 1):.1f}%)"
+              + (f"; {excl} {NOT_COMPILED} (excluded, listed above)" if excl else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N programs only")
     ap.add_argument("--match", default="", help="only programs whose name contains this")
     ap.add_argument("--json", metavar="FILE", help="write every result to FILE")
+    ap.add_argument("--rerun", metavar="FILE",
+                    help="a --json file of an earlier run: run again only its programs that "
+                         "did not pass on --devices, and report over all of its results")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     devices = [d for d in args.devices.split(",") if d]
@@ -186,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         for f in sorted((root / family).glob("*.mlir")):
             programs += split_programs(f, work)
     programs = [p for p in programs if args.match in p.name]
+    earlier: dict[str, dict] = {}
+    if args.rerun:
+        earlier = json.loads(Path(args.rerun).read_text())
+        programs = [p for p in programs if p.stem in earlier
+                    and earlier[p.stem].get("reference") == "ok"
+                    and any(_verdict(earlier[p.stem].get(d)) != "ok  " for d in devices)]
     if args.limit:
         programs = programs[: args.limit]
     print(f"{len(programs)} programs from {root} (work files in {work})", flush=True)
@@ -229,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[p.stem] = res
                 if res.get("reference") == "ok":
                     for d in devices:
-                        verdict = "ok  " if res.get(d) == "pass" else "FAIL"
-                        print(f"{verdict} {p.stem} [{d}] {res.get(d)}", flush=True)
+                        print(f"{_verdict(res.get(d))} {p.stem} [{d}] {res.get(d)}", flush=True)
                 else:
                     why = res["reference"][:120]
                     print(f"skip {p.stem} (IREE's CPU backend: {why})", flush=True)
@@ -239,21 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for _p, proc, _t, _log in running:
             proc.kill()
-    counted = {k: v for k, v in results.items() if v.get("reference") == "ok"}
-    print(f"\n{len(results)} programs, {len(counted)} run on IREE's CPU backend "
-          f"({time.perf_counter() - t0:.0f} s)")
-    for d in devices:
-        classes = collections.Counter(
-            _classify(v[d]) for v in counted.values() if v.get(d) != "pass"
-        )
-        if classes:
-            print(f"failure classes on {d}:")
-            for c, n in classes.most_common(12):
-                print(f"  {n:4d}  {c}")
-    for d in devices:
-        passed = sum(v.get(d) == "pass" for v in counted.values())
-        rate = 100.0 * passed / max(len(counted), 1)
-        print(f"{d:<24} {passed:4d} / {len(counted)} pass ({rate:.1f}%)")
+    print(f"\n{len(results)} programs run ({time.perf_counter() - t0:.0f} s)")
+    if args.rerun:
+        merged = {k: dict(v) for k, v in earlier.items()}
+        for k, v in results.items():
+            merged.setdefault(k, {}).update(v)
+        results = merged
+        devices = list(dict.fromkeys(
+            [d for d in DEVICES if any(d in v for v in results.values())] + devices))
+        print(f"merged with {args.rerun}: {len(results)} programs")
+    summarize(results, devices)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
