@@ -162,16 +162,18 @@ NOT_COMPILED = "not compiled by IREE for this target"
 
 
 def iree_rocm_refuses(path: str, target: str) -> str | None:
-    """IREE's first diagnostic when IREE's own ROCm backend, invoked plainly
-    (`iree-compile --iree-hal-target-backends=rocm --iree-rocm-target=GFX`, no target
-    features, none of our flags), cannot compile `path` for `target` either; None when it
-    can, so the failure is ours."""
+    """IREE's first diagnostic when IREE's own ROCm backend, invoked as IREE's ROCm e2e
+    suite invokes it (`iree-compile --iree-hal-target-backends=rocm --iree-rocm-target=GFX
+    --iree-llvmgpu-enable-small-float-emulation`, no target features, none of our other
+    flags), cannot compile `path` for `target` either; None when it can: then the failure
+    is ours."""
     from compiler.iree import _first_diagnostic, iree_compile_path
 
     with tempfile.TemporaryDirectory(prefix="iree-rocm-") as tmp:
         done = subprocess.run(
             [iree_compile_path(), path, "--iree-hal-target-backends=rocm",
-             f"--iree-rocm-target={target.split(':')[0]}", "-o", os.path.join(tmp, "p.vmfb")],
+             f"--iree-rocm-target={target.split(':')[0]}",
+             "--iree-llvmgpu-enable-small-float-emulation", "-o", os.path.join(tmp, "p.vmfb")],
             capture_output=True, text=True, errors="replace", timeout=600)
     if done.returncode == 0:
         return None

@@ -216,10 +216,14 @@ def _constant_bytes(attr) -> bytes:
 def _numpy_elements(parts: list[str]) -> bytes:
     """Bytes of dense attributes printed as splats or element lists (`dense<0> :
     vector<16xi8>`, `dense<[1, 2]> : tensor<2xi32>`)."""
+    import ml_dtypes
     import numpy as np
 
     kinds = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-             "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.int8}
+             "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.int8,
+             "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
+             "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64}
+    kinds.update({k: getattr(ml_dtypes, v) for k, v in _ML_DTYPES.items()})
     out = bytearray()
     for part in parts:
         r = re.match(r"dense_resource<([\w.$-]+)>", part)
@@ -244,11 +248,44 @@ def _numpy_elements(parts: list[str]) -> bytes:
             count *= int(d) if d else 1
         values = [v for v in re.split(r"[\[\],\s]+", body) if v]
         values = [1 if v == "true" else 0 if v == "false" else v for v in values]
-        arr = np.array(values, dtype=np.float64).astype(kinds[elem])
+        dt = np.dtype(kinds[elem])
+        if any(isinstance(v, str) and v.startswith("0x") for v in values):
+            # MLIR prints floats it cannot print exactly (NaN, inf, f8 codes) as bit patterns
+            raw = np.dtype(f"u{dt.itemsize}")
+            arr = np.array([np.array(int(v, 16), raw).view(dt) if isinstance(v, str)
+                            and v.startswith("0x") else np.array(float(v)).astype(dt)
+                            for v in values], dt)
+        else:
+            arr = np.array(values, dtype=np.float64).astype(dt)
         if arr.size == 1 and count != 1:
             arr = np.full(count, arr[0], kinds[elem])
-        out += arr.tobytes()
+        out += _packed(arr, _SUB_BYTE_BITS.get(elem))
     return bytes(out)
+
+
+# MLIR element types numpy lacks -> ml_dtypes names (the table of compiler/iree.py)
+_ML_DTYPES = {
+    "bf16": "bfloat16", "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2",
+    "f8E4M3FNUZ": "float8_e4m3fnuz", "f8E5M2FNUZ": "float8_e5m2fnuz",
+    "f8E4M3B11FNUZ": "float8_e4m3b11fnuz", "f8E8M0FNU": "float8_e8m0fnu",
+    "f8E3M4": "float8_e3m4", "f8E4M3": "float8_e4m3", "f4E2M1FN": "float4_e2m1fn",
+    "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn",
+    "i2": "int2", "i4": "int4", "si4": "int4", "si2": "int2", "ui2": "uint2", "ui4": "uint4",
+}
+# types IREE packs below one byte: element k in bits [k*w, (k+1)*w), lowest first
+_SUB_BYTE_BITS = {"i2": 2, "si2": 2, "ui2": 2, "i4": 4, "si4": 4, "ui4": 4, "f4E2M1FN": 4}
+
+
+def _packed(arr: Any, width: int | None) -> bytes:
+    import numpy as np
+
+    if width is None:
+        return arr.tobytes()
+    codes = arr.reshape(-1).view(np.uint8) & ((1 << width) - 1)
+    per = 8 // width
+    codes = np.concatenate([codes, np.zeros((-len(codes)) % per, np.uint8)]).reshape(-1, per)
+    shifts = (np.arange(per, dtype=np.uint8) * width).astype(np.uint8)
+    return np.bitwise_or.reduce(codes << shifts, axis=1).astype(np.uint8).tobytes()
 
 
 _RESOURCE = re.compile(r'^\s*"?([\w.$-]+)"?\s*:\s*"0x([0-9A-Fa-f]*)"', re.M)
