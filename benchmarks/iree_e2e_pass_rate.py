@@ -115,7 +115,7 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def run_one(path: str, devices: list[str]) -> dict:
+def run_one(path: str, devices: list[str], wait_s: float = 60.0) -> dict:
     """{"reference": "ok" | error, device: "pass" | "wrong: ..." | "error: ..."}"""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import numpy as np
@@ -146,7 +146,11 @@ def run_one(path: str, devices: list[str]) -> dict:
                 out[spec] = f"{NOT_COMPILED}: {why}"
                 continue
             runner = ProgramRunner(dev, bundle)
-            got = runner.run([])
+            if runner.host is not None:
+                runner.host.timeout = wait_s
+            # the device wait is the program's time limit: the virtual GPUs interpret
+            # every instruction, and the machine may be loaded
+            got = runner.run([], timeout=wait_s)
             if len(got) != len(want):
                 out[spec] = f"wrong: {len(got)} results, IREE's CPU gives {len(want)}"
                 continue
@@ -262,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     devices = [d for d in args.devices.split(",") if d]
     if args.one:
-        print(json.dumps(run_one(args.one, devices)))
+        print(json.dumps(run_one(args.one, devices, args.timeout)))
         return 0
     if not args.e2e or not Path(args.e2e).is_dir():
         ap.error("give IREE's tests/e2e directory (git archive it out of a checkout first)")
@@ -295,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                 p = queue.pop(0)
                 log = tempfile.TemporaryFile(mode="w+")
                 proc = subprocess.Popen(
-                    [sys.executable, __file__, "--one", str(p), "--devices", ",".join(devices)],
+                    [sys.executable, __file__, "--one", str(p), "--devices", ",".join(devices),
+                     "--timeout", str(args.timeout)],
                     stdout=log, stderr=subprocess.DEVNULL, env=env,
                 )
                 running.append((p, proc, time.perf_counter(), log))
