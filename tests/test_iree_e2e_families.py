@@ -4,7 +4,11 @@ and replayed) and checked against IREE's own CPU runtime.
 
 - matvec_i8: i8 x i8 -> i32 matvec into its accumulator (gfx942: v_dot4c_i32_i8);
 - subbyte_constants: host constants of type i4/i2 (packed), bf16 (a NaN printed as a bit
-  pattern) and f8E4M3FN (software fp8 on chips without it, as IREE's ROCm suite compiles).
+  pattern) and f8E4M3FN (software fp8 on chips without it, as IREE's ROCm suite compiles);
+- topk_rows: iree_linalg_ext.topk_v2 in one workgroup of two waves that update the same
+  outputs; the waves split where lane 0 alone initialises them and now run together again
+  where that block falls through (the scheduler merged groups only after jumps, so one wave
+  ran the whole kernel before the other and the second inserted every value again).
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ def _run(capsys, name: str, device: str) -> dict:
     return json.loads(out[-1])
 
 
-@pytest.mark.parametrize("name", ["matvec_i8", "subbyte_constants"])
+@pytest.mark.parametrize("name", ["matvec_i8", "subbyte_constants", "topk_rows"])
 def test_on_virtual(capsys, name):
     assert _run(capsys, name, "amdgpu:virtual")["correct"] is True
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["matvec_i8", "subbyte_constants"])
+@pytest.mark.parametrize("name", ["matvec_i8", "subbyte_constants", "topk_rows"])
 def test_on_gfx942(capsys, name):
     assert _run(capsys, name, "amdgpu:virtual:gfx942")["correct"] is True
 

@@ -588,10 +588,14 @@ class Executor:
                     if c.kind == SIMPLE:
                         c.fn(g)
                         g.pc += c.size
+                        if g.pc == min_other:  # fell through onto a group: merge with it
+                            return [g]
                         continue
                     if c.kind == MEMORY:
                         c.fn(g, ctx)
                         g.pc += c.size
+                        if g.pc == min_other:
+                            return [g]
                         continue
                     result = c.fn(g)
                     cache = prog.cache_for(g.vgpr_msb)  # s_set_vgpr_msb is a control op
