@@ -233,12 +233,24 @@ def _numpy_elements(parts: list[str]) -> bytes:
                                    f"{r.group(1)}, which the module does not hold")
             out += _BLOBS[r.group(1)]
             continue
-        m = re.match(r'dense<(.*)>\s*:\s*(?:tensor|vector)<([0-9x]*)(\w+)>', part, re.S)
+        m = re.match(r'dense<(.*)>\s*:\s*(?:tensor|vector)<([0-9x]*)(complex<f(?:32|64)>|\w+)>',
+                     part, re.S)
         if not m:
             raise CompileError(f"cannot read a constant of the IREE program ({part[:40]}...)")
         body, dims, elem = m.groups()
         if body.startswith('"0x'):
             out += bytes.fromhex(body[3:-1])
+            continue
+        if elem.startswith("complex<"):  # (re,im) pairs, stored re then im
+            dt = np.dtype(np.complex64 if elem == "complex<f32>" else np.complex128)
+            pairs = re.findall(r"\(\s*([^,()]+?)\s*,\s*([^,()]+?)\s*\)", body)
+            arr = np.array([complex(float(a), float(b)) for a, b in pairs], dt)
+            count = 1
+            for d in dims.strip("x").split("x"):
+                count *= int(d) if d else 1
+            if arr.size == 1 and count != 1:
+                arr = np.full(count, arr[0], dt)
+            out += arr.tobytes()
             continue
         if elem not in kinds:
             raise CompileError(f"a constant of the IREE program has element type {elem}; "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from amdgpu.cli import main
@@ -51,3 +52,8 @@ def test_constant_elements_of_every_width():
     assert _numpy_elements(["dense<0x7F800000> : tensor<2xf32>"]) == bytes.fromhex(
         "0000807f") * 2
     assert _numpy_elements(["dense<[1.0, -2.0]> : tensor<2xf8E4M3FN>"]) == bytes([0x38, 0xC0])
+    # stablehlo's fft inputs: complex<f32> as (re,im) pairs, stored re then im
+    assert _numpy_elements(["dense<[(1.5,-2.0), (7.5e-01,0.5)]> : tensor<2xcomplex<f32>>"]) == (
+        np.array([1.5, -2.0, 0.75, 0.5], np.float32).tobytes())
+    assert _numpy_elements(["dense<(1.0,2.0)> : tensor<2xcomplex<f64>>"]) == (
+        np.array([1.0, 2.0, 1.0, 2.0]).tobytes())
