@@ -117,7 +117,8 @@ def list_workloads() -> list[tuple[str, str]]:
 
 def _compile(source: Any, device: Any) -> Any:
     """Compile for this device: its gfx target, or Vulkan with a SPIR-V target made from
-    the device's own features (8/16-bit storage, Int64, Float16...) for MLIR sources."""
+    the device's own features (8/16-bit storage, Int64, Float16..., subgroup operations at
+    its subgroup size) for MLIR sources."""
     import compiler
 
     if device.backend != "vulkan":
@@ -127,7 +128,9 @@ def _compile(source: Any, device: Any) -> Any:
     if features and (str(source).endswith(".mlir") or library_kind(source) == "mlir"):
         from compiler.iree import vulkan_target_for
 
-        vulkan_target = vulkan_target_for(features or ())
+        vulkan_target = vulkan_target_for(features or (),
+                                          getattr(device, "subgroup_size", 0),
+                                          getattr(device, "subgroup_ops", ()))
     return compiler.compile(source, targets=["vulkan"], vulkan_target=vulkan_target)
 
 

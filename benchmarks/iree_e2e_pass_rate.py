@@ -199,7 +199,7 @@ def run_one(path: str, devices: list[str], wait_s: float = 60.0) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import numpy as np
 
-    from amdgpu.workloads import _compare, iree_cpu_reference
+    from amdgpu.workloads import _compare, _compile, iree_cpu_reference
 
     name = Path(path).stem.rsplit("__", 1)[-1]
     out: dict = {}
@@ -215,9 +215,10 @@ def run_one(path: str, devices: list[str], wait_s: float = 60.0) -> dict:
     for spec in devices:
         try:
             dev = amdgpu.open(spec)
-            targets = ["vulkan"] if dev.backend == "vulkan" else [dev.target]
+            # what amdgpu-run compiles: the gfx target, or on Vulkan the SPIR-V target
+            # made from the device's own features and subgroup operations
             try:
-                bundle = compiler.compile(path, targets=targets)
+                bundle = _compile(path, dev)
             except compiler.CompileError:
                 why = None if dev.backend == "vulkan" else iree_rocm_refuses(path, dev.target)
                 if why is None:

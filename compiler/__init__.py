@@ -204,11 +204,18 @@ def compile(  # noqa: A001 - the contract's name
             _build_opencl(fresh, path, [t for t, _ in missing], code_object_version, defines,
                           Variant)
         else:
-            result = iree_frontend.compile_mlir(
-                path, [t for t, a in missing if a is None],
-                vulkan_abis=[a for _, a in missing if a is not None],
-                vulkan_target=vulkan_target, code_object_version=code_object_version,
-            )
+            try:
+                result = iree_frontend.compile_mlir(
+                    path, [t for t, a in missing if a is None],
+                    vulkan_abis=[a for _, a in missing if a is not None],
+                    vulkan_target=vulkan_target, code_object_version=code_object_version,
+                )
+            except CompileError:
+                # Only Vulkan ABIs were missing and another ABI came from the cache: the
+                # failing one is left out, as compile_mlir does when it builds both.
+                if any(a is None for _, a in missing) or not any(a for _, a in found):
+                    raise
+                result = iree_frontend.IreeResult()
             for v in result.variants:
                 fresh.add(Variant(v.kind, v.target, v.abi, v.data, v.info))
                 programs[(v.target, v.abi)] = v.program

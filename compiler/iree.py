@@ -86,6 +86,12 @@ _PORTABLE_WGP = (
     "max_workgroup_memory_bytes = 16384, max_workgroup_counts = [65535, 65535, 65535]"
 )
 _VULKAN_FORMATS = {"descriptors": "vulkan-spirv-fb", "bda": "vulkan-spirv-bda-v1"}
+# IREE's SPIR-V code generation cannot tile linalg.pack / linalg.unpack to invocations
+# ("failed to tile to invocations", on every Vulkan target: IREE runs no pack tests on
+# Vulkan). Decomposed before dispatches are formed (pad + expand_shape + transpose, and
+# back for unpack: the same values) they compile as ordinary elementwise dispatches.
+_DECOMPOSE_PACK_UNPACK = ("--iree-preprocessing-pass-pipeline="
+                          "builtin.module(util.func(iree-codegen-decompose-pack-unpack-ops))")
 _BDA_FEATURES = "cap:Int64,cap:PhysicalStorageBufferAddresses,ext:SPV_KHR_physical_storage_buffer"
 
 _DTYPES = {
@@ -148,17 +154,39 @@ _FEATURE_COMPUTE = {"shaderFloat16": "fp16", "shaderFloat64": "fp64", "shaderInt
 _FEATURE_STORAGE = {"storageBuffer16BitAccess": "b16", "storageBuffer8BitAccess": "b8",
                     "shaderInt64": "b64"}
 FEATURES_PREFIX = "features:"
+_SUBGROUP_TOKEN = "subgroup="
+# IREE's wgp subgroup op -> the Vulkan subgroup operations its SPIR-V needs.
+_SUBGROUP_NEEDS = {"shuffle": {"basic", "shuffle", "shuffle_relative"},
+                   "arithmetic": {"basic", "arithmetic"}}
 
 
-def vulkan_target_for(features) -> str:
+def vulkan_target_for(features, subgroup_size: int = 0, subgroup_ops=()) -> str:
     """The `vulkan_target` for a device with these Vulkan features (its enabled_features,
-    as `hwlab devices` reports them): "features:" + the ones that change IREE's target."""
+    as `hwlab devices` reports them): "features:" + the ones that change IREE's target,
+    then "subgroup=N:OPS" where the device's compute stage has the subgroup operations IREE
+    uses (`subgroup_ops`: VkSubgroupFeatureFlagBits names, as VulkanDevice.subgroup_ops):
+    shuffle (needs shuffle + shuffle_relative) and arithmetic, at its default size N."""
     wanted = sorted(set(features) & (set(_FEATURE_COMPUTE) | set(_FEATURE_STORAGE)))
+    ops = _iree_subgroup_ops(subgroup_ops)
+    if subgroup_size > 0 and ops:
+        wanted.append(f"{_SUBGROUP_TOKEN}{int(subgroup_size)}:{'|'.join(ops)}")
     return FEATURES_PREFIX + ",".join(wanted)
 
 
+def _iree_subgroup_ops(vulkan_ops) -> list[str]:
+    """IREE's wgp subgroup ops for a device's Vulkan subgroup operations: IREE's `shuffle`
+    emits GroupNonUniformShuffle and ShuffleRelative, `arithmetic` GroupNonUniformArithmetic
+    (all on top of basic)."""
+    have = set(vulkan_ops)
+    if "basic" not in have:
+        return []
+    return [name for name, need in _SUBGROUP_NEEDS.items() if need <= have]
+
+
 def _features_wgp(spec: str) -> str:
-    features = {f for f in spec[len(FEATURES_PREFIX):].split(",") if f}
+    tokens = [f for f in spec[len(FEATURES_PREFIX):].split(",") if f]
+    subgroup = [t for t in tokens if t.startswith(_SUBGROUP_TOKEN)]
+    features = {t for t in tokens if not t.startswith(_SUBGROUP_TOKEN)}
     unknown = features - set(_FEATURE_COMPUTE) - set(_FEATURE_STORAGE)
     if unknown:
         raise CompileError(
@@ -170,8 +198,25 @@ def _features_wgp(spec: str) -> str:
     # fp16 arithmetic is needed by f16 programs; keep it as the portable target does.
     if "fp16" not in compute:
         compute.insert(1, "fp16")
-    return _PORTABLE_WGP.replace("compute = fp32|fp16|int32", "compute = " + "|".join(compute)
-                                 ).replace("storage = b32", "storage = " + "|".join(storage))
+    wgp = _PORTABLE_WGP.replace("compute = fp32|fp16|int32", "compute = " + "|".join(compute)
+                                ).replace("storage = b32", "storage = " + "|".join(storage))
+    if subgroup:
+        size, ops = _parse_subgroup(subgroup[-1])
+        wgp = wgp.replace("subgroup = none, subgroup_size_choices = [64]",
+                          f"subgroup = {'|'.join(ops)}, subgroup_size_choices = [{size}]")
+    return wgp
+
+
+def _parse_subgroup(token: str) -> tuple[int, list[str]]:
+    """"subgroup=8:shuffle|arithmetic" -> (8, ["shuffle", "arithmetic"])."""
+    size_text, _, ops_text = token[len(_SUBGROUP_TOKEN):].partition(":")
+    ops = [o for o in ops_text.split("|") if o]
+    if not size_text.isdigit() or int(size_text) <= 0 or not ops or set(ops) - set(_SUBGROUP_NEEDS):
+        raise CompileError(
+            f"bad subgroup entry {token!r} in vulkan_target; write subgroup=SIZE:OPS with OPS "
+            f"from {'|'.join(_SUBGROUP_NEEDS)} (e.g. subgroup=32:shuffle|arithmetic)"
+        )
+    return int(size_text), ops
 
 
 def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) -> list[str]:
@@ -186,6 +231,7 @@ def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) ->
             "--iree-hal-target-device=vulkan",
             f"--iree-vulkan-target={vulkan_target}",
             f"--iree-vulkan-dispatch-abi={abi}",
+            _DECOMPOSE_PACK_UNPACK,
         ]
     features = "spirv:v1.3,cap:Shader" + (f",{_BDA_FEATURES}" if abi == "bda" else "")
     device = (
@@ -194,7 +240,7 @@ def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) ->
         f'arch = "portable", features = "{features}", wgp = <{wgp}>>}}>]> '
         f": !hal.device"
     )
-    return [f"--iree-hal-target-device={device}"]
+    return [f"--iree-hal-target-device={device}", _DECOMPOSE_PACK_UNPACK]
 
 
 def _amd_device_flags(target_id: str) -> list[str]:

@@ -282,6 +282,21 @@ def missing_features(info: ShaderInterface, enabled: set[str]) -> list[str]:
     return sorted(needed - enabled)
 
 
+# GroupNonUniform* capabilities -> the subgroup operation (VkSubgroupFeatureFlagBits name)
+# a device must support in compute shaders for them.
+CAPABILITY_SUBGROUP_OPS = {
+    61: "basic", 62: "vote", 63: "arithmetic", 64: "ballot", 65: "shuffle",
+    66: "shuffle_relative", 67: "clustered", 68: "quad",
+}
+
+
+def missing_subgroup_ops(info: ShaderInterface, supported) -> list[str]:
+    """Subgroup operations the module's capabilities need but the device lacks."""
+    needed = {CAPABILITY_SUBGROUP_OPS[c] for c in info.capabilities
+              if c in CAPABILITY_SUBGROUP_OPS}
+    return sorted(needed - set(supported))
+
+
 # --- the compiler's view of a module ------------------------------------------------------
 ADDRESSING_MODELS = {
     0: "Logical", 1: "Physical32", 2: "Physical64", 5348: "PhysicalStorageBuffer64",
@@ -293,6 +308,7 @@ CAPABILITY_NAMES = {
     22: "Int16", 39: "Int8", 61: "GroupNonUniform", 62: "GroupNonUniformVote",
     63: "GroupNonUniformArithmetic", 64: "GroupNonUniformBallot",
     65: "GroupNonUniformShuffle", 66: "GroupNonUniformShuffleRelative",
+    67: "GroupNonUniformClustered", 68: "GroupNonUniformQuad",
     4433: "StorageBuffer16BitAccess", 4434: "UniformAndStorageBuffer16BitAccess",
     4435: "StoragePushConstant16", 4448: "StorageBuffer8BitAccess",
     4449: "UniformAndStorageBuffer8BitAccess", 4450: "StoragePushConstant8",

@@ -75,7 +75,10 @@ class VulkanDevice(Device):
         self.name = pd.name
         self.timeout = timeout
         self.paths = pd.path_capabilities()
-        self.versions = {"api": pd.api, "driver": pd.driver}
+        self.versions = {"api": pd.api, "driver": pd.driver, "subgroup": pd.subgroup}
+        # The compute stage's default subgroup size and operations (VkSubgroupFeatureFlagBits
+        # names): the SPIR-V target enables subgroup shuffles / arithmetic from them.
+        self.subgroup_size, self.subgroup_ops = pd.subgroup_size, pd.subgroup_ops
         if path is not None and path not in PATHS:
             raise VulkanError(f"unknown Vulkan dispatch path {path!r}; use one of {PATHS}")
         for name in ("bda", "push_descriptors"):

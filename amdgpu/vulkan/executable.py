@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from amdgpu.errors import KernelArgumentError, VulkanError
 from amdgpu.geometry import dim3, size_key, workgroups
-from compiler.spirv import EntryInterface, ShaderInterface, missing_features, reflect
+from compiler.spirv import (
+    EntryInterface,
+    ShaderInterface,
+    missing_features,
+    missing_subgroup_ops,
+    reflect,
+)
 
 from .instance import check, vk
 
@@ -351,6 +357,14 @@ class Executable:
                     f"the SPIR-V ({abi}) needs device features {', '.join(lacking)} that "
                     f"{device.spec} ({device.name}) does not offer; compile for a smaller "
                     "Vulkan target (iree-compile --iree-vulkan-target=vp_android_baseline_2022)"
+                )
+            lacking = missing_subgroup_ops(interface, getattr(device, "subgroup_ops", ()))
+            if lacking:
+                raise VulkanError(
+                    f"the SPIR-V ({abi}) uses subgroup operations {', '.join(lacking)} that "
+                    f"{device.spec} ({device.name}) does not support in compute shaders; "
+                    "compile for this device's own target (amdgpu-run does) or one without "
+                    "subgroup operations"
                 )
         self.abi, self.path = abi, path
         handles = [self._create_module(m) for m in chosen.modules]

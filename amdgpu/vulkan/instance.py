@@ -122,6 +122,10 @@ class PhysicalDevice:
     compute_queue_count: int
     missing: list[str] = field(default_factory=list)
     max_group_count: tuple[int, int, int] = (65535, 65535, 65535)  # maxComputeWorkGroupCount
+    # VkPhysicalDeviceSubgroupProperties: the default subgroup size and the operations
+    # (SUBGROUP_OPS names) supported in compute shaders; 0 / () where not in compute.
+    subgroup_size: int = 0
+    subgroup_ops: tuple[str, ...] = ()
 
     @property
     def available(self) -> bool:
@@ -145,6 +149,13 @@ class PhysicalDevice:
             push = Capability(True)
         return {"bda": bda, "push_descriptors": push}
 
+    @property
+    def subgroup(self) -> str:
+        """'8: basic, vote, arithmetic, ...' (what `hwlab devices` prints), or 'none'."""
+        if not self.subgroup_size:
+            return "none"
+        return f"{self.subgroup_size}: {', '.join(self.subgroup_ops) or 'none'}"
+
     def report(self) -> DeviceReport:
         reason = "" if self.available else "missing " + ", ".join(self.missing)
         return DeviceReport(
@@ -155,7 +166,7 @@ class PhysicalDevice:
             available=self.available,
             reason=reason,
             paths=self.path_capabilities(),
-            versions={"api": self.api, "driver": self.driver},
+            versions={"api": self.api, "driver": self.driver, "subgroup": self.subgroup},
         )
 
     def describe(self) -> str:
@@ -233,6 +244,27 @@ class VulkanInstance:
             return cls._shared
 
 
+# VkSubgroupFeatureFlagBits, in bit order.
+SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative",
+                "clustered", "quad")
+
+
+def _subgroup(handle, api_version) -> tuple[int, tuple[str, ...]]:
+    """(subgroupSize, supported operations) for compute shaders; (0, ()) where the device
+    has no subgroup operations in the compute stage (or the query is not there)."""
+    if api_version < (1, 1, 0):
+        return 0, ()
+    try:
+        props = vk.VkPhysicalDeviceSubgroupProperties()
+        vk.vkGetPhysicalDeviceProperties2(handle, vk.VkPhysicalDeviceProperties2(pNext=props))
+    except Exception:  # noqa: BLE001 - an old loader or binding: no subgroup operations
+        return 0, ()
+    if not props.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT:
+        return 0, ()
+    ops = tuple(n for i, n in enumerate(SUBGROUP_OPS) if props.supportedOperations & (1 << i))
+    return int(props.subgroupSize), ops
+
+
 def _probe(index: int, handle) -> PhysicalDevice:
     props = vk.vkGetPhysicalDeviceProperties(handle)
     version = props.apiVersion
@@ -269,6 +301,7 @@ def _probe(index: int, handle) -> PhysicalDevice:
         driver = info or name or driver
         if PUSH_DESCRIPTOR_EXT in extensions:
             max_push = int(push_props.maxPushDescriptors)
+    subgroup_size, subgroup_ops = _subgroup(handle, api_version)
     missing = []
     if api_version < (1, 3, 0):
         missing.append(f"Vulkan 1.3 (has {'.'.join(map(str, api_version))})")
@@ -298,6 +331,8 @@ def _probe(index: int, handle) -> PhysicalDevice:
         compute_queue_count=count,
         missing=missing,
         max_group_count=tuple(int(v) for v in props.limits.maxComputeWorkGroupCount),
+        subgroup_size=subgroup_size,
+        subgroup_ops=subgroup_ops,
     )
 
 
