@@ -31,7 +31,13 @@ Facts checked against IREE 3.13 (iree-compile 3.13.0rc20261016):
   The default Vulkan target ("portable") is IREE's vp_android_baseline_2022 limits (128
   invocations, 16 KiB shared memory, no subgroup operations, so results do not depend on
   the device's subgroup size) plus fp16 arithmetic (shaderFloat16) so f16 programs compile.
-  Any IREE Vulkan target name ("ampere", "rdna3", ...) may be given instead.
+  Any IREE Vulkan target name ("ampere", "rdna3", ...) may be given instead, or a device's
+  own target (`vulkan_target_for`, what amdgpu-run uses): "features:" + its Vulkan features
+  that change the wgp (Float16/64, Int8/16/64, 8/16-bit storage) and, where its compute
+  stage has them, "subgroup=N:shuffle|arithmetic" at its default subgroup size N (the size
+  a SPIR-V 1.3 module runs at without a required-size pipeline). Every Vulkan target
+  decomposes linalg.pack/unpack before dispatches form (IREE's SPIR-V code generation
+  cannot tile them to invocations).
 - Host program (`--compile-to=hal`, static shapes): the entry function allocates results
   and transients with `hal.device.queue.alloca`, and runs memoized command buffers with
   `hal.device.queue.execute.indirect ... bindings([...])` (the binding table). Each command
