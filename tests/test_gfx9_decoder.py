@@ -170,6 +170,27 @@ def test_dpp_row_bcast15_feeds_the_next_row():
     assert np.array_equal(g.v[1, 0], want.astype(np.uint32))
 
 
+@pytest.mark.parametrize("encoding, lo, hi", [
+    # v_pk_mov_b32 v[0:1], v[2:3], v[4:5] op_sel:[1,0]: the swap LLVM's SIMergeVGPRCopies
+    # emits (op_sel_hi stays at its default [1,1]); D.lo = S0.hi, D.hi = S1.lo
+    ([0x00, 0x48, 0xB3, 0xD3, 0x02, 0x09, 0x02, 0x18], 3, 4),
+    # op_sel:[0,1]: the plain 64-bit copy; D.lo = S0.lo, D.hi = S1.hi
+    ([0x00, 0x50, 0xB3, 0xD3, 0x02, 0x09, 0x02, 0x18], 2, 5),
+    # op_sel:[1,0] op_sel_hi:[0,0]: op_sel_hi plays no part in v_pk_mov_b32
+    ([0x00, 0x48, 0xB3, 0xD3, 0x02, 0x09, 0x02, 0x00], 3, 4),
+])
+def test_pk_mov_b32_picks_each_half_by_op_sel(encoding, lo, hi):
+    """CDNA3 ISA: V_PK_MOV_B32 D[31:0] = S0 half OPSEL[0], D[63:32] = S1 half OPSEL[1]. The
+    high half used to follow op_sel_hi, so the swap read S1.hi: IREE's log1p/pow on gfx942
+    were off (log_plus_one(0.5) by -2*ln(0.75))."""
+    g = _group()
+    for r in (2, 3, 4, 5):
+        g.v[r, 0] = np.arange(64, dtype=np.uint32) + 1000 * r
+    _run("gfx942", encoding, g)
+    assert np.array_equal(g.v[0, 0], np.arange(64, dtype=np.uint32) + 1000 * lo)
+    assert np.array_equal(g.v[1, 0], np.arange(64, dtype=np.uint32) + 1000 * hi)
+
+
 def test_compare_writes_a_64_bit_lane_mask_pair():
     g = _group()
     g.v[0, 0] = np.arange(64, dtype=np.uint32)

@@ -8,7 +8,10 @@ and replayed) and checked against IREE's own CPU runtime.
 - topk_rows: iree_linalg_ext.topk_v2 in one workgroup of two waves that update the same
   outputs; the waves split where lane 0 alone initialises them and now run together again
   where that block falls through (the scheduler merged groups only after jumps, so one wave
-  ran the whole kernel before the other and the second inserted every value again).
+  ran the whole kernel before the other and the second inserted every value again);
+- log1p_pow: stablehlo log_plus_one and power on f32, against numpy too: gfx942's code moves
+  register pairs with v_pk_mov_b32 op_sel:[1,0] (a swap of halves), whose high half the
+  executor took by op_sel_hi (log1p(0.5) was 0.98, pow off by 125).
 """
 
 from __future__ import annotations
@@ -40,6 +43,25 @@ def test_on_virtual(capsys, name):
 @pytest.mark.parametrize("name", ["matvec_i8", "subbyte_constants", "topk_rows"])
 def test_on_gfx942(capsys, name):
     assert _run(capsys, name, "amdgpu:virtual:gfx942")["correct"] is True
+
+
+@pytest.mark.parametrize("device", ["amdgpu:virtual", "amdgpu:virtual:gfx942"])
+def test_log1p_and_pow_against_numpy(device):
+    import amdgpu
+    import compiler
+    from amdgpu.program import ProgramRunner
+
+    x = np.array([0.0, 0.5, 1.0, 5.0, 2.0, 3.0, 0.25, 1e-3], np.float32)
+    y = np.array([2.0, 3.0, -1.5, 3.0, 7.0, 0.5, 2.5, 1.0], np.float32)
+    with amdgpu.open(device) as dev:
+        runner = ProgramRunner(dev, compiler.compile(DATA / "log1p_pow.mlir",
+                                                     targets=[dev.target]))
+        buffers = runner.allocate([x, y])
+        runner.run_immediate(buffers)
+        dev.synchronize(60.0)
+        log1p, power = runner.read_outputs(buffers)
+    np.testing.assert_allclose(log1p, np.log1p(x.astype(np.float64)), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(power, x.astype(np.float64) ** y, rtol=2e-6)
 
 
 def test_constant_elements_of_every_width():

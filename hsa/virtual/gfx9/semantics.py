@@ -145,8 +145,12 @@ def _pk_f32(op: str) -> Callable[[WaveGroup], None] | None:
             for hi in (0, 1):
                 sel = f["opsel_hi"] if hi else f["opsel"]
                 neg = f["neg_hi"] if hi else f["neg"]
-                if fn is None:  # v_pk_mov_b32: lo from src0, hi from src1, halves by op_sel
-                    out.append(srcs[hi][(sel >> hi) & 1])
+                if fn is None:
+                    # v_pk_mov_b32: lo from src0, hi from src1, each half picked by op_sel
+                    # (op_sel[0] for src0, op_sel[1] for src1); op_sel_hi plays no part.
+                    # LLVM's SIMergeVGPRCopies swaps a pair as op_sel:[1,0] with the
+                    # default op_sel_hi:[1,1]: D.lo = S0.hi, D.hi = S1.lo.
+                    out.append(srcs[hi][(f["opsel"] >> hi) & 1])
                     continue
                 args = []
                 for k in range(nsrc):
