@@ -147,6 +147,15 @@ class CommandBuffer(abc.ABC):
             )
         return p
 
+    def check_grid_param(self, kernel_name: str, axis: int, p: Param) -> Param:
+        """A placeholder recorded as grid axis `axis`: integer-typed and this buffer's."""
+        if p.dtype is not None and p.dtype.kind not in "iu":
+            raise KernelArgumentError(
+                f"kernel {kernel_name!r}: grid axis {axis} takes an integer parameter "
+                f"(cb.param), got {p.name!r} of {p.kind}"
+            )
+        return self.check_param(p)
+
     def use_params(self, params: Any) -> None:
         """A backend records, once the operation is accepted, that its plan reads these
         placeholders (submit then requires a value for each)."""

@@ -855,6 +855,25 @@ def test_replay_changes_a_scalar_and_the_grid_without_re_recording(device):
 
 @pytest.mark.generic
 @pytest.mark.runs_kernels
+def test_a_float_scalar_as_a_grid_axis_is_refused_on_every_backend(device):
+    """The recording base's one check: a grid axis takes an integer parameter; a float
+    scalar there is a KernelArgumentError naming the kernel and the axis, before anything
+    is recorded (the command buffer stays usable)."""
+    kernel = _param_fill_kernel(device)
+    cb = device.command_buffer()
+    with pytest.raises(KernelArgumentError, match=r"grid axis 0 takes an integer parameter"):
+        cb.dispatch(kernel, grid=cb.scalar("g", np.float32),
+                    args=(cb.binding(0), np.float32(1.0), np.uint32(64)))
+    cb.dispatch(kernel, grid=64, args=(cb.binding(0), np.float32(5.0), np.uint32(64)))
+    cb.finalize()
+    out = device.buffer(np.zeros(64, np.float32))
+    device.submit(cb, [out]).wait(WAIT_S)
+    np.testing.assert_array_equal(out.to_numpy(np.float32), np.full(64, 5.0, np.float32))
+    out.free()
+
+
+@pytest.mark.generic
+@pytest.mark.runs_kernels
 def test_many_parameter_sites_patch_in_one_replay(device):
     """24 dispatches, each on its own slot view with its own scalar and one shared grid
     parameter: past the small-segment thresholds, so the vectorized patch does the work."""

@@ -230,12 +230,7 @@ class HsaCommandBuffer(CommandBuffer):
         args, param_sites = self._param_args(kernel, args)
         grid_sites: list[tuple[int, tuple]] = []
         for axis, p in grid_params:
-            if p.dtype is not None and p.dtype.kind not in "iu":
-                raise KernelArgumentError(
-                    f"kernel {kernel.name!r}: grid axis {axis} takes an integer parameter "
-                    f"(cb.param), got {p.name!r} of {p.kind}"
-                )
-            self.check_param(p)
+            self.check_grid_param(kernel.name, axis, p)
             grid_sites.append((axis, (p.name, "grid", 0, "I", kernel.name, f"grid[{axis}]")))
             # the hidden arguments computed from this axis follow it (hsa.abi.hidden_args)
             for kind, off, size in layout.hidden:

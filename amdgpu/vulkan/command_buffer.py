@@ -120,12 +120,7 @@ class CommandBuffer(CommandBufferAPI):
         refs, constants = [], []
         param_constants = []
         for axis, p in grid_params:
-            if p.dtype is not None and p.dtype.kind not in "iu":
-                raise KernelArgumentError(
-                    f"kernel {kernel.name}: grid axis {axis} takes an integer parameter "
-                    f"(cb.param), got {p.name!r} of {p.kind}"
-                )
-            self.check_param(p)
+            self.check_grid_param(kernel.name, axis, p)
         for arg in args:
             if isinstance(arg, (BindingSlot, Buffer)):
                 refs.append(self._ref(arg))
