@@ -20,6 +20,7 @@ from test_codeobject_reader import llvm_readelf_metadata
 from amdgpu.errors import BundleError, CodeObjectError
 from hsa.abi.codeobject import CodeObject, read_code_object, read_offload_bundle
 from hsa.abi.targets import lookup
+from tests.codeobjects import load_kernel, triton_launch
 
 DATA = Path(__file__).parent / "data" / "codeobjects"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
@@ -182,27 +183,12 @@ def dev():
     d.close()  # a teardown error (queue or memory release) fails the test
 
 
-def _kernel(dev, data: bytes, name: str):
-    from compiler.bundle import KernelBundle, Variant
-
-    bundle = KernelBundle(name, "00" * 32)
-    bundle.add(Variant.from_code_object(data))
-    return dev.load(bundle).kernel(name)
+_kernel = load_kernel
 
 
 def _triton_launch(dev, name: str, programs: tuple[int, ...], args: tuple, **kw):
-    """Launch a Triton fixture as Triton's launcher would: `programs` workgroups of
-    num_warps waves, `shared` bytes of dynamic LDS, null scratch pointers at the end."""
-    facts = TRITON[name]
-    assert facts["global_scratch_size"] == 0 and facts["profile_scratch_size"] == 0
-    kernel = _kernel(dev, (DATA / name).read_bytes(), facts["kernel"])
-    block = facts["num_warps"] * facts["warp_size"]
-    grid = (programs[0] * block, *programs[1:])
-    blocks = (block,) + (1,) * (len(programs) - 1)
-    lds = kw.pop("dynamic_lds", facts["shared"])
-    dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
-                 blocks if len(programs) > 1 else block, (*args, 0, 0),
-                 dynamic_lds=lds).wait(60)
+    """Launch the Triton fixture `name` as Triton's launcher would (tests.codeobjects)."""
+    triton_launch(dev, (DATA / name).read_bytes(), TRITON[name], programs, args, **kw)
 
 
 def gfx11(test):

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.codeobjects import triton_launch
+
 DATA = Path(__file__).parent / "data" / "codeobjects" / "triton_corpus"
 CORPUS = json.loads((DATA / "corpus.json").read_text())
 KERNELS = CORPUS["kernels"]
@@ -34,22 +36,13 @@ def launch(dev, stem: str, programs: tuple[int, ...], args: tuple) -> None:
     """Launch as Triton's launcher does: `programs` workgroups of num_warps waves, `shared`
     bytes of dynamic LDS, two null scratch pointers after the user's arguments. Checks
     first that every argument hinted divisible by 16 is."""
-    from compiler.bundle import KernelBundle, Variant
-
     facts = KERNELS[f"{stem}_gfx1100.hsaco"]
     assert len(args) == len(facts["args"])
     for value, (name, _, hints) in zip(args, facts["args"], strict=True):
         if "tt.divisibility" in hints and isinstance(value, np.integer):
             assert int(value) % 16 == 0, f"{name}={value} breaks the compiled-in hint"
-    bundle = KernelBundle(stem, "00" * 32)
-    bundle.add(Variant.from_code_object((DATA / f"{stem}_gfx1100.hsaco").read_bytes()))
-    kernel = dev.load(bundle).kernel(facts["kernel"])
-    block = facts["num_warps"] * facts["warp_size"]
-    grid = (programs[0] * block, *programs[1:])
-    blocks = (block,) + (1,) * (len(programs) - 1)
-    dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
-                 blocks if len(programs) > 1 else block, (*args, 0, 0),
-                 dynamic_lds=facts["shared"]).wait(120)
+    triton_launch(dev, (DATA / f"{stem}_gfx1100.hsaco").read_bytes(), facts, programs, args,
+                  wait_s=120)
 
 
 def i32(x: int) -> np.int32:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tests.test_codeobject_foreign as foreign
+from tests.codeobjects import triton_launch
 
 pytestmark = [pytest.mark.hsa_virtual, pytest.mark.isa_gfx9]
 
@@ -33,16 +33,8 @@ def dev(request):
 def _launch(dev, stem: str, programs: tuple[int, ...], args: tuple) -> None:
     """As Triton's launcher: num_warps waves a program, `shared` bytes of dynamic LDS, two
     null scratch pointers after the user's arguments."""
-    facts = FACTS[f"{stem}_{dev.target}.hsaco"]
-    assert facts["global_scratch_size"] == 0 and facts["profile_scratch_size"] == 0
-    kernel = foreign._kernel(dev, (DATA / f"{stem}_{dev.target}.hsaco").read_bytes(),
-                             facts["kernel"])
-    block = facts["num_warps"] * facts["warp_size"]
-    grid = (programs[0] * block, *programs[1:])
-    blocks = (block,) + (1,) * (len(programs) - 1)
-    dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
-                 blocks if len(programs) > 1 else block, (*args, 0, 0),
-                 dynamic_lds=facts["shared"]).wait(120)
+    triton_launch(dev, (DATA / f"{stem}_{dev.target}.hsaco").read_bytes(),
+                  FACTS[f"{stem}_{dev.target}.hsaco"], programs, args, wait_s=120)
 
 
 def test_add(dev) -> None:
