@@ -1,13 +1,29 @@
 """Loading and launching foreign code objects in tests (not a test module: test modules
 import this instead of each other).
 
+`DATA` is the committed fixture directory (tests/data/codeobjects, see its README) and
+`TRITON` its manifest's Triton kernels; `hip_entries` unpacks one of its hipcc bundles.
 `load_kernel` wraps one code object in a bundle and loads it; `triton_launch` launches a
 Triton kernel as Triton's own launcher does, from the facts its fixture manifest records
-for it (num_warps, warp_size, shared, the scratch sizes)."""
+for it (num_warps, warp_size, shared, the scratch sizes); `launch_triton_fixture` does that
+for a fixture named in the manifest."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+DATA = Path(__file__).parent / "data" / "codeobjects"
+MANIFEST = json.loads((DATA / "manifest.json").read_text())
+TRITON = MANIFEST["triton"]["kernels"]
+
+
+def hip_entries(name: str) -> dict[str, bytes]:
+    """{bundle entry id: code object} of the hipcc offload bundle `name` in DATA."""
+    from hsa.abi.codeobject import read_offload_bundle
+
+    return read_offload_bundle((DATA / name).read_bytes())
 
 
 def load_kernel(dev: Any, data: bytes, name: str) -> Any:
@@ -32,3 +48,9 @@ def triton_launch(dev: Any, data: bytes, facts: dict, programs: tuple[int, ...],
     dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
                  blocks if len(programs) > 1 else block, (*args, 0, 0),
                  dynamic_lds=lds).wait(wait_s)
+
+
+def launch_triton_fixture(dev: Any, name: str, programs: tuple[int, ...], args: tuple,
+                          **kw: Any) -> None:
+    """Launch the Triton fixture `name` of DATA as Triton's launcher would."""
+    triton_launch(dev, (DATA / name).read_bytes(), TRITON[name], programs, args, **kw)

@@ -15,6 +15,10 @@ parametrizes `lab_device` itself (over the lab's devices); this file then steps 
 
 A test whose hardware-class markers a device lacks is skipped with the reason, as hwlab
 does. The fixtures (`device`, `fresh_device`, `trace_sink`, `hold`) are hwlab's own.
+
+No test module imports another (tests/test_import_contract.py checks it): fixtures several
+modules use are here (`code_objects`), and code they share lives in helper modules of tests/
+whose names do not start with `test_` (HELPERS below), imported by their bare names.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ from tools.hwlab.fixtures import (  # noqa: F401 - fixtures, found by name
     trace_sink,
 )
 from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice, inventory
+
+#: The helper modules of tests/: shared code, not tests of their own. pytest rewrites the
+#: asserts of test modules only, so these are registered to report their failures as well.
+HELPERS = ("codeobject_builds", "codeobjects", "gfx11_alu_cases", "kernel_checks",
+           "llvm_readelf", "provider_suite", "rocr_mock", "toolchains")
+pytest.register_assert_rewrite(*HELPERS)
 
 
 def pytest_addoption(parser):
@@ -56,6 +66,8 @@ def pytest_configure(config):
 # the tests' own kernels. On the emulated GPU these need hsa/virtual's gfx9 executor.
 _RUNS_KERNELS = {"run_kernel", "memory_copy", "memory_async_copy", "executable_freeze",
                  "memory_fill", "dispatch", "upload", "download"}
+#: Fixtures of code objects (the provider suite's KERNELS_CL, the compiler tests' builds).
+_LOADS_CODE = {"kernel_objects", "code_objects"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -73,8 +85,19 @@ def pytest_collection_modifyitems(config, items):
             continue
         fn = getattr(item, "function", None)
         names = set(getattr(getattr(fn, "__code__", None), "co_names", ()))
-        if names & _RUNS_KERNELS or "code_objects" in getattr(item, "fixturenames", ()):
+        if names & _RUNS_KERNELS or _LOADS_CODE & set(getattr(item, "fixturenames", ())):
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def code_objects(tmp_path_factory):
+    """{(mcpu, version): Built} of tests/codeobject_builds.py: the compiler-area tests' clang
+    code objects, built once per session (skipped where the ziglang wheel is missing)."""
+    from codeobject_builds import build_all, have_clang
+
+    if not have_clang():
+        pytest.skip("ziglang (clang 22) is not installed: pip install ziglang")
+    return build_all(tmp_path_factory.getbasetemp() / "compiler_code_objects")
 
 
 _LOCAL: list[LabDevice] | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 from amdgpu.errors import BundleError
 from compiler.bundle import BUNDLE_MAGIC, KernelBundle, Variant, is_bundle
@@ -109,7 +108,7 @@ def test_bad_bundle_files(tmp_path) -> None:
                      ).to_bytes()
 
 
-def test_variant_from_code_object(code_objects) -> None:  # noqa: F811
+def test_variant_from_code_object(code_objects) -> None:
     data = code_objects[("gfx942:sramecc+:xnack-", 5)].read()
     v = Variant.from_code_object(data, {"compiler": "clang 22"})
     assert v.target == "gfx942:sramecc+:xnack-" and v.kind == "hsaco"

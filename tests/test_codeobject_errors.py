@@ -7,7 +7,6 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 from amdgpu.errors import CodeObjectError
 from hsa.abi.codeobject import read_code_object
@@ -39,7 +38,7 @@ def _section_header_offset(data: bytes, name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def gfx942(code_objects) -> bytes:  # noqa: F811
+def gfx942(code_objects) -> bytes:
     return code_objects[("gfx942:sramecc+:xnack-", 5)].read()
 
 
@@ -157,7 +156,7 @@ def mutated(draw, sources: list[bytes]) -> bytes:
     return bytes(data)
 
 
-def test_mutated_code_objects_only_raise_code_object_error(code_objects) -> None:  # noqa: F811
+def test_mutated_code_objects_only_raise_code_object_error(code_objects) -> None:
     sources = [code_objects[("gfx942:sramecc+:xnack-", 5)].read(),
                code_objects[("gfx1100", 4)].read(linked=False),
                code_objects[("gfx1201", 5)].read()]

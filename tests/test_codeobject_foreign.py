@@ -15,28 +15,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_codeobject_reader import llvm_readelf_metadata
+from codeobjects import DATA, MANIFEST, TRITON, hip_entries, launch_triton_fixture, load_kernel
+from llvm_readelf import llvm_readelf_metadata
 
 from amdgpu.errors import BundleError, CodeObjectError
-from hsa.abi.codeobject import CodeObject, read_code_object, read_offload_bundle
+from hsa.abi.codeobject import CodeObject, read_code_object
 from hsa.abi.targets import lookup
-from tests.codeobjects import load_kernel, triton_launch
 
-DATA = Path(__file__).parent / "data" / "codeobjects"
-MANIFEST = json.loads((DATA / "manifest.json").read_text())
-TRITON = MANIFEST["triton"]["kernels"]
 HOST_ENTRY = "host-x86_64-unknown-linux"
-
-
-def _hip_entries(name: str) -> dict[str, bytes]:
-    return read_offload_bundle((DATA / name).read_bytes())
 
 
 def _all_objects() -> list[tuple[str, bytes]]:
     """(label, code object bytes) for every fixture, bundles unpacked."""
     out = [(name, (DATA / name).read_bytes()) for name in sorted(TRITON)]
     for bundle in sorted(MANIFEST["hipcc"]["builds"]):
-        for entry, data in sorted(_hip_entries(bundle).items()):
+        for entry, data in sorted(hip_entries(bundle).items()):
             if data:
                 out.append((f"{bundle}:{entry.rsplit('--', 1)[1]}", data))
     return out
@@ -97,7 +90,7 @@ def test_triton_object(name: str) -> None:
 
 @pytest.mark.generic
 def test_hipcc_bundles() -> None:
-    builtins = _hip_entries("hipcc_builtins.hsaco")
+    builtins = hip_entries("hipcc_builtins.hsaco")
     assert set(builtins) == {HOST_ENTRY, "hipv4-amdgcn-amd-amdhsa--gfx1100",
                              "hipv4-amdgcn-amd-amdhsa--gfx90a"}
     assert builtins[HOST_ENTRY] == b""  # --genco: the host entry is empty
@@ -124,7 +117,7 @@ def test_hipcc_bundles() -> None:
         assert saxpy.wavefront_size == lookup(target).wave_size
         _check_descriptor(co)
 
-    plain = _hip_entries("hipcc_saxpy.hsaco")
+    plain = hip_entries("hipcc_saxpy.hsaco")
     assert set(plain) == {HOST_ENTRY, "hipv4-amdgcn-amd-amdhsa--gfx1030",
                           "hipv4-amdgcn-amd-amdhsa--gfx90a"}
     for entry, target in (("hipv4-amdgcn-amd-amdhsa--gfx1030", "gfx1030"),
@@ -183,14 +176,6 @@ def dev():
     d.close()  # a teardown error (queue or memory release) fails the test
 
 
-_kernel = load_kernel
-
-
-def _triton_launch(dev, name: str, programs: tuple[int, ...], args: tuple, **kw):
-    """Launch the Triton fixture `name` as Triton's launcher would (tests.codeobjects)."""
-    triton_launch(dev, (DATA / name).read_bytes(), TRITON[name], programs, args, **kw)
-
-
 def gfx11(test):
     """Marks a test that runs gfx11 machine code on amdgpu:virtual."""
     return pytest.mark.hsa_virtual(pytest.mark.isa_gfx11(test))
@@ -203,7 +188,7 @@ def test_triton_add_runs(dev, n: int) -> None:
     x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
     bx, by, out = dev.buffer(x), dev.buffer(y), dev.buffer(np.full(n + 64, 7, np.float32))
     assert TRITON["triton_add_gfx1100.hsaco"]["constexprs"]["BLOCK"] == 256
-    _triton_launch(dev, "triton_add_gfx1100.hsaco", (-(-n // 256),),
+    launch_triton_fixture(dev, "triton_add_gfx1100.hsaco", (-(-n // 256),),
                    (bx, by, out, np.int32(n)))
     got = out.to_numpy(np.float32)
     np.testing.assert_array_equal(got[:n], x + y)
@@ -218,12 +203,12 @@ def test_triton_row_sum_and_dynamic_lds(dev) -> None:
     args = (ba, out, np.int32(cols), np.int32(stride))
     name = "triton_row_sum_gfx1100.hsaco"
     assert TRITON[name]["shared"] > 0  # the cross-wave step goes through LDS
-    _triton_launch(dev, name, (rows,), args)
+    launch_triton_fixture(dev, name, (rows,), args)
     np.testing.assert_allclose(out.to_numpy(np.float32), a[:, :cols].sum(1), rtol=1e-5,
                                atol=1e-5)
     # Without the dynamic LDS the packet grants none: LDS stores drop and loads read 0,
     # as on hardware, so the sums come out 0.
-    _triton_launch(dev, name, (rows,), args, dynamic_lds=0)
+    launch_triton_fixture(dev, name, (rows,), args, dynamic_lds=0)
     assert (out.to_numpy(np.float32) == 0).all()
 
 
@@ -232,7 +217,7 @@ def test_triton_softmax_runs(dev) -> None:
     rows, cols, stride = 5, 50, 64
     x = np.random.default_rng(2).standard_normal((rows, stride)).astype(np.float32)
     bx, out = dev.buffer(x), dev.buffer(np.zeros_like(x))
-    _triton_launch(dev, "triton_softmax_gfx1100.hsaco", (rows,),
+    launch_triton_fixture(dev, "triton_softmax_gfx1100.hsaco", (rows,),
                    (bx, out, np.int32(cols), np.int32(stride)))
     e = np.exp(x[:, :cols] - x[:, :cols].max(1, keepdims=True))
     got = out.to_numpy(np.float32).reshape(rows, stride)
@@ -248,7 +233,7 @@ def test_triton_matmul_wmma_runs(dev) -> None:
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
     c = dev.buffer(m * n * 4)
-    _triton_launch(dev, "triton_matmul_gfx1100.hsaco",
+    launch_triton_fixture(dev, "triton_matmul_gfx1100.hsaco",
                    (-(-m // facts["BM"]), -(-n // facts["BN"])),
                    (dev.buffer(a), dev.buffer(b), c, np.int32(m), np.int32(n), np.int32(k)))
     want = a.astype(np.float32) @ b.astype(np.float32)
@@ -258,17 +243,17 @@ def test_triton_matmul_wmma_runs(dev) -> None:
 
 @gfx11
 def test_hipcc_kernels_run(dev) -> None:
-    data = _hip_entries("hipcc_builtins.hsaco")["hipv4-amdgcn-amd-amdhsa--gfx1100"]
+    data = hip_entries("hipcc_builtins.hsaco")["hipv4-amdgcn-amd-amdhsa--gfx1100"]
     n = 1000
     rng = np.random.default_rng(4)
     x, y = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
     by = dev.buffer(y)
     # blockDim comes from the v5 hidden hidden_group_size_x the driver fills.
-    saxpy = _kernel(dev, data, "hip_saxpy")
+    saxpy = load_kernel(dev, data, "hip_saxpy")
     dev.dispatch(saxpy, 1024, 128, (np.float32(2.5), dev.buffer(x), by, np.int32(n))).wait(30)
     np.testing.assert_allclose(by.to_numpy(np.float32), 2.5 * x + y, rtol=1e-6, atol=1e-6)
 
-    block_sum = _kernel(dev, data, "hip_block_sum")
+    block_sum = load_kernel(dev, data, "hip_block_sum")
     blocks = 7
     v = rng.standard_normal(64 * blocks, np.float32)
     out = dev.buffer(blocks * 4)

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 from amdgpu.errors import CodeObjectError
 from compiler.__main__ import main
@@ -16,7 +15,7 @@ from compiler.bundle import KernelBundle, Variant
 pytestmark = pytest.mark.generic
 
 
-def test_inspect_json_code_object(code_objects, capsys) -> None:  # noqa: F811
+def test_inspect_json_code_object(code_objects, capsys) -> None:
     built = code_objects[("gfx942:sramecc+:xnack-", 5)]
     assert main(["inspect", str(built.hsaco), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -29,7 +28,7 @@ def test_inspect_json_code_object(code_objects, capsys) -> None:  # noqa: F811
     assert saxpy["descriptor"]["wavefront_size32"] is False
 
 
-def test_inspect_tables(code_objects, capsys) -> None:  # noqa: F811
+def test_inspect_tables(code_objects, capsys) -> None:
     built = code_objects[("gfx1100", 5)]
     assert main(["inspect", str(built.obj)]) == 0
     out = capsys.readouterr().out
@@ -38,7 +37,7 @@ def test_inspect_tables(code_objects, capsys) -> None:  # noqa: F811
         assert text in out
 
 
-def test_inspect_bundle(code_objects, tmp_path, capsys) -> None:  # noqa: F811
+def test_inspect_bundle(code_objects, tmp_path, capsys) -> None:
     bundle = KernelBundle("kernels", "ef" * 32, program={"dispatches": []})
     for key in (("gfx942:sramecc+:xnack-", 5), ("gfx1201", 5)):
         bundle.add(Variant.from_code_object(code_objects[key].read()))

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_codeobject_build import BUILDS, Built, code_objects  # noqa: F401 (fixture)
+from codeobject_builds import BUILDS, Built
+from llvm_readelf import llvm_readelf_metadata
 
 from amdgpu.errors import CodeObjectError
 from hsa.abi.codeobject import KernelDescriptor, read_code_object, read_offload_bundle
@@ -30,7 +31,7 @@ EXPECTED_TARGET_ID = {
 
 @pytest.mark.parametrize("key", BUILDS, ids=[f"{m}-v{v}" for m, v in BUILDS])
 @pytest.mark.parametrize("linked", [True, False], ids=["hsaco", "o"])
-def test_header_kernels_and_descriptors(code_objects, key, linked) -> None:  # noqa: F811
+def test_header_kernels_and_descriptors(code_objects, key, linked) -> None:
     mcpu, version = key
     co = read_code_object(code_objects[key].read(linked))
     assert co.target_id == EXPECTED_TARGET_ID[mcpu]
@@ -61,7 +62,7 @@ def test_header_kernels_and_descriptors(code_objects, key, linked) -> None:  # n
 
 
 @pytest.mark.parametrize("version", [4, 5, 6])
-def test_explicit_and_hidden_args(code_objects, version) -> None:  # noqa: F811
+def test_explicit_and_hidden_args(code_objects, version) -> None:
     co = read_code_object(code_objects[("gfx942:sramecc+:xnack-", version)].read())
     saxpy = co.kernels["saxpy"]
     explicit = [(a.offset, a.size, a.value_kind) for a in saxpy.explicit_args]
@@ -89,7 +90,7 @@ def test_explicit_and_hidden_args(code_objects, version) -> None:  # noqa: F811
         assert saxpy.kernarg_segment_size == base + 256
 
 
-def test_linked_addresses_symbols_and_segments(code_objects) -> None:  # noqa: F811
+def test_linked_addresses_symbols_and_segments(code_objects) -> None:
     co = read_code_object(code_objects[("gfx1100", 5)].read())
     assert any(s.executable for s in co.segments)
     for k in co.kernels.values():
@@ -105,7 +106,7 @@ def test_linked_addresses_symbols_and_segments(code_objects) -> None:  # noqa: F
         co.read(co.image_size + 0x10000, 4)
 
 
-def test_relocatable_object_relocations(code_objects) -> None:  # noqa: F811
+def test_relocatable_object_relocations(code_objects) -> None:
     co = read_code_object(code_objects[("gfx1100", 5)].read(linked=False))
     assert co.segments == []
     rel = {r.symbol: r for r in co.relocations}
@@ -150,7 +151,7 @@ def _offload_bundle(entries: list[tuple[str, bytes]]) -> bytes:
     return header + table + blobs
 
 
-def test_offload_bundle_from_hipcc_genco(code_objects) -> None:  # noqa: F811
+def test_offload_bundle_from_hipcc_genco(code_objects) -> None:
     gfx942 = code_objects[("gfx942:sramecc+:xnack-", 5)].read()
     gfx1100 = code_objects[("gfx1100", 5)].read()
     one = _offload_bundle([("host-x86_64-unknown-linux-gnu-", b""),
@@ -167,60 +168,12 @@ def test_offload_bundle_from_hipcc_genco(code_objects) -> None:  # noqa: F811
 
 
 # ---- llvm-readelf-19 as the oracle ------------------------------------------------------
-def _scalar(text: str):
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return int(text, 0)
-    except ValueError:
-        return text
-
-
-def _parse_yaml_block(lines: list[tuple[int, str]], i: int, indent: int):
-    """The YAML subset llvm-readelf prints for AMDGPU metadata: maps, lists, scalars."""
-    if lines[i][1].startswith("- "):
-        items = []
-        while i < len(lines) and lines[i][0] == indent and lines[i][1].startswith("- "):
-            rest = lines[i][1][2:]
-            if ":" in rest and not rest.startswith("'"):
-                lines[i] = (indent + 2, rest)  # the item's first key, one level deeper
-                value, i = _parse_yaml_block(lines, i, indent + 2)
-            else:
-                value, i = _scalar(rest), i + 1
-            items.append(value)
-        return items, i
-    out = {}
-    while i < len(lines) and lines[i][0] == indent and not lines[i][1].startswith("- "):
-        key, _, rest = lines[i][1].partition(":")
-        i += 1
-        if rest.strip():
-            out[key] = _scalar(rest)
-        elif i < len(lines) and (lines[i][0] > indent or lines[i][1].startswith("- ")):
-            out[key], i = _parse_yaml_block(lines, i, lines[i][0])
-        else:
-            out[key] = None
-    return out, i
-
-
-def llvm_readelf_metadata(path) -> dict:
-    text = subprocess.run(["llvm-readelf-19", "--notes", str(path)], capture_output=True,
-                          text=True, check=True).stdout
-    body = text.split("---\n", 1)[1].split("\n...", 1)[0]
-    lines = [(len(ln) - len(ln.lstrip(" ")), ln.strip()) for ln in body.splitlines()
-             if ln.strip()]
-    meta, _ = _parse_yaml_block(lines, 0, 0)
-    return meta
-
-
 @pytest.mark.skipif(shutil.which("llvm-readelf-19") is None,
                     reason="llvm-readelf-19 not installed (Debian package llvm-19)")
 @pytest.mark.parametrize("key", [("gfx942:sramecc+:xnack-", 5), ("gfx1100", 5),
                                  ("gfx1100", 4), ("gfx1201", 5)],
                          ids=["gfx942-v5", "gfx1100-v5", "gfx1100-v4", "gfx1201-v5"])
-def test_metadata_matches_llvm_readelf(code_objects, key) -> None:  # noqa: F811
+def test_metadata_matches_llvm_readelf(code_objects, key) -> None:
     built: Built = code_objects[key]
     oracle = llvm_readelf_metadata(built.hsaco)
     co = read_code_object(built.read())

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_codeobject_build import code_objects  # noqa: F401 (fixture)
 
 import amdgpu
 from amdgpu.errors import AmdgpuError, CodeObjectError
@@ -31,7 +30,7 @@ RSRC3, RSRC1, RSRC2, PROPS = 44, 48, 52, 56  # descriptor byte offsets
 
 
 @pytest.fixture(scope="module")
-def objects(code_objects):  # noqa: F811
+def objects(code_objects):
     return {"gfx942": code_objects[("gfx942:sramecc+:xnack-", 5)].read(),
             "gfx1100": code_objects[("gfx1100", 5)].read(),
             "gfx1201": code_objects[("gfx1201", 5)].read()}

@@ -34,11 +34,11 @@ def _open(spec):
 
 
 def _fault_message(spec, tmp_path) -> str:
-    import test_provider_conformance as conformance
+    from provider_suite import compile_cl
 
     dev = _open(spec)
     try:
-        kernel = dev.load(conformance.compile_cl(OOB_CL, dev.target, tmp_path)).kernel("oob")
+        kernel = dev.load(compile_cl(OOB_CL, dev.target, tmp_path)).kernel("oob")
         out = dev.buffer(64)
         good = dev.buffer(64)
         dev.dispatch(kernel, 64, 64, (out, np.uint64(good.address))).wait(30)  # packet 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from kernel_checks import missing_barrier_case
 
 import amdgpu
 import packets
@@ -225,26 +226,7 @@ def test_missing_barrier_in_a_command_buffer_gives_a_wrong_result(kernels_code, 
     monkeypatch.setenv("AMDGPU_VIRTUAL_OVERLAP", "reverse")
     with amdgpu.open("amdgpu:virtual:gfx1100,gfx1100") as dev:
         assert dev.provider.overlap == "reverse"
-        _missing_barrier_case(dev, kernels_code)
-
-
-def _missing_barrier_case(dev, kernels_code):
-    n = 256
-    fill = _k(dev, kernels_code, "fill")
-    copy = _k(dev, kernels_code, "copy")
-    for with_barrier in (True, False):
-        cb = dev.command_buffer()
-        src, dst = cb.binding(0), cb.binding(1)
-        cb.dispatch(fill, n, 64, (src, np.float32(5.0), n))
-        if with_barrier:
-            cb.barrier()
-        cb.dispatch(copy, n, 64, (dst, src, n))
-        cb.finalize()
-        a, b = dev.buffer(n * 4), dev.buffer(n * 4)
-        dev.submit(cb, [a, b]).wait(30)
-        assert (a.to_numpy(np.float32) == 5.0).all()
-        expected = 5.0 if with_barrier else 0.0
-        assert (b.to_numpy(np.float32) == expected).all()
+        missing_barrier_case(dev, kernels_code)
 
 
 def test_repeated_identical_dispatches_in_a_command_buffer(dev, kernels_code):

@@ -297,16 +297,22 @@ def test_out_of_bounds_kernel_reaches_rocrs_fault_handling(thunk, tmp_path):
 
     if not runs_kernels():
         pytest.skip("the emulated gfx90a needs hsa/virtual's gfx9 executor, not here yet")
-    import test_provider_conformance as conformance
+    from provider_suite import (
+        compile_cl,
+        device_pool,
+        kernarg_pool,
+        load_executable,
+        publish,
+    )
 
-    data = conformance.compile_cl(OOB_CL, "gfx90a", tmp_path)
+    data = compile_cl(OOB_CL, "gfx90a", tmp_path)
     provider = EmulatedProvider()
     try:
         gpu = provider.gpu_agents()[0].handle
-        exe = conformance._load(provider, gpu, data)
+        exe = load_executable(provider, gpu, data)
         sym = provider.executable_get_symbol_by_name(exe, "oob.kd", gpu)
-        out = provider.memory_pool_allocate(conformance._device_pool(provider, gpu), 4096)
-        kernarg = provider.memory_pool_allocate(conformance._kernarg_pool(provider), 4096)
+        out = provider.memory_pool_allocate(device_pool(provider, gpu), 4096)
+        kernarg = provider.memory_pool_allocate(kernarg_pool(provider), 4096)
         provider.agents_allow_access([gpu], kernarg)
         args = provider.host_view(kernarg, 4096)
         args[:] = 0
@@ -315,7 +321,7 @@ def test_out_of_bounds_kernel_reaches_rocrs_fault_handling(thunk, tmp_path):
         seen = []
         queue = provider.queue_create(gpu, 64, callback=lambda status, q: seen.append(status))
         done = provider.signal_create(1)
-        conformance.publish(queue, kernel_dispatch(
+        publish(queue, kernel_dispatch(
             workgroup_size=(64, 1, 1), grid_size=(64, 1, 1), dims=1,
             kernel_object=sym.kernel_object, kernarg_address=kernarg, private_segment_size=0,
             group_segment_size=0, completion_signal=done))

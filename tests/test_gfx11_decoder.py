@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -45,13 +44,10 @@ def _code_objects() -> list[tuple[str, bytes]]:
     objs = [("clang-test-kernels", build_code_object(TEST_KERNELS_CL, "cl")),
             ("illegal", build_code_object(ILLEGAL_KERNEL_S, "assembler"))]
     # the hand-written instruction cases of test_gfx11_alu.py (DPP, VOP3 DPP, WMMA, ...)
-    spec = importlib.util.spec_from_file_location(
-        "gfx11_alu_cases", Path(__file__).with_name("test_gfx11_alu.py"))
-    alu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(alu)
-    objs.append(("alu-cases", build_code_object(alu._kernel_source(sorted(alu.CASES)),
-                                                "assembler")))
-    objs.append(("wmma-cases", build_code_object(alu._wmma_source(), "assembler")))
+    from gfx11_alu_cases import CASES, kernel_source, wmma_source
+
+    objs.append(("alu-cases", build_code_object(kernel_source(sorted(CASES)), "assembler")))
+    objs.append(("wmma-cases", build_code_object(wmma_source(), "assembler")))
     # the Triton corpus (Triton 3.9's own LLVM): real compiler output nobody here tuned
     corpus = Path(__file__).parent / "data" / "codeobjects" / "triton_corpus"
     objs += [(f"triton-{p.stem}", p.read_bytes()) for p in sorted(corpus.glob("*.hsaco"))]

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.codeobjects import triton_launch
+from codeobjects import triton_launch
 
 DATA = Path(__file__).parent / "data" / "codeobjects" / "triton_corpus"
 CORPUS = json.loads((DATA / "corpus.json").read_text())

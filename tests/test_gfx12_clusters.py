@@ -87,9 +87,9 @@ def dev():
 
 
 def _kernel(dev, name: str):
-    from test_codeobject_foreign import _kernel as load
+    from codeobjects import load_kernel
 
-    return load(dev, code_object()[0], name)
+    return load_kernel(dev, code_object()[0], name)
 
 
 GRID = (8, 4)  # workgroups: 4 x 2 clusters of 2 x 2

@@ -125,11 +125,11 @@ def test_cluster_ids_reach_a_gfx1250_kernel():
 
 # --- Triton 3.9 for gfx1201 and gfx1250 (fixtures from tests/data/codeobjects/make_fixtures.py)
 def _triton(dev, name: str, programs: tuple[int, ...], args: tuple) -> None:
-    from test_codeobject_foreign import DATA, TRITON, _kernel
+    from codeobjects import DATA, TRITON, load_kernel
 
     facts = TRITON[name]
     assert facts["arch"] == dev.target and facts["warp_size"] == 32
-    kernel = _kernel(dev, (DATA / name).read_bytes(), facts["kernel"])
+    kernel = load_kernel(dev, (DATA / name).read_bytes(), facts["kernel"])
     block = facts["num_warps"] * 32
     grid = (programs[0] * block, *programs[1:])
     dev.dispatch(kernel, grid if len(programs) > 1 else grid[0],
@@ -178,7 +178,7 @@ def test_triton_matmul_wmma(arch):
     """Triton's f16 matmul (gfx12 WMMA), masks on every edge of the 32 x 32 tiles, against
     numpy. gfx1250's build reads its B tiles with ds_load_tr16_b128 (DS opcode 252), the
     transposing LDS load: without it the kernel stops there with a clean queue error."""
-    from test_codeobject_foreign import TRITON
+    from codeobjects import TRITON
 
     import amdgpu
 
@@ -202,7 +202,7 @@ def test_triton_matmul_wmma(arch):
 
 def test_gfx1250_triton_matmul_reads_b_with_ds_load_tr16_b128():
     """The fixture really uses the transposing load (so the test above exercises it)."""
-    from test_codeobject_foreign import DATA
+    from codeobjects import DATA
 
     code, base = _text_section((DATA / "triton_matmul_gfx1250.hsaco").read_bytes())
     names = [i.name for i in decoder.decode_all(code, base, "gfx1250")]

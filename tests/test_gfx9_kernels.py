@@ -1,14 +1,31 @@
 """clang-compiled OpenCL kernels on the gfx9 (CDNA, wave64) executor, against numpy.
 
-The kernels and checks are gfx11's (tests/test_gfx11_kernels.py), compiled for gfx90a,
-gfx942 and gfx950 and run in wave64: the same source must give the same answers on every
-family the core serves."""
+The kernels and checks are gfx11's (tests/kernel_checks.py, which tests/test_gfx11_kernels.py
+runs on gfx1100), compiled for gfx90a, gfx942 and gfx950 and run in wave64: the same source
+must give the same answers on every family the core serves."""
 
 from __future__ import annotations
 
 import pytest
+from kernel_checks import (  # noqa: F401 - the shared kernel tests, collected here
+    test_2d_grid,
+    test_3d_grid_packs_workitem_ids,
+    test_calls_stack_and_generic_pointers,
+    test_copy_with_partial_workgroups,
+    test_double_division_and_clamps,
+    test_empty_grid_runs_nothing,
+    test_fill,
+    test_flat_access_mixing_apertures,
+    test_float_ops,
+    test_integer_ops_bit_exact,
+    test_lds_reduction_with_barriers,
+    test_math_library_expansions,
+    test_out_of_bounds_write_faults_with_kernel_pc_and_address,
+    test_saxpy,
+    test_trap_is_a_queue_exception,
+    test_workgroups_run_in_batches,
+)
 
-import tests.test_gfx11_kernels as gfx11_tests
 from hsa.virtual.executor import executor_for
 from hsa.virtual.gfx11.testing import TEST_KERNELS_CL, Harness, build_code_object
 
@@ -32,19 +49,6 @@ def test_registered_as_gfx9():
     assert ex is not None and ex.family == "gfx9"
 
 
-# gfx11's kernel tests, run on the fixtures above
-for _name in ("test_fill", "test_copy_with_partial_workgroups", "test_saxpy",
-              "test_lds_reduction_with_barriers", "test_2d_grid",
-              "test_3d_grid_packs_workitem_ids", "test_integer_ops_bit_exact",
-              "test_float_ops", "test_math_library_expansions",
-              "test_double_division_and_clamps", "test_calls_stack_and_generic_pointers",
-              "test_workgroups_run_in_batches", "test_empty_grid_runs_nothing",
-              "test_flat_access_mixing_apertures",
-              "test_out_of_bounds_write_faults_with_kernel_pc_and_address",
-              "test_trap_is_a_queue_exception"):
-    globals()[_name] = getattr(gfx11_tests, _name)
-
-
 @pytest.mark.hsa_virtual
 @pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
 @pytest.mark.parametrize("version", [4, 5])
@@ -53,9 +57,9 @@ def test_saxpy_hidden_grid_stride_in_every_code_object_version(target, version):
     code object v4 it used to read v5 hidden-argument offsets (v4 has global offsets there):
     stride 0, a loop that never ends. Now v4 takes the sizes from the dispatch packet."""
     import numpy as np
+    from codeobjects import load_kernel
 
     import amdgpu
-    import tests.test_codeobject_foreign as foreign
     from compiler import clang, library
     from hsa.abi.codeobject import read_code_object
 
@@ -64,7 +68,7 @@ def test_saxpy_hidden_grid_stride_in_every_code_object_version(target, version):
     assert read_code_object(data).code_object_version == version
     dev = amdgpu.open(f"amdgpu:virtual:{target}")
     try:
-        kernel = foreign._kernel(dev, data, "saxpy_hidden")
+        kernel = load_kernel(dev, data, "saxpy_hidden")
         n = 3000  # grid 768 (3 groups of 256): four strides, the last one partial
         x = np.arange(n, dtype=np.float32)
         y = dev.buffer(np.ones(n, np.float32))
@@ -78,15 +82,16 @@ def test_saxpy_hidden_grid_stride_in_every_code_object_version(target, version):
 def test_overlap_reverse_on_cdna_agents(monkeypatch):
     """AMDGPU_VIRTUAL_OVERLAP=reverse on two gfx942 agents: dispatches recorded without a
     barrier run last-first, so the consumer reads stale data; with the barrier it is right."""
+    from kernel_checks import missing_barrier_case
+
     import amdgpu
     import compiler
-    from tests.test_driver_dispatch import _missing_barrier_case
 
     monkeypatch.setenv("AMDGPU_VIRTUAL_OVERLAP", "reverse")
     code = {name: compiler.compile(name, targets=["gfx942"]) for name in ("fill", "copy")}
     with amdgpu.open("amdgpu:virtual:gfx942,gfx942") as dev:
         assert dev.provider.overlap == "reverse"
-        _missing_barrier_case(dev, code)
+        missing_barrier_case(dev, code)
 
 
 def test_unsupported_instruction_names_its_code_object_offset(harness):

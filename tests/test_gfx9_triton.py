@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.codeobjects import triton_launch
+from codeobjects import triton_launch
 
 pytestmark = [pytest.mark.hsa_virtual, pytest.mark.isa_gfx9]
 

@@ -1,6 +1,8 @@
 """The layers of docs/ARCHITECTURE.md hold by construction: this test reads every module's
 imports (module level and inside functions, not `if TYPE_CHECKING:` blocks) and fails on an
-import from a lower layer into a higher one, or on any import cycle between modules.
+import from a lower layer into a higher one, or on any import cycle between modules. The
+test suite's own modules share code through tests/conftest.py and helper modules, never by
+importing one another.
 
 Layers, lowest first (a module may import its own layer and the ones below):
     amdgpu.errors   the error classes; imports nothing of the project
@@ -16,6 +18,7 @@ Layers, lowest first (a module may import its own layer and the ones below):
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,3 +197,94 @@ def test_the_virtual_systems_parts_get_their_collaborators_passed_in():
         assert "hsa.virtual.provider" not in {t for t, _ in GRAPH[part]}, part
         source = MODULES[part].read_text()
         assert "provider._" not in source and "self.provider" not in source, part
+
+
+# --- the test suite: test modules share code through helpers, never each other ----------
+#: Calls that load a module by name or by path: a test module loaded this way is an import.
+_LOADERS = {"import_module", "__import__", "spec_from_file_location", "run_path",
+            "run_module", "SourceFileLoader", "load_source", "exec_module"}
+_TEST_FILE = re.compile(r"(?:^|[/\\])test_\w+\.py$")
+
+
+def _is_test_module(dotted: str) -> bool:
+    """`test_x`, `tests.test_x` and their submodules name a test module."""
+    parts = dotted.split(".")
+    if parts[0] == "tests":
+        parts = parts[1:]
+    return bool(parts) and parts[0].startswith("test_")
+
+
+def _test_module_imports(source: str, filename: str = "<test>") -> list[tuple[int, str]]:
+    """(line, what) for every import of a test module in `source`: `import test_x`,
+    `from test_x import y`, `import tests.test_x`, `from tests.test_x import y`,
+    `from tests import test_x`, and importlib/runpy loads naming one (`"tests.test_x"`,
+    a path ending in `test_x.py`), at module level or anywhere inside a function."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, f"import {a.name}") for a in node.names
+                      if _is_test_module(a.name)]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if _is_test_module(node.module):
+                found.append((node.lineno, f"from {node.module} import ..."))
+            elif node.module == "tests":
+                found += [(node.lineno, f"from tests import {a.name}") for a in node.names
+                          if _is_test_module(a.name)]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name not in _LOADERS:
+                continue
+            for arg in (n for a in [*node.args, *node.keywords] for n in ast.walk(a)):
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    text = arg.value
+                    if _TEST_FILE.search(text) or (text.isidentifier() or "." in text) \
+                            and not text.endswith(".py") and _is_test_module(text):
+                        found.append((node.lineno, f"{name}({text!r})"))
+    return sorted(found)
+
+
+def test_the_test_module_check_finds_every_form():
+    # each form the check must catch, and the helper imports it must let through
+    caught = {
+        "import test_a": 1,
+        "import tests.test_a as a": 1,
+        "from test_a import f": 1,
+        "from tests.test_a import f": 1,
+        "from tests import test_a, codeobjects": 1,
+        "def f():\n    import test_a\n": 1,
+        "def f():\n    from tests.test_a.sub import g\n": 1,
+        "importlib.import_module('tests.test_a')": 1,
+        "__import__('test_a')": 1,
+        "importlib.util.spec_from_file_location('x', HERE.with_name('test_a.py'))": 1,
+        "runpy.run_path('tests/test_a.py')": 1,
+        "import codeobjects\nfrom tests.codeobjects import load_kernel": 0,
+        "from toolchains import require_clang\nimport testing_helpers": 0,
+        "importlib.import_module('hsa.virtual.gfx11')": 0,
+        "spec_from_file_location('x', ROOT / 'benchmarks' / 'pass_rate.py')": 0,
+        "'''see tests/test_a.py'''\nfrom hsa.virtual.gfx11.testing import Harness": 0,
+    }
+    for source, count in caught.items():
+        assert len(_test_module_imports(source)) == count, source
+
+
+def test_no_test_module_imports_another():
+    # shared fixtures live in tests/conftest.py, shared code in helper modules of tests/
+    # whose names do not start with test_ (codeobjects.py, provider_suite.py, ...); a helper
+    # may not import a test module either, or it would carry the import through
+    files = sorted((ROOT / "tests").glob("*.py"))
+    assert len([f for f in files if f.name.startswith("test_")]) > 50  # the glob found them
+    wrong = [f"tests/{f.name}:{line}: {what}"
+             for f in files for line, what in _test_module_imports(f.read_text(), str(f))]
+    assert not wrong, ("test modules imported (move the shared part into tests/conftest.py "
+                       "or a helper module not named test_*):\n" + "\n".join(wrong))
+
+
+def test_every_helper_module_is_registered_for_assert_rewriting():
+    # pytest rewrites the asserts of test modules only; conftest registers the helpers
+    conftest = ast.parse((ROOT / "tests" / "conftest.py").read_text())
+    helpers = next(ast.literal_eval(n.value) for n in ast.walk(conftest)
+                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "HELPERS")
+    found = {f.stem for f in (ROOT / "tests").glob("*.py")
+             if not f.name.startswith("test_") and f.name != "conftest.py"}
+    assert found and set(helpers) == found, f"tests/conftest.py HELPERS: {sorted(found)}"

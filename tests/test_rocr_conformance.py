@@ -1,8 +1,9 @@
-"""The provider-conformance suite (tests/test_provider_conformance.py) run against RocrProvider
-over the stand-in ROCr library (tests/c/rocr_mock_runtime.c): every ctypes call the suite
-makes goes through the real bindings, with no GPU.
+"""The provider-conformance suite (tests/provider_suite.py, which
+tests/test_provider_conformance.py runs on the virtual system and ROCr) run against
+RocrProvider over the stand-in ROCr library (tests/c/rocr_mock_runtime.c): every ctypes call
+the suite makes goes through the real bindings, with no GPU.
 
-The suite is imported, not copied; only the `provider` fixture is replaced. Tests that need
+The suite is shared, not copied; this module supplies the `provider` fixture. Tests that need
 machine code to run (they call `run_kernel`) are left out: the mock executes none.
 """
 
@@ -11,32 +12,21 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-
-try:
-    import test_provider_conformance as conformance
-except ImportError as exc:  # pragma: no cover - the suite is another area's file
-    pytest.skip(f"the conformance suite cannot be imported: {exc}", allow_module_level=True)
-
-from test_rocr_mock import _build
+from provider_suite import suite_members
+from rocr_mock import build_mock_library
 
 from hsa.rocr import RocrProvider
 
 pytestmark = pytest.mark.generic
 
-_EXECUTES_CODE = "run_kernel"
-
-for _name in dir(conformance):
-    _value = getattr(conformance, _name)
-    if _name.startswith("test_") and callable(_value):
-        if _EXECUTES_CODE not in getattr(getattr(_value, "__code__", None), "co_names", ()):
-            globals()[_name] = _value
-    elif _name in ("gpu", "queue", "code_objects"):
-        globals()[_name] = _value  # fixtures the suite's tests ask for
+# the suite's tests and fixtures, but for those that run machine code: the mock executes none
+globals().update(suite_members(runs_code=False))
 
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory):
-    lib = ctypes.CDLL(str(_build(tmp_path_factory.mktemp("conformance_mock"), minimal=False)))
+    path = build_mock_library(tmp_path_factory.mktemp("conformance_mock"), minimal=False)
+    lib = ctypes.CDLL(str(path))
     p = RocrProvider(lib)
     yield p
     p.shut_down()

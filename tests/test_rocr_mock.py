@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import os
-import shutil
-import subprocess
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from rocr_mock import build_mock_library
 
 from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
 from hsa.provider import DeviceType, GlobalFlag, QueueType, Segment, SignalCondition
@@ -41,44 +38,15 @@ from packets import Ring, agent_dispatch, barrier_and, barrier_or, barrier_value
 
 pytestmark = pytest.mark.generic
 
-SOURCE = Path(__file__).parent / "c" / "rocr_mock_runtime.c"
 LT, EQ, NE, GTE = SignalCondition.LT, SignalCondition.EQ, SignalCondition.NE, SignalCondition.GTE
 FAULT_KERNEL_OBJECT = 0xFA017000
 LIVE = ("init", "signals", "queues", "allocations", "readers", "executables")
 
 
-def _build(tmp: Path, minimal: bool) -> Path:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed: cannot build the mock ROCr library")
-    if not os.path.exists("/usr/include/hsa/hsa_ext_amd.h"):
-        pytest.skip("ROCr headers missing from /usr/include/hsa (libhsa-runtime-dev)")
-    out = tmp / ("libmockhsa_min.so" if minimal else "libmockhsa.so")
-    cmd = [
-        gcc,
-        "-std=gnu11",
-        "-O1",
-        "-fPIC",
-        "-shared",
-        "-pthread",
-        "-Wall",
-        "-Werror",
-        "-Wl,-Bsymbolic",
-        "-o",
-        str(out),
-        str(SOURCE),
-    ]
-    if minimal:
-        cmd.insert(1, "-DMOCK_MINIMAL")
-    build = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert build.returncode == 0, build.stderr
-    return out
-
-
 @pytest.fixture(scope="module")
 def mock_paths(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mockhsa")
-    return _build(tmp, minimal=False), _build(tmp, minimal=True)
+    return build_mock_library(tmp, minimal=False), build_mock_library(tmp, minimal=True)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import sys
 import threading
 
 import pytest
-from test_provider_conformance import publish
+from provider_suite import publish
 
 from amdgpu.errors import HsaError, SignalTimeout
 from hsa.provider import SignalCondition

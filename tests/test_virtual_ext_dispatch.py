@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from test_provider_conformance import _CodeObjects, publish
+from provider_suite import CodeObjects, publish
 
 import compiler
 import packets
@@ -78,7 +78,7 @@ def test_cluster_ids_follow_llvms_gfx1250_lowering():
 
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory):
-    return _CodeObjects(tmp_path_factory.mktemp("extobjects"))
+    return CodeObjects(tmp_path_factory.mktemp("extobjects"))
 
 
 @pytest.fixture

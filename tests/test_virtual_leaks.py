@@ -9,7 +9,7 @@ import threading
 import tracemalloc
 
 import pytest
-from test_provider_conformance import publish
+from provider_suite import publish
 
 from amdgpu.errors import SignalTimeout
 from hsa.provider import SignalCondition

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_provider_conformance import _CodeObjects, publish, raw_packet
+from provider_suite import CodeObjects, publish, raw_packet
 
 from amdgpu.errors import HsaError, IllegalInstruction, MemoryFault, SignalTimeout
 from hsa.provider import Segment, SignalCondition
@@ -67,7 +67,7 @@ def shared_vp():
 @pytest.fixture(scope="module")
 def objects(tmp_path_factory) -> dict[str, bytes]:
     """mcpu -> code object of KERNELS_CL, compiled on first use."""
-    return _CodeObjects(tmp_path_factory.mktemp("vobjects"))
+    return CodeObjects(tmp_path_factory.mktemp("vobjects"))
 
 
 def _load(p, agent, data):
