@@ -12,6 +12,8 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
     echo "setup: amdgpu-direct needs Python >= 3.11 as '$PYTHON' (set PYTHON=/path/to/python3.11)" >&2
     exit 1
 fi
+# The compiled dispatch hot path (amdgpu/hsa_backend/hotpath.c) needs Python's headers.
+"$PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || DEBIAN_PACKAGES+=(python3-dev)
 # Debian's own python3 makes virtual environments only with python3-venv installed.
 "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || DEBIAN_PACKAGES+=(python3-venv)
 
@@ -48,3 +50,6 @@ fi
 # The emulated AMD driver (amdgpu:emulated): our libhsakmt.so.1 for ROCr, built with gcc
 # into build/emulated/ (rebuilt only when its sources changed).
 .venv/bin/python -c "from hsa.emulated.build import main; main()"
+# The HSA backend's compiled immediate-dispatch hot path (build/hotpath/; rebuilt only when
+# amdgpu/hsa_backend/hotpath.c changed; without it the backend runs the same steps in Python).
+.venv/bin/python -c "from amdgpu.hsa_backend.hotpath import main; main()"

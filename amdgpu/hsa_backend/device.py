@@ -20,6 +20,7 @@ from amdgpu.buffer import Buffer, HostBuffer, PinnedBuffer, as_host_array, check
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
+from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend import system as systems
 from amdgpu.hsa_backend.command_buffer import _fill_word
 from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
@@ -54,6 +55,7 @@ class HsaDevice(Device):
     ):
         self._spec = spec
         self.spec = str(spec)
+        self._timer = None  # (an instance attribute: the compiled hot path reads __dict__)
         self._system_key = spec.system
         self.provider = systems.acquire(self._system_key)
         self._closed = False
@@ -67,6 +69,12 @@ class HsaDevice(Device):
             if suballocate is None:
                 suballocate = MAX_BLOCK if spec.provider == "rocr" else 0
             self.suballocate = int(suballocate)
+            if hotpath.MODULE is not None:
+                # dispatch's launch-cache fast path in C (hotpath.c): it calls the method
+                # below, unchanged, for everything else, so both give the same results
+                self.dispatch = hotpath.MODULE.Dispatch(  # type: ignore[method-assign]
+                    self, type(self).dispatch, HsaKernel, TimelinePoint, _TRACE
+                )
         except BaseException:
             self.close()
             raise
@@ -811,6 +819,9 @@ class HsaDevice(Device):
                     ln.wait(ln.submitted, timeout)
             except HsaError:
                 pass
+        for ln in self.lanes_:
+            ln.closed = True  # a cached launch sees it (dispatch checks ln.failed only)
+            ln.failed = True
         held = [b for _p, b in self.__dict__.get("_transfers", [])]
         for staging in held + self.__dict__.get("_staging_cache", []):
             try:

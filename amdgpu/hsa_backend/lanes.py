@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import packets
-from amdgpu.errors import HsaError, MemoryFault, QueueError, SignalTimeout
+from amdgpu.errors import DeviceError, HsaError, MemoryFault, QueueError, SignalTimeout
+from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend.kernargs import KernargRing
 from hsa.provider import QueueType, SignalCondition
 from hsa.status import HSA_STATUS_ERROR
@@ -144,6 +145,21 @@ class KeptBlocks:
             runs[i - 1][1] = runs.pop(i)[1]
 
 
+def _native_ops(queue: Any, ring: packets.Ring) -> dict | None:
+    """The queue's native_ops() (hsa.virtual.queues.VirtualQueue) when the ring calls that
+    queue's own add_write_index and doorbell, else None (the compiled hot path then calls
+    the ring's callables)."""
+    native = getattr(queue, "native_ops", None)
+    if native is None:
+        return None
+    same = (getattr(ring._add_write_index, "__func__", None) is
+            getattr(type(queue).add_write_index, "__func__", type(queue).add_write_index)
+            and getattr(ring._doorbell, "__func__", None) is type(queue).doorbell
+            and getattr(ring._add_write_index, "__self__", None) is queue
+            and getattr(ring._doorbell, "__self__", None) is queue)
+    return native() if same else None
+
+
 class QueueLane:
     """An HSA queue with its timeline signal and kernarg ring."""
 
@@ -152,6 +168,8 @@ class QueueLane:
         self.index = index
         p = self.provider = device.provider
         self._error_status: int | None = None
+        self.failed = False  # instance attributes, read on every dispatch
+        self.closed = False
         self.queue = p.queue_create(
             device.agent.handle, queue_size, QueueType.MULTI, self._on_error
         )
@@ -193,6 +211,7 @@ class QueueLane:
         self.failed = True
 
     failed = False  # True once the queue reported an error (dispatch checks only this)
+    closed = False  # the device was closed (failed is set too)
 
     @property
     def doorbells(self) -> int:
@@ -265,6 +284,8 @@ class QueueLane:
         record(self.queue.id, pid, info)
 
     def check(self) -> None:
+        if self.closed:
+            raise DeviceError(f"{self.device.spec} was closed: open it again")
         if (self.queue.error is not None or self._error_status is not None
                 or self._fault is not None):
             self.failed = True
@@ -403,11 +424,18 @@ class QueueLane:
         its address, publishes the template's `body` and `header` (Ring.publish_parts's
         steps inlined), counts the submission, and returns its timeline value. Everything
         that does not change between dispatches is bound once here, not looked up each
-        time: this is the hot path of an immediate dispatch."""
+        time: this is the hot path of an immediate dispatch. With the compiled hot path
+        built (amdgpu.hsa_backend.hotpath), the same steps in C (hotpath.c's Publisher)."""
+        rg = self.ring
+        if hotpath.MODULE is not None:
+            return hotpath.MODULE.Publisher(
+                self, self.kernargs, self.kernarg_view, self.kernarg_address, rg,
+                rg._mv, rg._add_write_index, rg._doorbell, size, words, header,
+                _native_ops(self.queue, rg),
+            )
         acquire, release = self.lock.acquire, self.lock.release
         kernargs, view, base = self.kernargs, self.kernarg_view, self.kernarg_address
         starts, values, allocate = kernargs._starts, kernargs._values, kernargs.allocate
-        rg = self.ring
         mv, header_words, mask, ring_size = rg._mv, rg._header_words, rg._mask, rg.size
         add_write_index, doorbell = rg._add_write_index, rg._doorbell
         lane = self

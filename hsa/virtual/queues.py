@@ -215,6 +215,23 @@ class VirtualQueue(Queue):
         if proc._needs_wake:
             proc.wake()
 
+    def native_ops(self) -> dict[str, Any] | None:
+        """What a compiled producer (amdgpu.hsa_backend's hot path) needs to do
+        add_write_index(1) and doorbell()'s common case itself, on the same memory and
+        objects as the two methods above: the write-index and doorbell words (buffers and
+        byte offsets), the doorbell signal's record, the processor, its rung heap and the
+        function that raises it. None where the write index is not GIL-atomic (a
+        free-threaded Python): then it calls the methods."""
+        if not _GIL_ATOMIC:
+            return None
+        proc = self.processor
+        return {
+            "index_words": self._words, "index_offset": _W_WRITE * 8,
+            "bell_words": self._bell_words, "bell_offset": self._bell_value * 8,
+            "queue": self, "bell": self._bell, "processor": proc, "rung": proc._rung,
+            "raise_to": _raise_to,
+        }
+
     @property
     def error(self) -> BaseException | None:
         return self._error

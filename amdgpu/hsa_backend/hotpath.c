@@ -1,0 +1,938 @@
+/* The immediate-dispatch hot path of the HSA backend, compiled (amdgpu/hsa_backend/hotpath.py
+ * builds and loads it; scripts/setup.sh builds it with gcc).
+ *
+ * Two callables, each a line-for-line transcription of Python that stays the reference:
+ *   Publisher(...)(data) -> int    QueueLane.dispatcher's `publish` closure (lanes.py):
+ *       under the lane's lock, the timeline value, a kernarg block from the ring, the
+ *       kernarg store, the packet template's kernarg address, the ring reservation, the
+ *       packet body then its header word, the doorbell, the counter.
+ *   Dispatch(dev, slow, ...)(kernel, grid, block, args, lane, wait, ...) -> TimelinePoint
+ *       HsaDevice.dispatch's launch-cache fast path; anything else (a first launch, keyword
+ *       arguments, waits, a timer or trace sink, a failed lane, arguments the cached
+ *       converters refuse) goes to `slow`, the Python method, with the call as it came.
+ *
+ * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
+ * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
+ * index and the doorbell are the provider's own callables, and every Python object's state
+ * is read and written through its attributes, as the Python code does, so both paths can
+ * be mixed on one lane (tests/test_hot_path.py runs the same sequence through both and
+ * compares the ring, the kernarg bytes and the timeline values).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+static PyObject *s_head, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
+    *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
+    *s_args_cacheable, *s_timer, *s_sink, *s_lane, *s_value, *s_timeline, *s_index,
+    *s_pack, *one;
+
+/* ---- Python int helpers: the ids are u64 (ROCr's write index), the arithmetic Python's ---- */
+
+static int as_i128(PyObject *o, __int128 *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (!overflow) {
+        *out = v;
+        return 0;
+    }
+    unsigned long long u = PyLong_AsUnsignedLongLong(o); /* >= 2**63: a u64 id */
+    if (u == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = (__int128)u;
+    return 0;
+}
+
+static PyObject *from_i128(__int128 v) {
+    if (v >= LLONG_MIN && v <= LLONG_MAX)
+        return PyLong_FromLongLong((long long)v);
+    if (v >= 0 && v <= (__int128)UINT64_MAX)
+        return PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyErr_SetString(PyExc_OverflowError, "hot path: a queue index beyond 2**64");
+    return NULL;
+}
+
+/* Instance attributes through the instance's __dict__ (a dict lookup instead of the
+ * generic attribute protocol): only for names no data descriptor on the type shadows, on
+ * types with the generic getattr/setattr; a name not in the dict is read through the
+ * normal protocol (a class-level default), and writes go into the dict, as Python does. */
+typedef struct {
+    PyObject *obj, *dict; /* dict NULL: the normal protocol for every name */
+} Attrs;
+
+static int attrs_init(Attrs *a, PyObject *obj, PyObject *const *names, int n) {
+    PyTypeObject *t = Py_TYPE(obj);
+    a->obj = obj;
+    a->dict = NULL;
+    if (t->tp_getattro != PyObject_GenericGetAttr || t->tp_setattro != PyObject_GenericSetAttr)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        PyObject *d = _PyType_Lookup(t, names[i]);
+        if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL)
+            return 0; /* a property or slot: keep the protocol */
+    }
+    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    a->dict = dict;
+    return 0;
+}
+
+static PyObject *attr_get(Attrs *a, PyObject *name) { /* a new reference */
+    if (a->dict != NULL) {
+        PyObject *v = PyDict_GetItemWithError(a->dict, name);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(a->obj, name);
+}
+
+static int attr_set(Attrs *a, PyObject *name, PyObject *v) {
+    return a->dict != NULL ? PyDict_SetItem(a->dict, name, v) : PyObject_SetAttr(a->obj, name, v);
+}
+
+static int attr_i128(Attrs *a, PyObject *name, __int128 *out) {
+    PyObject *o = attr_get(a, name);
+    if (o == NULL)
+        return -1;
+    int r = as_i128(o, out);
+    Py_DECREF(o);
+    return r;
+}
+
+static int attr_set_i128(Attrs *a, PyObject *name, __int128 v) {
+    PyObject *o = from_i128(v);
+    if (o == NULL)
+        return -1;
+    int r = attr_set(a, name, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* 1 if the attribute is true, 0 if false, -1 on error */
+static int attr_true(Attrs *a, PyObject *name) {
+    PyObject *o = attr_get(a, name);
+    if (o == NULL)
+        return -1;
+    int r = PyObject_IsTrue(o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* A writable, C-contiguous buffer: its address and length (the buffer stays exported). */
+static int writable(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    (void)what;
+    return 0;
+}
+
+/* ---- Publisher --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
+    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
+    PyObject *ring, *add_write_index, *doorbell; /* packets.Ring, the provider's calls */
+    Attrs lane_a, kernargs_a, ring_a;
+    Py_buffer kernarg, templ, mem;               /* kernarg memory, packet template, ring */
+    int have_kernarg, have_templ, have_mem;
+    Py_ssize_t size;                             /* kernarg bytes of this launch */
+    unsigned long long base;                     /* kernarg memory's device address */
+    __int128 mask, ring_size;
+    uint32_t header;
+    /* The virtual queue's write index and doorbell done here (VirtualQueue.native_ops):
+     * `add_write_index` and `doorbell` are then called only off the common case. */
+    int native;
+    Py_buffer index_mem, bell_mem;
+    Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
+    PyObject *queue, *bell, *processor, *rung, *raise_to;
+    Attrs queue_a, bell_a, processor_a;
+} Publisher;
+
+static PyObject *s_destroyed, *s_error, *s_waiters, *s_note, *s_needs_wake, *s_wake;
+
+static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lane);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->kernargs);
+    Py_VISIT(self->starts_append);
+    Py_VISIT(self->values_append);
+    Py_VISIT(self->allocate);
+    Py_VISIT(self->ring);
+    Py_VISIT(self->add_write_index);
+    Py_VISIT(self->doorbell);
+    Py_VISIT(self->lane_a.dict);
+    Py_VISIT(self->kernargs_a.dict);
+    Py_VISIT(self->ring_a.dict);
+    Py_VISIT(self->queue);
+    Py_VISIT(self->bell);
+    Py_VISIT(self->processor);
+    Py_VISIT(self->rung);
+    Py_VISIT(self->raise_to);
+    Py_VISIT(self->queue_a.dict);
+    Py_VISIT(self->bell_a.dict);
+    Py_VISIT(self->processor_a.dict);
+    return 0;
+}
+
+static int publisher_clear(Publisher *self) {
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->kernargs);
+    Py_CLEAR(self->starts_append);
+    Py_CLEAR(self->values_append);
+    Py_CLEAR(self->allocate);
+    Py_CLEAR(self->ring);
+    Py_CLEAR(self->add_write_index);
+    Py_CLEAR(self->doorbell);
+    Py_CLEAR(self->lane_a.dict);
+    Py_CLEAR(self->kernargs_a.dict);
+    Py_CLEAR(self->ring_a.dict);
+    Py_CLEAR(self->queue);
+    Py_CLEAR(self->bell);
+    Py_CLEAR(self->processor);
+    Py_CLEAR(self->rung);
+    Py_CLEAR(self->raise_to);
+    Py_CLEAR(self->queue_a.dict);
+    Py_CLEAR(self->bell_a.dict);
+    Py_CLEAR(self->processor_a.dict);
+    self->native = 0;
+    return 0;
+}
+
+static void publisher_dealloc(Publisher *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->have_kernarg)
+        PyBuffer_Release(&self->kernarg);
+    if (self->have_templ)
+        PyBuffer_Release(&self->templ);
+    if (self->have_mem)
+        PyBuffer_Release(&self->mem);
+    if (self->index_mem.obj)
+        PyBuffer_Release(&self->index_mem);
+    if (self->bell_mem.obj)
+        PyBuffer_Release(&self->bell_mem);
+    publisher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* add_write_index(1): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
+ * update), else the provider's callable. A new reference to the old index, or NULL. */
+static PyObject *reserve_one(Publisher *self) {
+    if (self->native) {
+        uint64_t *word = (uint64_t *)((char *)self->index_mem.buf + self->index_off);
+        return PyLong_FromUnsignedLongLong(__atomic_fetch_add(word, 1, __ATOMIC_ACQ_REL));
+    }
+    return PyObject_CallOneArg(self->add_write_index, one);
+}
+
+/* VirtualQueue.doorbell's common case (see it): the value into the doorbell signal's word,
+ * the processor's rung id raised (heappushpop on its one-element heap), a wake only if it
+ * sleeps; the unusual cases (waiters, a note, a failed or destroyed queue, an id beyond
+ * int64) through the Python method, which takes the signal table's lock. */
+static int ring_doorbell(Publisher *self, PyObject *idx_obj, __int128 idx) {
+    PyObject *r;
+    if (self->native && idx <= INT64_MAX) {
+        int unusual = attr_true(&self->bell_a, s_waiters);
+        if (unusual == 0)
+            unusual = attr_true(&self->bell_a, s_note);
+        if (unusual == 0)
+            unusual = attr_true(&self->queue_a, s_destroyed);
+        if (unusual == 0) {
+            PyObject *e = attr_get(&self->queue_a, s_error);
+            if (e == NULL)
+                return -1;
+            unusual = e != Py_None;
+            Py_DECREF(e);
+        }
+        if (unusual < 0)
+            return -1;
+        if (!unusual) {
+            int64_t *word = (int64_t *)((char *)self->bell_mem.buf + self->bell_off);
+            __atomic_store_n(word, (int64_t)idx, __ATOMIC_RELEASE);
+            PyObject *argv[2] = {self->rung, idx_obj};
+            if ((r = PyObject_Vectorcall(self->raise_to, argv, 2, NULL)) == NULL)
+                return -1;
+            Py_DECREF(r);
+            int sleeping = attr_true(&self->processor_a, s_needs_wake);
+            if (sleeping < 0)
+                return -1;
+            if (sleeping) {
+                if ((r = PyObject_CallMethodNoArgs(self->processor, s_wake)) == NULL)
+                    return -1;
+                Py_DECREF(r);
+            }
+            return 0;
+        }
+    }
+    if ((r = PyObject_CallOneArg(self->doorbell, idx_obj)) == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The steps under the lock; returns the new timeline value (a new reference) or NULL. */
+static PyObject *publish_locked(Publisher *self, PyObject *data) {
+    __int128 submitted, head, limit, hint, read, idx;
+    PyObject *value = NULL, *r = NULL, *idx_obj = NULL;
+    Py_ssize_t off;
+    const Py_ssize_t size = self->size;
+
+    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) != size) {
+        PyErr_Format(PyExc_ValueError, "hot path: kernarg data is %zd bytes of %s, want %zd",
+                     PyBytes_Check(data) ? PyBytes_GET_SIZE(data) : (Py_ssize_t)-1,
+                     Py_TYPE(data)->tp_name, size);
+        return NULL;
+    }
+    if (attr_i128(&self->lane_a, s_submitted, &submitted) < 0)
+        return NULL;
+    if ((value = from_i128(submitted + 1)) == NULL)
+        return NULL;
+    /* kernargs: KernargRing.allocate's fast path, else allocate(size, value) */
+    if (attr_i128(&self->kernargs_a, s_head, &head) < 0 ||
+        attr_i128(&self->kernargs_a, s_limit, &limit) < 0)
+        goto fail;
+    if (head + size <= limit) {
+        if (attr_set_i128(&self->kernargs_a, s_head, head + size) < 0)
+            goto fail;
+        PyObject *h = from_i128(head);
+        if (h == NULL)
+            goto fail;
+        r = PyObject_CallOneArg(self->starts_append, h);
+        Py_DECREF(h);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+        if ((r = PyObject_CallOneArg(self->values_append, value)) == NULL)
+            goto fail;
+        Py_DECREF(r);
+    } else {
+        PyObject *sz = PyLong_FromSsize_t(size);
+        if (sz == NULL)
+            goto fail;
+        PyObject *argv[2] = {sz, value};
+        r = PyObject_Vectorcall(self->allocate, argv, 2, NULL);
+        Py_DECREF(sz);
+        if (r == NULL || as_i128(r, &head) < 0)
+            goto fail;
+        Py_CLEAR(r);
+    }
+    if (head < 0 || head + size > self->kernarg.len) {
+        PyErr_SetString(PyExc_IndexError, "hot path: kernarg block outside the kernarg memory");
+        goto fail;
+    }
+    off = (Py_ssize_t)head;
+    memcpy((char *)self->kernarg.buf + off, PyBytes_AS_STRING(data), (size_t)size);
+    ((uint64_t *)self->templ.buf)[5] = self->base + (uint64_t)off; /* kernarg_address */
+
+    /* the ring: Ring.publish_parts's steps */
+    if (attr_i128(&self->ring_a, s_hint, &hint) < 0 || attr_i128(&self->ring_a, s_read, &read) < 0)
+        goto fail;
+    if (hint - read >= self->ring_size) {
+        if ((r = PyObject_CallMethodOneArg(self->ring, s_wait_unreserved, one)) == NULL)
+            goto fail;
+        Py_CLEAR(r);
+    }
+    if ((idx_obj = reserve_one(self)) == NULL || as_i128(idx_obj, &idx) < 0)
+        goto fail;
+    if (attr_i128(&self->ring_a, s_hint, &hint) < 0)
+        goto fail;
+    if (idx >= hint && attr_set_i128(&self->ring_a, s_hint, idx + 1) < 0)
+        goto fail;
+    if (attr_i128(&self->ring_a, s_read, &read) < 0)
+        goto fail;
+    if (idx - read >= self->ring_size) {
+        PyObject *argv[3] = {self->ring, idx_obj, one};
+        if ((r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
+            goto fail;
+        Py_CLEAR(r);
+    }
+    {
+        Py_ssize_t slot = (Py_ssize_t)((idx & self->mask) << 6);
+        if (slot + 64 > self->mem.len) {
+            PyErr_SetString(PyExc_IndexError, "hot path: packet slot outside the ring");
+            goto fail;
+        }
+        char *pkt = (char *)self->mem.buf + slot;
+        memcpy(pkt + 4, (char *)self->templ.buf + 4, 60); /* the body, then the header */
+        __atomic_store_n((uint32_t *)pkt, self->header, __ATOMIC_RELEASE);
+    }
+    {
+        __int128 bells;
+        if (attr_i128(&self->ring_a, s_doorbells, &bells) < 0 ||
+            attr_set_i128(&self->ring_a, s_doorbells, bells + 1) < 0)
+            goto fail;
+    }
+    if (ring_doorbell(self, idx_obj, idx) < 0)
+        goto fail;
+    Py_CLEAR(idx_obj);
+    if (attr_set(&self->lane_a, s_submitted, value) < 0)
+        goto fail;
+    return value;
+fail:
+    Py_XDECREF(r);
+    Py_XDECREF(idx_obj);
+    Py_XDECREF(value);
+    return NULL;
+}
+
+static PyObject *publish(Publisher *self, PyObject *data) {
+    PyObject *r = PyObject_CallNoArgs(self->acquire);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    PyObject *value = publish_locked(self, data);
+    /* finally: release, keeping the first error */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    r = PyObject_CallNoArgs(self->release);
+    if (r == NULL) {
+        Py_XDECREF(value);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyErr_Restore(et, ev, tb);
+    return value;
+}
+
+static PyObject *publisher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "publish(data) takes one argument");
+        return NULL;
+    }
+    return publish((Publisher *)callable, args[0]);
+}
+
+/* `native`: VirtualQueue.native_ops()'s dict, or None. */
+static int publisher_native(Publisher *self, PyObject *native) {
+    PyObject *iw = PyDict_GetItemString(native, "index_words");
+    PyObject *io = PyDict_GetItemString(native, "index_offset");
+    PyObject *bw = PyDict_GetItemString(native, "bell_words");
+    PyObject *bo = PyDict_GetItemString(native, "bell_offset");
+    PyObject *q = PyDict_GetItemString(native, "queue");
+    PyObject *bell = PyDict_GetItemString(native, "bell");
+    PyObject *proc = PyDict_GetItemString(native, "processor");
+    PyObject *rung = PyDict_GetItemString(native, "rung");
+    PyObject *raise_to = PyDict_GetItemString(native, "raise_to");
+    if (!iw || !io || !bw || !bo || !q || !bell || !proc || !rung || !raise_to) {
+        PyErr_SetString(PyExc_KeyError, "hot path: native_ops() lacks a key");
+        return -1;
+    }
+    self->index_off = PyLong_AsSsize_t(io);
+    self->bell_off = PyLong_AsSsize_t(bo);
+    if (PyErr_Occurred())
+        return -1;
+    if (writable(iw, &self->index_mem, "write index") < 0)
+        return -1;
+    if (writable(bw, &self->bell_mem, "doorbell") < 0)
+        return -1;
+    if (self->index_off < 0 || self->index_off % 8 || self->index_off + 8 > self->index_mem.len ||
+        self->bell_off < 0 || self->bell_off % 8 || self->bell_off + 8 > self->bell_mem.len) {
+        PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
+        return -1;
+    }
+    Py_INCREF(q);
+    self->queue = q;
+    Py_INCREF(bell);
+    self->bell = bell;
+    Py_INCREF(proc);
+    self->processor = proc;
+    Py_INCREF(rung);
+    self->rung = rung;
+    Py_INCREF(raise_to);
+    self->raise_to = raise_to;
+    PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
+    attrs_init(&self->queue_a, q, qn, 2);
+    attrs_init(&self->bell_a, bell, bn, 2);
+    attrs_init(&self->processor_a, proc, pn, 1);
+    self->native = 1;
+    return 0;
+}
+
+static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"lane", "kernargs", "kernarg_view", "kernarg_address", "ring",
+                            "ring_view", "add_write_index", "doorbell", "size", "words",
+                            "header", "native", NULL};
+    PyObject *lane, *kernargs, *kview, *ring, *rview, *awi, *bell, *words, *native = Py_None;
+    unsigned long long base;
+    Py_ssize_t size;
+    unsigned long header;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOKOOOOnOk|O", names, &lane, &kernargs, &kview,
+                                     &base, &ring, &rview, &awi, &bell, &size, &words, &header,
+                                     &native))
+        return NULL;
+    Publisher *self = (Publisher *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = publisher_vectorcall;
+    self->size = size;
+    self->base = base;
+    self->header = (uint32_t)header;
+    Py_INCREF(lane);
+    self->lane = lane;
+    Py_INCREF(kernargs);
+    self->kernargs = kernargs;
+    Py_INCREF(ring);
+    self->ring = ring;
+    Py_INCREF(awi);
+    self->add_write_index = awi;
+    Py_INCREF(bell);
+    self->doorbell = bell;
+    PyObject *ln_names[] = {s_submitted}, *kr_names[] = {s_head, s_limit};
+    PyObject *rg_names[] = {s_hint, s_read, s_doorbells};
+    attrs_init(&self->lane_a, lane, ln_names, 1);
+    attrs_init(&self->kernargs_a, kernargs, kr_names, 2);
+    attrs_init(&self->ring_a, ring, rg_names, 3);
+    PyObject *lock = PyObject_GetAttrString(lane, "lock");
+    if (lock == NULL)
+        goto fail;
+    self->acquire = PyObject_GetAttrString(lock, "acquire");
+    self->release = PyObject_GetAttrString(lock, "release");
+    Py_DECREF(lock);
+    if (self->acquire == NULL || self->release == NULL)
+        goto fail;
+    PyObject *starts = PyObject_GetAttrString(kernargs, "_starts");
+    PyObject *values = PyObject_GetAttrString(kernargs, "_values");
+    if (starts)
+        self->starts_append = PyObject_GetAttrString(starts, "append");
+    if (values)
+        self->values_append = PyObject_GetAttrString(values, "append");
+    Py_XDECREF(starts);
+    Py_XDECREF(values);
+    self->allocate = PyObject_GetAttrString(kernargs, "allocate");
+    if (!self->starts_append || !self->values_append || !self->allocate)
+        goto fail;
+    PyObject *rsize = PyObject_GetAttrString(ring, "size");
+    if (rsize == NULL || as_i128(rsize, &self->ring_size) < 0) {
+        Py_XDECREF(rsize);
+        goto fail;
+    }
+    Py_DECREF(rsize);
+    self->mask = self->ring_size - 1;
+    if (writable(kview, &self->kernarg, "kernarg memory") < 0)
+        goto fail;
+    self->have_kernarg = 1;
+    if (writable(words, &self->templ, "packet template") < 0)
+        goto fail;
+    self->have_templ = 1;
+    if (self->templ.len != 64) {
+        PyErr_SetString(PyExc_ValueError, "hot path: the packet template is not 64 bytes");
+        goto fail;
+    }
+    if (writable(rview, &self->mem, "ring") < 0)
+        goto fail;
+    self->have_mem = 1;
+    if (native != Py_None) {
+        if (!PyDict_Check(native)) {
+            PyErr_SetString(PyExc_TypeError, "hot path: native is a dict or None");
+            goto fail;
+        }
+        if (publisher_native(self, native) < 0)
+            goto fail;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyTypeObject PublisherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.Publisher",
+    .tp_basicsize = sizeof(Publisher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "QueueLane.dispatcher's publish step, compiled: publish(data) -> timeline value",
+    .tp_new = publisher_new,
+    .tp_dealloc = (destructor)publisher_dealloc,
+    .tp_traverse = (traverseproc)publisher_traverse,
+    .tp_clear = (inquiry)publisher_clear,
+    .tp_vectorcall_offset = offsetof(Publisher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---- Dispatch ---------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dev, *slow, *kernel_type, *point_type, *trace_state;
+    Attrs dev_a, trace_a;
+    int kernel_dicts;                 /* HsaKernel's attributes may be read from its __dict__ */
+    Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
+} Dispatch;
+
+static int dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dev);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->kernel_type);
+    Py_VISIT(self->point_type);
+    Py_VISIT(self->trace_state);
+    Py_VISIT(self->dev_a.dict);
+    Py_VISIT(self->trace_a.dict);
+    return 0;
+}
+
+static int dispatch_clear(Dispatch *self) {
+    Py_CLEAR(self->dev_a.dict);
+    Py_CLEAR(self->trace_a.dict);
+    Py_CLEAR(self->dev);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->kernel_type);
+    Py_CLEAR(self->point_type);
+    Py_CLEAR(self->trace_state);
+    return 0;
+}
+
+static void dispatch_dealloc(Dispatch *self) {
+    PyObject_GC_UnTrack(self);
+    dispatch_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The Python method with the call as it came: slow(dev, *args, **kwargs). */
+static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[16];
+    PyObject **argv = small;
+    if (nargs + nkw + 1 > 16) {
+        argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+        if (argv == NULL)
+            return PyErr_NoMemory();
+    }
+    argv[0] = self->dev;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        argv[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(self->slow, argv, (size_t)(nargs + 1), kwnames);
+    if (argv != small)
+        PyMem_Free(argv);
+    return r;
+}
+
+/* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
+ * same tuple comes again, else explicit.pack(*fast(args)) + hidden. NULL without an error
+ * set: let the Python path do it (it converts what it can, else names the argument). */
+static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_args) {
+    PyObject *last = attr_get(kernel_a, s_last);
+    if (last == NULL)
+        return NULL;
+    if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) >= 3 &&
+        PyTuple_GET_ITEM(last, 0) == call_args && PyTuple_GET_ITEM(last, 1) == entry) {
+        PyObject *data = PyTuple_GET_ITEM(last, 2);
+        Py_INCREF(data);
+        Py_DECREF(last);
+        return data;
+    }
+    Py_DECREF(last);
+    PyObject *explicit = PyTuple_GET_ITEM(entry, 1), *fast = PyTuple_GET_ITEM(entry, 2);
+    PyObject *hidden = PyTuple_GET_ITEM(entry, 4);
+    if (explicit == Py_None || fast == Py_None || !PyBytes_CheckExact(hidden))
+        return NULL;
+    PyObject *values = PyObject_CallOneArg(fast, call_args);
+    if (values == NULL)
+        goto refused;
+    PyObject *tup = PySequence_Tuple(values);
+    Py_DECREF(values);
+    if (tup == NULL)
+        goto refused;
+    PyObject *pack = PyObject_GetAttr(explicit, s_pack);
+    if (pack == NULL) {
+        Py_DECREF(tup);
+        goto refused;
+    }
+    PyObject *packed = PyObject_Call(pack, tup, NULL);
+    Py_DECREF(pack);
+    Py_DECREF(tup);
+    if (packed == NULL || !PyBytes_CheckExact(packed)) {
+        Py_XDECREF(packed);
+        goto refused;
+    }
+    Py_ssize_t a = PyBytes_GET_SIZE(packed), b = PyBytes_GET_SIZE(hidden);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, a + b);
+    if (data == NULL) {
+        Py_DECREF(packed);
+        return NULL;
+    }
+    memcpy(PyBytes_AS_STRING(data), PyBytes_AS_STRING(packed), (size_t)a);
+    memcpy(PyBytes_AS_STRING(data) + a, PyBytes_AS_STRING(hidden), (size_t)b);
+    Py_DECREF(packed);
+    if (PyTuple_CheckExact(call_args)) {
+        PyObject *cacheable = attr_get(kernel_a, s_args_cacheable);
+        int yes = cacheable ? PyObject_IsTrue(cacheable) : -1;
+        Py_XDECREF(cacheable);
+        if (yes < 0) {
+            Py_DECREF(data);
+            return NULL;
+        }
+        if (yes) {
+            PyObject *t = PyTuple_Pack(3, call_args, entry, data);
+            if (t == NULL || attr_set(kernel_a, s_last, t) < 0) {
+                Py_XDECREF(t);
+                Py_DECREF(data);
+                return NULL;
+            }
+            Py_DECREF(t);
+        }
+    }
+    return data;
+refused:
+    PyErr_Clear(); /* the Python path raises the one-line error for it */
+    return NULL;
+}
+
+static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames) {
+    Dispatch *self = (Dispatch *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || nargs < 2 || nargs > 6)
+        return go_slow(self, args, nargs, kwnames);
+    PyObject *kernel = args[0], *grid = args[1];
+    PyObject *block = nargs > 2 ? args[2] : Py_None;
+    PyObject *call_args = nargs > 3 ? args[3] : NULL;
+    PyObject *lane = nargs > 4 ? args[4] : NULL;
+    PyObject *wait = nargs > 5 ? args[5] : NULL;
+    /* exact ints only (bool and float sizes compare equal to ints: the Python path refuses) */
+    if ((PyObject *)Py_TYPE(kernel) != self->kernel_type || !PyLong_CheckExact(grid) ||
+        (block != Py_None && !PyLong_CheckExact(block)) || (lane && !PyLong_CheckExact(lane)))
+        return go_slow(self, args, nargs, kwnames);
+    if (wait != NULL) {
+        int w = PyObject_IsTrue(wait);
+        if (w != 0)
+            return w < 0 ? NULL : go_slow(self, args, nargs, kwnames);
+    }
+    Attrs kernel_a = {kernel, NULL};
+    if (self->kernel_dicts && (kernel_a.dict = PyObject_GenericGetDict(kernel, NULL)) == NULL)
+        return NULL;
+    PyObject *owner = attr_get(&kernel_a, s_device);
+    if (owner == NULL)
+        goto error;
+    Py_DECREF(owner);
+    if (owner != self->dev)
+        goto slow;
+    int timed = attr_true(&self->dev_a, s_timer), traced = timed;
+    if (timed == 0) {
+        PyObject *sink = attr_get(&self->trace_a, s_sink);
+        if (sink == NULL)
+            goto error;
+        traced = sink != Py_None;
+        Py_DECREF(sink);
+    }
+    if (traced != 0) {
+        if (traced < 0)
+            goto error;
+        goto slow;
+    }
+    PyObject *launches = attr_get(&kernel_a, s_launches);
+    if (launches == NULL)
+        goto error;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *key = PyTuple_Pack(4, grid, block, zero, lane ? lane : zero);
+    Py_DECREF(zero);
+    if (key == NULL) {
+        Py_DECREF(launches);
+        goto error;
+    }
+    PyObject *entry = PyDict_Check(launches) ? PyDict_GetItemWithError(launches, key) : NULL;
+    Py_DECREF(key);
+    Py_XINCREF(entry);
+    Py_DECREF(launches);
+    if (entry == NULL) {
+        if (PyErr_Occurred())
+            goto error;
+        goto slow;
+    }
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 11) {
+        Py_DECREF(entry);
+        goto slow;
+    }
+    PyObject *ln = PyTuple_GET_ITEM(entry, 9), *publisher = PyTuple_GET_ITEM(entry, 10);
+    PyObject *failed = PyObject_GetAttr(ln, s_failed);
+    int bad = failed ? PyObject_IsTrue(failed) : -1;
+    Py_XDECREF(failed);
+    if (bad != 0) {
+        Py_DECREF(entry);
+        if (bad < 0)
+            goto error;
+        goto slow;
+    }
+    PyObject *empty = NULL;
+    if (call_args == NULL)
+        call_args = empty = PyTuple_New(0);
+    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args) : NULL;
+    Py_XDECREF(empty);
+    Py_CLEAR(kernel_a.dict);
+    if (data == NULL) {
+        Py_DECREF(entry);
+        return PyErr_Occurred() ? NULL : go_slow(self, args, nargs, kwnames);
+    }
+    Py_INCREF(ln);
+    PyObject *value = Py_TYPE(publisher) == &PublisherType
+                          ? publish((Publisher *)publisher, data)
+                          : PyObject_CallOneArg(publisher, data);
+    Py_DECREF(data);
+    Py_DECREF(entry);
+    if (value == NULL) {
+        Py_DECREF(ln);
+        return NULL;
+    }
+    /* TimelinePoint(ln.index, value, ln) without its __init__ call: its three slots */
+    PyTypeObject *pt = (PyTypeObject *)self->point_type;
+    PyObject *point = pt->tp_alloc(pt, 0);
+    PyObject *index = point ? PyObject_GetAttr(ln, s_index) : NULL;
+    if (index == NULL) {
+        Py_XDECREF(point);
+        Py_DECREF(value);
+        Py_DECREF(ln);
+        return NULL;
+    }
+    *(PyObject **)((char *)point + self->value_off) = value; /* the references move in */
+    *(PyObject **)((char *)point + self->lane_off) = index;
+    *(PyObject **)((char *)point + self->timeline_off) = ln;
+    return point;
+slow:
+    Py_XDECREF(kernel_a.dict);
+    return go_slow(self, args, nargs, kwnames);
+error:
+    Py_XDECREF(kernel_a.dict);
+    return NULL;
+}
+
+/* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = _PyType_Lookup(type, name);
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type)
+        return -1;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return m->type == T_OBJECT_EX ? m->offset : -1;
+}
+
+static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"device", "slow", "kernel_type", "point_type", "trace_state", NULL};
+    PyObject *dev, *slow, *kt, *pt, *ts;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O", names, &dev, &slow, &PyType_Type, &kt,
+                                     &PyType_Type, &pt, &ts))
+        return NULL;
+    Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = dispatch_vectorcall;
+    self->lane_off = slot_offset((PyTypeObject *)pt, s_lane);
+    self->value_off = slot_offset((PyTypeObject *)pt, s_value);
+    self->timeline_off = slot_offset((PyTypeObject *)pt, s_timeline);
+    if (self->lane_off < 0 || self->value_off < 0 || self->timeline_off < 0 ||
+        ((PyTypeObject *)pt)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "hot path: point_type is a plain class with slots "
+                                         "lane, value and timeline");
+        Py_DECREF(self);
+        return NULL;
+    }
+    PyObject *kn[] = {s_device, s_launches, s_last, s_args_cacheable};
+    PyTypeObject *ktt = (PyTypeObject *)kt;
+    self->kernel_dicts = ktt->tp_getattro == PyObject_GenericGetAttr &&
+                         ktt->tp_setattro == PyObject_GenericSetAttr && ktt->tp_dictoffset != 0;
+    for (int i = 0; i < 4 && self->kernel_dicts; i++) {
+        PyObject *d = _PyType_Lookup(ktt, kn[i]);
+        if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL)
+            self->kernel_dicts = 0;
+    }
+    PyObject *dn[] = {s_timer}, *tn[] = {s_sink};
+    attrs_init(&self->dev_a, dev, dn, 1);
+    attrs_init(&self->trace_a, ts, tn, 1);
+    Py_INCREF(dev);
+    self->dev = dev;
+    Py_INCREF(slow);
+    self->slow = slow;
+    Py_INCREF(kt);
+    self->kernel_type = kt;
+    Py_INCREF(pt);
+    self->point_type = pt;
+    Py_INCREF(ts);
+    self->trace_state = ts;
+    return (PyObject *)self;
+}
+
+static PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.Dispatch",
+    .tp_basicsize = sizeof(Dispatch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "HsaDevice.dispatch's launch-cache fast path, compiled (the rest: the Python method)",
+    .tp_new = dispatch_new,
+    .tp_dealloc = (destructor)dispatch_dealloc,
+    .tp_traverse = (traverseproc)dispatch_traverse,
+    .tp_clear = (inquiry)dispatch_clear,
+    .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---- module ------------------------------------------------------------------------------ */
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_hotpath", "The HSA backend's immediate-dispatch hot path.", -1, NULL,
+};
+
+#define INTERN(var, text)                              \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) \
+        return NULL;
+
+PyMODINIT_FUNC PyInit__hotpath(void) {
+    INTERN(s_head, "_head");
+    INTERN(s_limit, "_limit");
+    INTERN(s_submitted, "submitted");
+    INTERN(s_hint, "_hint");
+    INTERN(s_read, "_read");
+    INTERN(s_doorbells, "doorbells");
+    INTERN(s_wait_unreserved, "_wait_unreserved");
+    INTERN(s_wait_reserved, "_wait_reserved");
+    INTERN(s_device, "device");
+    INTERN(s_launches, "_launches");
+    INTERN(s_failed, "failed");
+    INTERN(s_last, "last");
+    INTERN(s_args_cacheable, "args_cacheable");
+    INTERN(s_timer, "_timer");
+    INTERN(s_sink, "sink");
+    INTERN(s_lane, "lane");
+    INTERN(s_value, "value");
+    INTERN(s_timeline, "timeline");
+    INTERN(s_index, "index");
+    INTERN(s_pack, "pack");
+    INTERN(s_destroyed, "destroyed");
+    INTERN(s_error, "_error");
+    INTERN(s_waiters, "waiters");
+    INTERN(s_note, "note");
+    INTERN(s_needs_wake, "_needs_wake");
+    INTERN(s_wake, "wake");
+    if ((one = PyLong_FromLong(1)) == NULL)
+        return NULL;
+    if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&PublisherType);
+    Py_INCREF(&DispatchType);
+    if (PyModule_AddObject(m, "Publisher", (PyObject *)&PublisherType) < 0 ||
+        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

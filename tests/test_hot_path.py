@@ -1,0 +1,193 @@
+"""The compiled immediate-dispatch hot path (amdgpu/hsa_backend/hotpath.c) against the
+Python steps it transcribes (QueueLane.dispatcher's closure, HsaDevice.dispatch).
+
+The same dispatch sequence goes through a device on each path; the packets in the ring,
+the kernarg bytes, the timeline values, the write index and the doorbells must agree, the
+kernels' results must be right, and every case the C code hands to the Python method
+(keyword arguments, waits, a trace sink, a timer, refused arguments, a closed device) must
+behave as the Python path does."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import amdgpu
+import compiler
+import packets
+from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.hsa_backend import hotpath
+
+pytestmark = [pytest.mark.hsa_virtual, pytest.mark.isa_gfx11]
+
+N = 256
+
+
+def test_the_compiled_path_is_built():
+    """scripts/setup.sh builds it: a missing build would silently cost half the speed."""
+    if os.environ.get(hotpath.ENV_VAR, "") not in ("", "0"):
+        pytest.skip(f"{hotpath.ENV_VAR} is set: the Python steps were asked for")
+    assert hotpath.MODULE is not None, hotpath.status()
+    assert hotpath.status() == "compiled (hotpath.c)"
+
+
+@pytest.fixture(scope="module")
+def code():
+    return compiler.compile("saxpy_hidden", targets=["gfx1100"])
+
+
+def _open(compiled: bool, monkeypatch, **kw):
+    if compiled and hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    monkeypatch.setattr(hotpath, "MODULE", hotpath.MODULE if compiled else None)
+    return amdgpu.open("amdgpu:virtual", lanes=1, **kw)
+
+
+def _paused(dev):
+    dev.lanes_[0].queue.processor.stop()  # nothing consumes: the ring keeps what was published
+    return dev
+
+
+def _state(dev, first: int, count: int):
+    """What the dispatches left: each packet with its kernarg address made relative to
+    the lane's kernarg memory and its completion signal dropped (both differ per device),
+    that kernarg block's bytes, and the lane's counters."""
+    ln = dev.lanes_[0]
+    ring = ln.queue.ring
+    out = []
+    for idx in range(first, first + count):
+        slot = idx % ln.ring.size
+        pkt = bytearray(ring[slot * 64 : slot * 64 + 64].tobytes())
+        words = memoryview(pkt).cast("Q")
+        off = words[5] - ln.kernarg_address
+        words[5] = off
+        words[7] = 0  # completion_signal
+        block = ln.kernarg_memory[off : off + dev._launch_size].tobytes()
+        for tag, address in dev._addresses.items():  # per-device addresses, named
+            block = block.replace(address.to_bytes(8, "little"), tag)
+        out.append((bytes(pkt), block))
+    return out, (ln.submitted, ln.queue.load_write_index(), ln.doorbells,
+                 list(ln.kernargs._starts), list(ln.kernargs._values))
+
+
+def _sequence(dev, code):
+    k = dev.load(code).kernel("saxpy_hidden")
+    dev._launch_size = k.layout.size
+    x, y = dev.buffer(N * 4), dev.buffer(N * 4)
+    dev._addresses = {b"<buffery": y.address, b"<bufferx": x.address,
+                      b"<queue!>": dev.lanes_[0].queue.handle}
+    same = (y, x, np.float32(2.0), N)
+    values = []
+    for i in range(40):
+        args = same if i % 3 else (y, x, np.float32(i), N)  # cached bytes, and packed anew
+        grid, block = (N, 64) if i % 2 else (2 * N, 128)
+        values.append(dev.dispatch(k, grid, block, args).value)
+    values.append(dev.dispatch(k, N, None, [y, x, np.float32(3.0), N]).value)  # a list
+    values.append(dev.dispatch(k, N, 64, same, 0).value)  # lane given
+    values.append(dev.dispatch(k, N, 64, same, 0, ()).value)  # empty waits
+    return values
+
+
+def test_same_packets_kernargs_and_counters_on_both_paths(code, monkeypatch):
+    results = []
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch))
+        first = dev.lanes_[0].queue.load_write_index()
+        values = _sequence(dev, code)
+        results.append((values, *_state(dev, first, len(values))))
+        dev.close(timeout=0)
+    (cv, cpk, cst), (pv, ppk, pst) = results
+    assert cv == pv == list(range(1, 44))
+    assert cst == pst
+    assert len(cpk) == len(ppk) == 43
+    for i, (c, p) in enumerate(zip(cpk, ppk, strict=True)):
+        assert c == p, f"dispatch {i}: the packet or its kernarg block differs"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_results_and_kernarg_ring_reuse(code, monkeypatch, compiled):
+    """A kernarg ring small enough to wrap many times (KernargRing.allocate's slow path,
+    waiting for completed blocks) and a ring that wraps: every result right."""
+    dev = _open(compiled, monkeypatch, queue_size=64, kernarg_bytes=4096)
+    k = dev.load(code).kernel("saxpy_hidden")
+    x = dev.buffer(np.arange(N, dtype=np.float32))
+    y = dev.buffer(np.zeros(N, dtype=np.float32))
+    args = (y, x, np.float32(1.0), N)
+    for _ in range(150):  # 150 * 288 bytes of kernargs through a 4 KB ring
+        point = dev.dispatch(k, N, 64, args)
+    point.wait()
+    np.testing.assert_array_equal(y.to_numpy(np.float32), 150 * np.arange(N, dtype=np.float32))
+    assert point.value == 150 and dev.lanes_[0].queue.load_write_index() >= 150
+    dev.close()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_the_slow_cases_behave_alike(code, monkeypatch, compiled):
+    dev = _open(compiled, monkeypatch)
+    k = dev.load(code).kernel("saxpy_hidden")
+    x = dev.buffer(np.ones(N, dtype=np.float32))
+    y = dev.buffer(np.zeros(N, dtype=np.float32))
+    args = (y, x, np.float32(1.0), N)
+    p1 = dev.dispatch(k, N, 64, args)
+    p2 = dev.dispatch(k, N, 64, args, dynamic_lds=0)  # keyword: the Python method
+    p3 = dev.dispatch(k, N, 64, args, 0, [p2])  # a wait
+    sink = packets.trace.MemorySink()
+    previous = packets.trace.set_sink(sink)  # a trace sink: the dispatch is traced
+    try:
+        p4 = dev.dispatch(k, N, 64, args)
+    finally:
+        packets.trace.set_sink(previous)
+    assert [p.value for p in (p1, p2, p3, p4)] == [1, 2, 3, 4]
+    traced = [r for r in sink.records if isinstance(r, packets.trace.PacketRecord)]
+    assert len(traced) == 1 and traced[0].kernarg is not None
+    p4.wait()
+    np.testing.assert_array_equal(y.to_numpy(np.float32), np.full(N, 4.0, np.float32))
+    with pytest.raises(KernelArgumentError) as e:
+        dev.dispatch(k, N, 64, (y, x, "two", N))  # refused by the converters: one line
+    assert "\n" not in str(e.value)
+    with pytest.raises(DeviceError):
+        dev.dispatch(k, N, 64, args, 5)  # no lane 5
+    with pytest.raises(KernelArgumentError):
+        dev.dispatch(k, N, 64, args[:3])  # an argument short
+    with pytest.raises(KernelArgumentError):
+        dev.dispatch(None, N, 64, args)
+    dev.close()
+    with pytest.raises(DeviceError, match="was closed: open it again"):
+        dev.dispatch(k, N, 64, args)  # the cached launch too
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_threads_sharing_a_lane_get_distinct_values(code, monkeypatch, compiled):
+    dev = _paused(_open(compiled, monkeypatch, queue_size=4096))
+    k = dev.load(code).kernel("saxpy_hidden")
+    x, y = dev.buffer(N * 4), dev.buffer(N * 4)
+    args = (y, x, np.float32(1.0), N)
+    got: list[list[int]] = [[] for _ in range(4)]
+
+    def work(i):
+        for _ in range(300):
+            got[i].append(dev.dispatch(k, N, 64, args).value)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ln = dev.lanes_[0]
+    assert sorted(v for g in got for v in g) == list(range(1, 1201))
+    assert ln.submitted == 1200 and ln.doorbells == 1200
+    assert ln.queue.load_write_index() == 1200
+    headers = ln.queue.ring.view(np.uint16)[::32][:1200]
+    assert ((headers & 0xFF) != packets.INVALID_HEADER).all()  # every slot published
+    dev.close(timeout=0)
+
+
+def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
+    lib = hotpath.build(tmp_path / "_hotpath.so")
+    assert lib.exists()
+    assert not hotpath.is_stale(lib)
+    os.utime(lib, (1, 1))  # older than hotpath.c
+    assert hotpath.is_stale(lib)
