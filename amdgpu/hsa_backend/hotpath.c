@@ -392,6 +392,10 @@ fail:
 }
 
 static PyObject *publish(Publisher *self, PyObject *data) {
+    if (self->acquire == NULL) { /* cleared by the garbage collector: unreachable code only */
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this launch's publisher was cleared");
+        return NULL;
+    }
     PyObject *r = PyObject_CallNoArgs(self->acquire);
     if (r == NULL)
         return NULL;
@@ -702,6 +706,10 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
                                      PyObject *kwnames) {
     Dispatch *self = (Dispatch *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->dev == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this device's dispatch was cleared");
+        return NULL;
+    }
     if (kwnames != NULL || nargs < 2 || nargs > 6)
         return go_slow(self, args, nargs, kwnames);
     PyObject *kernel = args[0], *grid = args[1];
