@@ -53,11 +53,12 @@ def _paused(dev):
 
 def _state(dev, first: int, count: int):
     """What the dispatches left: each packet with its kernarg address made relative to
-    the lane's kernarg memory and its completion signal dropped (both differ per device),
+    the lane's kernarg memory and its kernel object and completion signal dropped (all
+    three differ per device),
     that kernarg block's bytes, and the lane's counters."""
     ln = dev.lanes_[0]
     ring = ln.queue.ring
-    out = []
+    out, objects = [], set()
     for idx in range(first, first + count):
         slot = idx % ln.ring.size
         pkt = bytearray(ring[slot * 64 : slot * 64 + 64].tobytes())
@@ -65,10 +66,13 @@ def _state(dev, first: int, count: int):
         off = words[5] - ln.kernarg_address
         words[5] = off
         words[7] = 0  # completion_signal
+        objects.add(words[4])  # kernel_object: where this device loaded the code
+        words[4] = 0
         block = ln.kernarg_memory[off : off + dev._launch_size].tobytes()
         for tag, address in dev._addresses.items():  # per-device addresses, named
             block = block.replace(address.to_bytes(8, "little"), tag)
         out.append((bytes(pkt), block))
+    assert len(objects) == 1  # one kernel throughout
     return out, (ln.submitted, ln.queue.load_write_index(), ln.doorbells,
                  list(ln.kernargs._starts), list(ln.kernargs._values))
 
