@@ -193,5 +193,8 @@ def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     lib = hotpath.build(tmp_path / "_hotpath.so")
     assert lib.exists()
     assert not hotpath.is_stale(lib)
-    os.utime(lib, (1, 1))  # older than hotpath.c
+    stamp = lib.with_name(lib.name + ".sha256")
+    stamp.write_text("0" * 64 + "\n")  # built from another hotpath.c
+    assert hotpath.is_stale(lib)
+    stamp.unlink()
     assert hotpath.is_stale(lib)

@@ -1,10 +1,10 @@
 """The compiled immediate-dispatch hot path (hotpath.c): building it and loading it.
 
 `python -c "from amdgpu.hsa_backend.hotpath import main; main()"` (scripts/setup.sh runs it)
-builds build/hotpath/_hotpath<EXT_SUFFIX> with gcc when it is missing or older than
-hotpath.c. `MODULE` is the loaded extension, or None: then the HSA backend runs the same
-steps in Python (QueueLane.dispatcher's closure, HsaDevice.dispatch), which stay the
-reference. `AMDGPU_PYTHON_HOT_PATH=1` picks the Python steps even when the module is built
+builds build/hotpath/_hotpath<EXT_SUFFIX> with gcc when it is missing or was built from
+another hotpath.c (a content hash beside it says which). `MODULE` is the loaded extension,
+or None: then the HSA backend runs the same steps in Python (QueueLane.dispatcher's
+closure, HsaDevice.dispatch), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks the Python steps even when the module is built
 (tests compare the two; see tests/test_hot_path.py). `why_not` says why MODULE is None.
 
 Nothing is compiled on import: a missing or stale build only falls back to Python;
@@ -13,6 +13,7 @@ Nothing is compiled on import: a missing or stale build only falls back to Pytho
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import os
@@ -33,8 +34,19 @@ def library_path() -> Path:
     return ROOT / "build" / "hotpath" / ("_hotpath" + suffix)
 
 
+def _source_hash() -> str:
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+
+
+def _stamp(lib: Path) -> Path:
+    return lib.with_name(lib.name + ".sha256")  # the hash of the hotpath.c it was built from
+
+
 def is_stale(lib: Path) -> bool:
-    return not lib.exists() or SOURCE.stat().st_mtime > lib.stat().st_mtime
+    """True when `lib` is missing or was built from another hotpath.c (by content: git
+    checkouts and rebases move mtimes)."""
+    stamp = _stamp(lib)
+    return not lib.exists() or not stamp.exists() or stamp.read_text().strip() != _source_hash()
 
 
 def build(out: Path | None = None) -> Path:
@@ -56,7 +68,9 @@ def build(out: Path | None = None) -> Path:
         tmp.unlink(missing_ok=True)
         first = (result.stderr.strip().splitlines() or ["(no output)"])[0]
         raise RuntimeError(f"gcc failed to build the hot path: {first}")
+    source_hash = _source_hash()
     os.replace(tmp, out)  # atomic: a concurrent importer sees the old or the new file
+    _stamp(out).write_text(source_hash + "\n")
     return out
 
 
@@ -67,7 +81,7 @@ def _load() -> tuple[ModuleType | None, str]:
     if not lib.exists():
         return None, f"{lib} is not built (run scripts/setup.sh)"
     if is_stale(lib):
-        return None, f"{lib} is older than {SOURCE.name} (run scripts/setup.sh)"
+        return None, f"{lib} was built from another {SOURCE.name} (run scripts/setup.sh)"
     loader = importlib.machinery.ExtensionFileLoader("amdgpu.hsa_backend._hotpath", str(lib))
     spec = importlib.util.spec_from_file_location(loader.name, lib, loader=loader)
     if spec is None:
