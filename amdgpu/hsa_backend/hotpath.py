@@ -4,8 +4,9 @@
 builds build/hotpath/_hotpath<EXT_SUFFIX> with gcc when it is missing or was built from
 another hotpath.c (a content hash beside it says which). `MODULE` is the loaded extension,
 or None: then the HSA backend runs the same steps in Python (QueueLane.dispatcher's
-closure, HsaDevice.dispatch), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks the Python steps even when the module is built
-(tests compare the two; see tests/test_hot_path.py). `why_not` says why MODULE is None.
+closure, HsaDevice.dispatch), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks
+the Python steps even when the module is built (tests compare the two; see
+tests/test_hot_path.py). `why_not` says why MODULE is None.
 
 Nothing is compiled on import: a missing or stale build only falls back to Python;
 `status()` names the path in use.
