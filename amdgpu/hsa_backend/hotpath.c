@@ -343,18 +343,21 @@ static PyObject *publish_locked(Publisher *self, PyObject *data) {
     /* the ring: Ring.publish_parts's steps */
     if (attr_i128(&self->ring_a, s_hint, &hint) < 0 || attr_i128(&self->ring_a, s_read, &read) < 0)
         goto fail;
+    int python_ran = !self->native; /* code that may have moved the ring's indices */
     if (hint - read >= self->ring_size) {
         if ((r = PyObject_CallMethodOneArg(self->ring, s_wait_unreserved, one)) == NULL)
             goto fail;
         Py_CLEAR(r);
+        python_ran = 1;
     }
     if ((idx_obj = reserve_one(self)) == NULL || as_i128(idx_obj, &idx) < 0)
         goto fail;
-    if (attr_i128(&self->ring_a, s_hint, &hint) < 0)
+    /* A provider's add_write_index or the wait may run Python code (another thread), so
+     * read the indices again after them; the native reserve runs none. */
+    if (python_ran && (attr_i128(&self->ring_a, s_hint, &hint) < 0 ||
+                       attr_i128(&self->ring_a, s_read, &read) < 0))
         goto fail;
     if (idx >= hint && attr_set_i128(&self->ring_a, s_hint, idx + 1) < 0)
-        goto fail;
-    if (attr_i128(&self->ring_a, s_read, &read) < 0)
         goto fail;
     if (idx - read >= self->ring_size) {
         PyObject *argv[3] = {self->ring, idx_obj, one};
@@ -721,7 +724,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     if ((PyObject *)Py_TYPE(kernel) != self->kernel_type || !PyLong_CheckExact(grid) ||
         (block != Py_None && !PyLong_CheckExact(block)) || (lane && !PyLong_CheckExact(lane)))
         return go_slow(self, args, nargs, kwnames);
-    if (wait != NULL) {
+    if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
         int w = PyObject_IsTrue(wait);
         if (w != 0)
             return w < 0 ? NULL : go_slow(self, args, nargs, kwnames);
