@@ -35,6 +35,13 @@ def _fma(a, b, c):
     return np.add(np.multiply(a, b, dtype=f64), c, dtype=f64).astype(f32)
 
 
+def _fma16(a, b, c):
+    """An f16 FMA, rounded once: the f64 result straight to f16 (as f32 values, which hold
+    every f16 exactly). Through f32 it would be rounded twice, and f32's 24 bits are too
+    few for a fused result to survive that (v_pk_fmac_f16 was 1 ulp off for some inputs)."""
+    return np.add(np.multiply(a, b, dtype=f64), c, dtype=f64).astype(np.float16).astype(f32)
+
+
 def _minmax_f(fn):  # IEEE minNum/maxNum: a NaN operand yields the other one
     def op(a, b):
         return fn(a, b)
@@ -362,7 +369,7 @@ for _t in ("f32", "f16"):
         f"v_mul_{_t}": (_t, (_t, _t), lambda a, b: a * b),
         f"v_min_{_t}": (_t, (_t, _t), np.fmin),
         f"v_max_{_t}": (_t, (_t, _t), np.fmax),
-        f"v_fma_{_t}": (_t, (_t, _t, _t), _fma),
+        f"v_fma_{_t}": (_t, (_t, _t, _t), _fma16 if _t == "f16" else _fma),
         f"v_min3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmin(np.fmin(a, b), c)),
         f"v_max3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmax(np.fmax(a, b), c)),
         f"v_med3_{_t}": (_t, (_t, _t, _t), _med3),
@@ -1082,7 +1089,8 @@ def op_fmac(g: WaveGroup, form: AluForm, t: str) -> None:
     a = read_src(g, form, 0, t, dpp)
     b = read_src(g, form, 1, t, dpp)
     c = to_type(g.v[form.vdst], t)
-    write_result(g, form, _fma(a, b, c), t, dpp.write if dpp else None)
+    fma = _fma16 if t == "f16" else _fma
+    write_result(g, form, fma(a, b, c), t, dpp.write if dpp else None)
 
 
 def op_fmac_dx9(g: WaveGroup, form: AluForm) -> None:
@@ -1099,7 +1107,8 @@ def op_fmamk(g: WaveGroup, form: AluForm, t: str, ak: bool) -> None:
     a = read_src(g, form, 0, t)
     b = read_src(g, form, 1, t)
     k = to_type(np.uint32(form.literal), t)
-    write_result(g, form, _fma(a, b, k) if ak else _fma(a, k, b), t)
+    fma = _fma16 if t == "f16" else _fma
+    write_result(g, form, fma(a, b, k) if ak else fma(a, k, b), t)
 
 
 def op_pk_fmac(g: WaveGroup, form: AluForm) -> None:
@@ -1107,8 +1116,8 @@ def op_pk_fmac(g: WaveGroup, form: AluForm) -> None:
     a = np.asarray(read_src(g, form, 0, "u32"), u32)
     b = np.asarray(read_src(g, form, 1, "u32"), u32)
     c = g.v[form.vdst]
-    halves = [from_type(_fma(to_type(a, "f16", hi), to_type(b, "f16", hi), to_type(c, "f16", hi)),
-                        "f16") for hi in (False, True)]
+    halves = [from_type(_fma16(to_type(a, "f16", hi), to_type(b, "f16", hi),
+                               to_type(c, "f16", hi)), "f16") for hi in (False, True)]
     g.vwrite(form.vdst, np.asarray(halves[0], u32) | (np.asarray(halves[1], u32) << u32(16)))
 
 

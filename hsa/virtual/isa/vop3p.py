@@ -13,7 +13,7 @@ import numpy as np
 
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import LANES, WaveGroup
-from hsa.virtual.isa.valu import _fma, base_name, from_type, to_type
+from hsa.virtual.isa.valu import _fma, _fma16, base_name, from_type, to_type
 
 u32, f32 = np.uint32, np.float32
 
@@ -30,7 +30,7 @@ def _f32_to_bf16(x: np.ndarray) -> np.ndarray:
 
 # --- packed 16-bit -----------------------------------------------------------------------------
 _PK: dict[str, tuple[str, Callable]] = {
-    "v_pk_fma_f16": ("f16", lambda a, b, c: _fma(a, b, c)),
+    "v_pk_fma_f16": ("f16", _fma16),
     "v_pk_add_f16": ("f16", lambda a, b: a + b),
     "v_pk_mul_f16": ("f16", lambda a, b: a * b),
     "v_pk_max_f16": ("f16", np.fmax),
@@ -139,7 +139,7 @@ def run_fma_mix(g: WaveGroup, inst: d.Instruction, out: str) -> None:
         if f["neg"] >> k & 1:
             value = -value
         args.append(value)
-    r = _fma(*args)
+    r = _fma(*args) if out == "f32" else _fma16(*args)  # an f16 result: rounded once
     if f["clamp"]:
         r = np.clip(r, 0, 1)
     if out == "f32":
