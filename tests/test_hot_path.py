@@ -1,5 +1,6 @@
 """The compiled immediate-dispatch hot path (amdgpu/hsa_backend/hotpath.c) against the
-Python steps it transcribes (QueueLane.dispatcher's closure, HsaDevice.dispatch).
+Python steps it transcribes (QueueLane.dispatcher's closure, HsaDevice.dispatch,
+packets.Ring.publish_ready for command-buffer replays).
 
 The same dispatch sequence goes through a device on each path; the packets in the ring,
 the kernarg bytes, the timeline values, the write index and the doorbells must agree, the
@@ -187,6 +188,107 @@ def test_threads_sharing_a_lane_get_distinct_values(code, monkeypatch, compiled)
     headers = ln.queue.ring.view(np.uint16)[::32][:1200]
     assert ((headers & 0xFF) != packets.INVALID_HEADER).all()  # every slot published
     dev.close(timeout=0)
+
+
+def _block(n: int, tag: int) -> np.ndarray:
+    """n packets of recognisable bytes, the first header INVALID (publish_ready's form)."""
+    block = np.arange(n * 64, dtype=np.uint32).astype(np.uint8).reshape(n, 64) ^ np.uint8(tag)
+    block.view(np.uint32)[:, 0] = 0x1502  # barrier | kernel dispatch, system scopes
+    block.view(np.uint32)[0, 0] = packets.INVALID_HEADER
+    return block
+
+
+def _ready_sequence(dev) -> tuple:
+    """publish_ready of blocks of 1..40 packets on a 64-packet ring (it wraps, and waits for
+    room: the read index is moved up by hand, the processor being paused), then what the
+    Python method refuses: (ids, ring bytes, write index, doorbells, hint, errors)."""
+    ln = dev.lanes_[0]
+    rg, q = ln.ring, ln.queue
+    ids = []
+    for i, n in enumerate((1, 3, 40, 2, 17, 40, 1, 64, 5)):
+        q._store_read_index(q.load_write_index())  # consumed
+        block = _block(n, i)
+        ids.append(rg.publish_ready(block if i % 2 else memoryview(block).cast("B"), 0x1502 + i))
+    ids.append(rg.publish_ready(_block(4, 9)[::1], 0x1502))  # a plain view of an array
+    q._store_read_index(q.load_write_index())
+    errors = []
+    # too many, a first header not INVALID, none, and a strided block (copied: published)
+    for bad in (_block(65, 1), np.zeros((2, 64), np.uint8), np.zeros((0, 64), np.uint8),
+                _block(3, 1)[::2]):
+        try:
+            rg.publish_ready(bad, 0x1502)
+            errors.append(None)
+        except Exception as e:  # noqa: BLE001 - the class and message are compared
+            errors.append((type(e).__name__, str(e)))
+    return (ids, q.ring.tobytes(), q.load_write_index(), rg.doorbells, rg._hint, errors)
+
+
+def test_publish_ready_is_the_same_on_both_paths(monkeypatch):
+    got = []
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+        rg = dev.lanes_[0].ring
+        assert (type(rg.__dict__.get("publish_ready")).__name__ == "ReadyPublisher") == compiled
+        got.append(_ready_sequence(dev))
+        dev.close(timeout=0)
+    (cids, cring, cw, cd, ch, cerr), (pids, pring, pw, pd, ph, perr) = got
+    assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173]
+    assert (cw, cd, ch) == (pw, pd, ph) == (179, 11, 179)  # the strided block went out
+    assert cring == pring
+    assert cerr == perr
+    assert [e[0] if e else None for e in cerr] == ["PacketError"] * 3 + [None]
+
+
+def _replays(dev, code, rounds: int) -> list:
+    """A 3-dispatch command buffer (and a 1-dispatch one) replayed over binding tables
+    that come again (kept instances) and new ones (the ring path): each submission's
+    packets with the kernarg block they point at, addresses named."""
+    ln = dev.lanes_[0]
+    k = dev.load(code).kernel("saxpy_hidden")
+    bufs = [dev.buffer(2 * N * 4) for _ in range(3)]
+    names = {b.address.to_bytes(8, "little"): f"<buf{i}>".encode() for i, b in enumerate(bufs)}
+    names[ln.queue.handle.to_bytes(8, "little")] = b"<queue!>"
+    cbs = []
+    for n in (3, 1):
+        cb = dev.command_buffer()
+        for i in range(n):
+            cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(i), N))
+        cbs.append(cb.finalize())
+    out = []
+    for r in range(rounds):
+        cb = cbs[r % 2]
+        table = [bufs[r % 3], bufs[(r + 1) % 3]]
+        if r % 5 == 0:  # a view never bound before: the ring path
+            table = [bufs[2].view(16 * r, N * 4), bufs[0]]
+            names[table[0].address.to_bytes(8, "little")] = f"<v{r:04}>".encode()
+        first = ln.queue.load_write_index()
+        point = dev.submit(cb, table)
+        last = ln.queue.load_write_index()
+        for idx in range(first, last):
+            pkt = bytearray(ln.queue.ring[idx % ln.ring.size * 64:][:64].tobytes())
+            words = memoryview(pkt).cast("Q")
+            block = b""
+            if pkt[0] == packets.PacketType.KERNEL_DISPATCH:  # (the last may be a barrier)
+                off = words[5] - ln.kernarg_address
+                block = ln.kernarg_memory[off : off + k.layout.size].tobytes()
+                for address, name in names.items():
+                    block = block.replace(address, name)
+            words[4] = 0  # kernel object, completion signal, kernarg address: per device
+            words[5] = 0
+            words[7] = words[7] != 0
+            out.append((point.value, bytes(pkt), block))
+    return out
+
+
+def test_replays_are_the_same_on_both_paths(code, monkeypatch):
+    got = []
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch, queue_size=1024))
+        got.append(_replays(dev, code, 30))
+        dev.close(timeout=0)
+    assert len(got[0]) == len(got[1]) == 15 * 4 + 15 * 1  # 3 dispatches and a barrier, 1
+    for i, (c, p) in enumerate(zip(*got, strict=True)):
+        assert c == p, f"packet {i} of the replays differs"
 
 
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):

@@ -186,6 +186,9 @@ class HsaCommandBuffer(CommandBuffer):
         self._pending_barrier = False
         self._bindings_needed = 0
         self._segments: list[Any] | None = None
+        # the one segment of a buffer that holds dispatches only (no host op): its replays
+        # without waits or parameters take _submit's short way (set by finalize)
+        self._only: _Segment | None = None
         self.dispatches = 0
         # One replay at a time patches the shared kernarg template and packet block and
         # copies them out (into its own kernarg block, into the ring): replays from several
@@ -373,6 +376,8 @@ class HsaCommandBuffer(CommandBuffer):
         if run or not segments:
             segments.append(self._build(run))
         self._segments = segments
+        if len(segments) == 1 and isinstance(segments[0], _Segment) and segments[0].dispatches:
+            self._only = segments[0]
         return self
 
     def _build(self, run: list[_Dispatch]) -> _Segment:
@@ -520,6 +525,15 @@ class HsaCommandBuffer(CommandBuffer):
             self.check_finalized()
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
+        seg = self._only
+        if (seg is not None and not values and not wait and self.device._timer is None
+                and _TRACE.sink is None):  # the short way: one kept instance, published
+            with self._replay_lock, lane.lock:
+                value = lane.submitted + 1
+                if not self._publish_instance(lane, seg, addrs, value):
+                    self._publish_segment(lane, seg, addrs, value, None, kept=False)
+                lane.submitted = value
+                return TimelinePoint(lane.index, value, lane)
         # every parameter's bits for every segment, before anything is published
         if values:
             tables = [
@@ -553,20 +567,13 @@ class HsaCommandBuffer(CommandBuffer):
         return TimelinePoint(lane.index, value, lane)
 
     def _publish_segment(self, lane: Any, seg: _Segment, addrs: tuple, value: int,
-                         pre: np.ndarray | None) -> None:
-        if (pre is None and seg.dispatches and self.device._timer is None
-                and _TRACE.sink is None):  # the instance path: no kernarg copy, no patch
-            inst = seg.instances.get((lane, addrs))
-            if inst is None:
-                inst = self._instance(lane, seg, addrs) if self._seen(seg, lane, addrs) else None
-            else:  # the most recently used goes last
-                del seg.instances[(lane, addrs)]
-                seg.instances[(lane, addrs)] = inst
-            if inst is not None:
-                inst.value = value
-                seg.last_block = inst.block
-                lane.ring.publish_ready(inst.view, seg.header_list[0])
-                return
+                         pre: np.ndarray | None, kept: bool = True) -> None:
+        """One segment's packets for `value`: a kept instance's (the instance path) or a
+        fresh kernarg block's (the ring path; `kept=False`: that one only, the instance
+        path having been tried)."""
+        if (kept and pre is None and seg.dispatches and self.device._timer is None
+                and _TRACE.sink is None and self._publish_instance(lane, seg, addrs, value)):
+            return
         seg.last_block = None
         size = seg.template.size
         off = lane.kernargs.allocate(size, value) if size else 0
@@ -602,6 +609,24 @@ class HsaCommandBuffer(CommandBuffer):
             lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header
         else:
             lane.publish_block(block, headers)
+
+    def _publish_instance(self, lane: Any, seg: _Segment, addrs: tuple, value: int) -> bool:
+        """The instance path: publish the kept instance of `seg` for (lane, addrs), made
+        now if the table came before (no kernarg copy, no patch); False when there is none
+        (the caller takes the ring path). Under the replay lock and the lane's lock."""
+        instances = seg.instances
+        key = (lane, addrs)
+        inst = instances.pop(key, None)
+        if inst is None:
+            inst = self._instance(lane, seg, addrs) if self._seen(seg, lane, addrs) else None
+            if inst is None:
+                return False
+        else:  # the most recently used goes last
+            instances[key] = inst
+        inst.value = value
+        seg.last_block = inst.block
+        lane.ring.publish_ready(inst.view, seg.header_list[0])
+        return True
 
     @staticmethod
     def _patch_for(seg: _Segment, addrs: tuple) -> None:

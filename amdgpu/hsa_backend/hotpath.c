@@ -1,7 +1,7 @@
 /* The immediate-dispatch hot path of the HSA backend, compiled (amdgpu/hsa_backend/hotpath.py
  * builds and loads it; scripts/setup.sh builds it with gcc).
  *
- * Two callables, each a line-for-line transcription of Python that stays the reference:
+ * Three callables, each a line-for-line transcription of Python that stays the reference:
  *   Publisher(...)(data) -> int    QueueLane.dispatcher's `publish` closure (lanes.py):
  *       under the lane's lock, the timeline value, a kernarg block from the ring, the
  *       kernarg store, the packet template's kernarg address, the ring reservation, the
@@ -10,6 +10,9 @@
  *       HsaDevice.dispatch's launch-cache fast path; anything else (a first launch, keyword
  *       arguments, waits, a timer or trace sink, a failed lane, arguments the cached
  *       converters refuse) goes to `slow`, the Python method, with the call as it came.
+ *   ReadyPublisher(...)(block, first_header) -> id    packets.Ring.publish_ready (a command
+ *       buffer's replay: one copy of its packet block, the first header last, the
+ *       doorbell); QueueLane installs it on its ring. What the method refuses goes to it.
  *
  * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
  * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
@@ -24,6 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
+
+#define INVALID_TYPE 1 /* hsa_packet_type_t HSA_PACKET_TYPE_INVALID (packets.layout) */
 
 static PyObject *s_head, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
     *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
@@ -140,19 +145,16 @@ static int writable(PyObject *obj, Py_buffer *view, const char *what) {
 
 /* ---- Publisher --------------------------------------------------------------------------- */
 
+/* One AQL queue's producer side as packets.Ring keeps it (its indices and counter through
+ * the Ring's attributes, its memory exported once), with the virtual queue's write index
+ * and doorbell done natively where VirtualQueue.native_ops() allows (`native`): shared by
+ * Publisher (one packet) and ReadyPublisher (a block). */
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
-    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
     PyObject *ring, *add_write_index, *doorbell; /* packets.Ring, the provider's calls */
-    Attrs lane_a, kernargs_a, ring_a;
-    Py_buffer kernarg, templ, mem;               /* kernarg memory, packet template, ring */
-    int have_kernarg, have_templ, have_mem;
-    Py_ssize_t size;                             /* kernarg bytes of this launch */
-    unsigned long long base;                     /* kernarg memory's device address */
+    Attrs ring_a;
+    Py_buffer mem;                               /* the ring's packet memory */
+    int have_mem;
     __int128 mask, ring_size;
-    uint32_t header;
     /* The virtual queue's write index and doorbell done here (VirtualQueue.native_ops):
      * `add_write_index` and `doorbell` are then called only off the common case. */
     int native;
@@ -160,23 +162,28 @@ typedef struct {
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
     PyObject *queue, *bell, *processor, *rung, *raise_to;
     Attrs queue_a, bell_a, processor_a;
+} RingPort;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
+    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
+    Attrs lane_a, kernargs_a;
+    Py_buffer kernarg, templ;                    /* kernarg memory, packet template */
+    int have_kernarg, have_templ;
+    Py_ssize_t size;                             /* kernarg bytes of this launch */
+    unsigned long long base;                     /* kernarg memory's device address */
+    uint32_t header;
+    RingPort port;
 } Publisher;
 
 static PyObject *s_destroyed, *s_error, *s_waiters, *s_note, *s_needs_wake, *s_wake;
 
-static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lane);
-    Py_VISIT(self->acquire);
-    Py_VISIT(self->release);
-    Py_VISIT(self->kernargs);
-    Py_VISIT(self->starts_append);
-    Py_VISIT(self->values_append);
-    Py_VISIT(self->allocate);
+static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->ring);
     Py_VISIT(self->add_write_index);
     Py_VISIT(self->doorbell);
-    Py_VISIT(self->lane_a.dict);
-    Py_VISIT(self->kernargs_a.dict);
     Py_VISIT(self->ring_a.dict);
     Py_VISIT(self->queue);
     Py_VISIT(self->bell);
@@ -189,19 +196,10 @@ static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
     return 0;
 }
 
-static int publisher_clear(Publisher *self) {
-    Py_CLEAR(self->lane);
-    Py_CLEAR(self->acquire);
-    Py_CLEAR(self->release);
-    Py_CLEAR(self->kernargs);
-    Py_CLEAR(self->starts_append);
-    Py_CLEAR(self->values_append);
-    Py_CLEAR(self->allocate);
+static void port_clear(RingPort *self) {
     Py_CLEAR(self->ring);
     Py_CLEAR(self->add_write_index);
     Py_CLEAR(self->doorbell);
-    Py_CLEAR(self->lane_a.dict);
-    Py_CLEAR(self->kernargs_a.dict);
     Py_CLEAR(self->ring_a.dict);
     Py_CLEAR(self->queue);
     Py_CLEAR(self->bell);
@@ -212,40 +210,33 @@ static int publisher_clear(Publisher *self) {
     Py_CLEAR(self->bell_a.dict);
     Py_CLEAR(self->processor_a.dict);
     self->native = 0;
-    return 0;
 }
 
-static void publisher_dealloc(Publisher *self) {
-    PyObject_GC_UnTrack(self);
-    if (self->have_kernarg)
-        PyBuffer_Release(&self->kernarg);
-    if (self->have_templ)
-        PyBuffer_Release(&self->templ);
+static void port_release(RingPort *self) { /* the exported buffers (dealloc) */
     if (self->have_mem)
         PyBuffer_Release(&self->mem);
+    self->have_mem = 0;
     if (self->index_mem.obj)
         PyBuffer_Release(&self->index_mem);
     if (self->bell_mem.obj)
         PyBuffer_Release(&self->bell_mem);
-    publisher_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* add_write_index(1): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
+/* add_write_index(n): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
  * update), else the provider's callable. A new reference to the old index, or NULL. */
-static PyObject *reserve_one(Publisher *self) {
+static PyObject *port_reserve(RingPort *self, PyObject *n_obj, uint64_t n) {
     if (self->native) {
         uint64_t *word = (uint64_t *)((char *)self->index_mem.buf + self->index_off);
-        return PyLong_FromUnsignedLongLong(__atomic_fetch_add(word, 1, __ATOMIC_ACQ_REL));
+        return PyLong_FromUnsignedLongLong(__atomic_fetch_add(word, n, __ATOMIC_ACQ_REL));
     }
-    return PyObject_CallOneArg(self->add_write_index, one);
+    return PyObject_CallOneArg(self->add_write_index, n_obj);
 }
 
 /* VirtualQueue.doorbell's common case (see it): the value into the doorbell signal's word,
  * the processor's rung id raised (heappushpop on its one-element heap), a wake only if it
  * sleeps; the unusual cases (waiters, a note, a failed or destroyed queue, an id beyond
  * int64) through the Python method, which takes the signal table's lock. */
-static int ring_doorbell(Publisher *self, PyObject *idx_obj, __int128 idx) {
+static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
     PyObject *r;
     if (self->native && idx <= INT64_MAX) {
         int unusual = attr_true(&self->bell_a, s_waiters);
@@ -284,6 +275,129 @@ static int ring_doorbell(Publisher *self, PyObject *idx_obj, __int128 idx) {
         return -1;
     Py_DECREF(r);
     return 0;
+}
+
+/* `native`: VirtualQueue.native_ops()'s dict, or None. */
+static int port_native(RingPort *self, PyObject *native) {
+    PyObject *iw = PyDict_GetItemString(native, "index_words");
+    PyObject *io = PyDict_GetItemString(native, "index_offset");
+    PyObject *bw = PyDict_GetItemString(native, "bell_words");
+    PyObject *bo = PyDict_GetItemString(native, "bell_offset");
+    PyObject *q = PyDict_GetItemString(native, "queue");
+    PyObject *bell = PyDict_GetItemString(native, "bell");
+    PyObject *proc = PyDict_GetItemString(native, "processor");
+    PyObject *rung = PyDict_GetItemString(native, "rung");
+    PyObject *raise_to = PyDict_GetItemString(native, "raise_to");
+    if (!iw || !io || !bw || !bo || !q || !bell || !proc || !rung || !raise_to) {
+        PyErr_SetString(PyExc_KeyError, "hot path: native_ops() lacks a key");
+        return -1;
+    }
+    self->index_off = PyLong_AsSsize_t(io);
+    self->bell_off = PyLong_AsSsize_t(bo);
+    if (PyErr_Occurred())
+        return -1;
+    if (writable(iw, &self->index_mem, "write index") < 0)
+        return -1;
+    if (writable(bw, &self->bell_mem, "doorbell") < 0)
+        return -1;
+    if (self->index_off < 0 || self->index_off % 8 || self->index_off + 8 > self->index_mem.len ||
+        self->bell_off < 0 || self->bell_off % 8 || self->bell_off + 8 > self->bell_mem.len) {
+        PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
+        return -1;
+    }
+    Py_INCREF(q);
+    self->queue = q;
+    Py_INCREF(bell);
+    self->bell = bell;
+    Py_INCREF(proc);
+    self->processor = proc;
+    Py_INCREF(rung);
+    self->rung = rung;
+    Py_INCREF(raise_to);
+    self->raise_to = raise_to;
+    PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
+    attrs_init(&self->queue_a, q, qn, 2);
+    attrs_init(&self->bell_a, bell, bn, 2);
+    attrs_init(&self->processor_a, proc, pn, 1);
+    self->native = 1;
+    return 0;
+}
+
+/* ring: the packets.Ring; rview: its packet memory (Ring._mv); awi, bell: its
+ * add_write_index and doorbell callables; native: VirtualQueue.native_ops()'s dict or None. */
+static int port_init(RingPort *self, PyObject *ring, PyObject *rview, PyObject *awi,
+                     PyObject *bell, PyObject *native) {
+    Py_INCREF(ring);
+    self->ring = ring;
+    Py_INCREF(awi);
+    self->add_write_index = awi;
+    Py_INCREF(bell);
+    self->doorbell = bell;
+    PyObject *rg_names[] = {s_hint, s_read, s_doorbells};
+    attrs_init(&self->ring_a, ring, rg_names, 3);
+    PyObject *rsize = PyObject_GetAttrString(ring, "size");
+    if (rsize == NULL || as_i128(rsize, &self->ring_size) < 0) {
+        Py_XDECREF(rsize);
+        return -1;
+    }
+    Py_DECREF(rsize);
+    self->mask = self->ring_size - 1;
+    if (writable(rview, &self->mem, "ring") < 0)
+        return -1;
+    self->have_mem = 1;
+    if (self->mem.len < self->ring_size * 64) {
+        PyErr_SetString(PyExc_ValueError, "hot path: the ring's memory is smaller than its slots");
+        return -1;
+    }
+    if (native != Py_None) {
+        if (!PyDict_Check(native)) {
+            PyErr_SetString(PyExc_TypeError, "hot path: native is a dict or None");
+            return -1;
+        }
+        if (port_native(self, native) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+
+
+static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lane);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->kernargs);
+    Py_VISIT(self->starts_append);
+    Py_VISIT(self->values_append);
+    Py_VISIT(self->allocate);
+    Py_VISIT(self->lane_a.dict);
+    Py_VISIT(self->kernargs_a.dict);
+    return port_traverse(&self->port, visit, arg);
+}
+
+static int publisher_clear(Publisher *self) {
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->kernargs);
+    Py_CLEAR(self->starts_append);
+    Py_CLEAR(self->values_append);
+    Py_CLEAR(self->allocate);
+    Py_CLEAR(self->lane_a.dict);
+    Py_CLEAR(self->kernargs_a.dict);
+    port_clear(&self->port);
+    return 0;
+}
+
+static void publisher_dealloc(Publisher *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->have_kernarg)
+        PyBuffer_Release(&self->kernarg);
+    if (self->have_templ)
+        PyBuffer_Release(&self->templ);
+    port_release(&self->port);
+    publisher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 /* The steps under the lock; returns the new timeline value (a new reference) or NULL. */
@@ -341,47 +455,47 @@ static PyObject *publish_locked(Publisher *self, PyObject *data) {
     ((uint64_t *)self->templ.buf)[5] = self->base + (uint64_t)off; /* kernarg_address */
 
     /* the ring: Ring.publish_parts's steps */
-    if (attr_i128(&self->ring_a, s_hint, &hint) < 0 || attr_i128(&self->ring_a, s_read, &read) < 0)
+    if (attr_i128(&self->port.ring_a, s_hint, &hint) < 0 || attr_i128(&self->port.ring_a, s_read, &read) < 0)
         goto fail;
-    int python_ran = !self->native; /* code that may have moved the ring's indices */
-    if (hint - read >= self->ring_size) {
-        if ((r = PyObject_CallMethodOneArg(self->ring, s_wait_unreserved, one)) == NULL)
+    int python_ran = !self->port.native; /* code that may have moved the ring's indices */
+    if (hint - read >= self->port.ring_size) {
+        if ((r = PyObject_CallMethodOneArg(self->port.ring, s_wait_unreserved, one)) == NULL)
             goto fail;
         Py_CLEAR(r);
         python_ran = 1;
     }
-    if ((idx_obj = reserve_one(self)) == NULL || as_i128(idx_obj, &idx) < 0)
+    if ((idx_obj = port_reserve(&self->port, one, 1)) == NULL || as_i128(idx_obj, &idx) < 0)
         goto fail;
     /* A provider's add_write_index or the wait may run Python code (another thread), so
      * read the indices again after them; the native reserve runs none. */
-    if (python_ran && (attr_i128(&self->ring_a, s_hint, &hint) < 0 ||
-                       attr_i128(&self->ring_a, s_read, &read) < 0))
+    if (python_ran && (attr_i128(&self->port.ring_a, s_hint, &hint) < 0 ||
+                       attr_i128(&self->port.ring_a, s_read, &read) < 0))
         goto fail;
-    if (idx >= hint && attr_set_i128(&self->ring_a, s_hint, idx + 1) < 0)
+    if (idx >= hint && attr_set_i128(&self->port.ring_a, s_hint, idx + 1) < 0)
         goto fail;
-    if (idx - read >= self->ring_size) {
-        PyObject *argv[3] = {self->ring, idx_obj, one};
+    if (idx - read >= self->port.ring_size) {
+        PyObject *argv[3] = {self->port.ring, idx_obj, one};
         if ((r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
             goto fail;
         Py_CLEAR(r);
     }
     {
-        Py_ssize_t slot = (Py_ssize_t)((idx & self->mask) << 6);
-        if (slot + 64 > self->mem.len) {
+        Py_ssize_t slot = (Py_ssize_t)((idx & self->port.mask) << 6);
+        if (slot + 64 > self->port.mem.len) {
             PyErr_SetString(PyExc_IndexError, "hot path: packet slot outside the ring");
             goto fail;
         }
-        char *pkt = (char *)self->mem.buf + slot;
+        char *pkt = (char *)self->port.mem.buf + slot;
         memcpy(pkt + 4, (char *)self->templ.buf + 4, 60); /* the body, then the header */
         __atomic_store_n((uint32_t *)pkt, self->header, __ATOMIC_RELEASE);
     }
     {
         __int128 bells;
-        if (attr_i128(&self->ring_a, s_doorbells, &bells) < 0 ||
-            attr_set_i128(&self->ring_a, s_doorbells, bells + 1) < 0)
+        if (attr_i128(&self->port.ring_a, s_doorbells, &bells) < 0 ||
+            attr_set_i128(&self->port.ring_a, s_doorbells, bells + 1) < 0)
             goto fail;
     }
-    if (ring_doorbell(self, idx_obj, idx) < 0)
+    if (port_doorbell(&self->port, idx_obj, idx) < 0)
         goto fail;
     Py_CLEAR(idx_obj);
     if (attr_set(&self->lane_a, s_submitted, value) < 0)
@@ -429,52 +543,6 @@ static PyObject *publisher_vectorcall(PyObject *callable, PyObject *const *args,
     return publish((Publisher *)callable, args[0]);
 }
 
-/* `native`: VirtualQueue.native_ops()'s dict, or None. */
-static int publisher_native(Publisher *self, PyObject *native) {
-    PyObject *iw = PyDict_GetItemString(native, "index_words");
-    PyObject *io = PyDict_GetItemString(native, "index_offset");
-    PyObject *bw = PyDict_GetItemString(native, "bell_words");
-    PyObject *bo = PyDict_GetItemString(native, "bell_offset");
-    PyObject *q = PyDict_GetItemString(native, "queue");
-    PyObject *bell = PyDict_GetItemString(native, "bell");
-    PyObject *proc = PyDict_GetItemString(native, "processor");
-    PyObject *rung = PyDict_GetItemString(native, "rung");
-    PyObject *raise_to = PyDict_GetItemString(native, "raise_to");
-    if (!iw || !io || !bw || !bo || !q || !bell || !proc || !rung || !raise_to) {
-        PyErr_SetString(PyExc_KeyError, "hot path: native_ops() lacks a key");
-        return -1;
-    }
-    self->index_off = PyLong_AsSsize_t(io);
-    self->bell_off = PyLong_AsSsize_t(bo);
-    if (PyErr_Occurred())
-        return -1;
-    if (writable(iw, &self->index_mem, "write index") < 0)
-        return -1;
-    if (writable(bw, &self->bell_mem, "doorbell") < 0)
-        return -1;
-    if (self->index_off < 0 || self->index_off % 8 || self->index_off + 8 > self->index_mem.len ||
-        self->bell_off < 0 || self->bell_off % 8 || self->bell_off + 8 > self->bell_mem.len) {
-        PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
-        return -1;
-    }
-    Py_INCREF(q);
-    self->queue = q;
-    Py_INCREF(bell);
-    self->bell = bell;
-    Py_INCREF(proc);
-    self->processor = proc;
-    Py_INCREF(rung);
-    self->rung = rung;
-    Py_INCREF(raise_to);
-    self->raise_to = raise_to;
-    PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
-    attrs_init(&self->queue_a, q, qn, 2);
-    attrs_init(&self->bell_a, bell, bn, 2);
-    attrs_init(&self->processor_a, proc, pn, 1);
-    self->native = 1;
-    return 0;
-}
-
 static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"lane", "kernargs", "kernarg_view", "kernarg_address", "ring",
                             "ring_view", "add_write_index", "doorbell", "size", "words",
@@ -498,17 +566,9 @@ static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->lane = lane;
     Py_INCREF(kernargs);
     self->kernargs = kernargs;
-    Py_INCREF(ring);
-    self->ring = ring;
-    Py_INCREF(awi);
-    self->add_write_index = awi;
-    Py_INCREF(bell);
-    self->doorbell = bell;
     PyObject *ln_names[] = {s_submitted}, *kr_names[] = {s_head, s_limit};
-    PyObject *rg_names[] = {s_hint, s_read, s_doorbells};
     attrs_init(&self->lane_a, lane, ln_names, 1);
     attrs_init(&self->kernargs_a, kernargs, kr_names, 2);
-    attrs_init(&self->ring_a, ring, rg_names, 3);
     PyObject *lock = PyObject_GetAttrString(lane, "lock");
     if (lock == NULL)
         goto fail;
@@ -528,13 +588,6 @@ static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->allocate = PyObject_GetAttrString(kernargs, "allocate");
     if (!self->starts_append || !self->values_append || !self->allocate)
         goto fail;
-    PyObject *rsize = PyObject_GetAttrString(ring, "size");
-    if (rsize == NULL || as_i128(rsize, &self->ring_size) < 0) {
-        Py_XDECREF(rsize);
-        goto fail;
-    }
-    Py_DECREF(rsize);
-    self->mask = self->ring_size - 1;
     if (writable(kview, &self->kernarg, "kernarg memory") < 0)
         goto fail;
     self->have_kernarg = 1;
@@ -545,17 +598,8 @@ static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "hot path: the packet template is not 64 bytes");
         goto fail;
     }
-    if (writable(rview, &self->mem, "ring") < 0)
+    if (port_init(&self->port, ring, rview, awi, bell, native) < 0)
         goto fail;
-    self->have_mem = 1;
-    if (native != Py_None) {
-        if (!PyDict_Check(native)) {
-            PyErr_SetString(PyExc_TypeError, "hot path: native is a dict or None");
-            goto fail;
-        }
-        if (publisher_native(self, native) < 0)
-            goto fail;
-    }
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
@@ -573,6 +617,170 @@ static PyTypeObject PublisherType = {
     .tp_traverse = (traverseproc)publisher_traverse,
     .tp_clear = (inquiry)publisher_clear,
     .tp_vectorcall_offset = offsetof(Publisher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
+/* ---- ReadyPublisher ---------------------------------------------------------------------- */
+
+/* packets.Ring.publish_ready(block, first_header) -> id, compiled (QueueLane installs it as
+ * its ring's `publish_ready`): reserve N slots, one copy of the block (two on wrap), the
+ * first header stored last, the counter, the doorbell with the last id. What the Python
+ * method refuses (an empty or oversized block, a first header not INVALID, a buffer that
+ * is not contiguous) goes to `slow`, the Python method bound to the ring, which raises. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *slow;
+    RingPort port;
+} ReadyPublisher;
+
+static int ready_traverse(ReadyPublisher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->slow);
+    return port_traverse(&self->port, visit, arg);
+}
+
+static int ready_clear(ReadyPublisher *self) {
+    Py_CLEAR(self->slow);
+    port_clear(&self->port);
+    return 0;
+}
+
+static void ready_dealloc(ReadyPublisher *self) {
+    PyObject_GC_UnTrack(self);
+    port_release(&self->port);
+    ready_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *ready_steps(ReadyPublisher *self, const Py_buffer *src, uint32_t first_header) {
+    RingPort *port = &self->port;
+    const Py_ssize_t nbytes = src->len;
+    const __int128 n = nbytes >> 6;
+    __int128 hint, read, idx;
+    PyObject *r, *idx_obj = NULL, *n_obj = NULL, *last_obj = NULL;
+
+    if (attr_i128(&port->ring_a, s_hint, &hint) < 0 || attr_i128(&port->ring_a, s_read, &read) < 0)
+        return NULL;
+    if ((n_obj = from_i128(n)) == NULL)
+        return NULL;
+    int python_ran = !port->native;
+    if (hint + n - read > port->ring_size) {
+        if ((r = PyObject_CallMethodOneArg(port->ring, s_wait_unreserved, n_obj)) == NULL)
+            goto fail;
+        Py_DECREF(r);
+        python_ran = 1;
+    }
+    if ((idx_obj = port_reserve(port, n_obj, (uint64_t)n)) == NULL || as_i128(idx_obj, &idx) < 0)
+        goto fail;
+    if (python_ran && (attr_i128(&port->ring_a, s_hint, &hint) < 0 ||
+                       attr_i128(&port->ring_a, s_read, &read) < 0))
+        goto fail;
+    const __int128 last_id = idx + n - 1;
+    if ((last_obj = from_i128(last_id)) == NULL)
+        goto fail;
+    if (last_id >= hint && attr_set_i128(&port->ring_a, s_hint, last_id + 1) < 0)
+        goto fail;
+    if (last_id - read >= port->ring_size) {
+        PyObject *argv[3] = {port->ring, idx_obj, n_obj};
+        r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    {
+        const Py_ssize_t ring_bytes = (Py_ssize_t)(port->ring_size << 6);
+        const Py_ssize_t off = (Py_ssize_t)((idx & port->mask) << 6);
+        const Py_ssize_t tail = ring_bytes - off;
+        char *mem = (char *)port->mem.buf;
+        if (nbytes <= tail) {
+            memcpy(mem + off, src->buf, (size_t)nbytes);
+        } else {
+            memcpy(mem + off, src->buf, (size_t)tail);
+            memcpy(mem, (const char *)src->buf + tail, (size_t)(nbytes - tail));
+        }
+        __atomic_store_n((uint32_t *)(mem + off), first_header, __ATOMIC_RELEASE);
+    }
+    {
+        __int128 bells;
+        if (attr_i128(&port->ring_a, s_doorbells, &bells) < 0 ||
+            attr_set_i128(&port->ring_a, s_doorbells, bells + 1) < 0)
+            goto fail;
+    }
+    if (port_doorbell(port, last_obj, last_id) < 0)
+        goto fail;
+    Py_DECREF(n_obj);
+    Py_DECREF(last_obj);
+    return idx_obj;
+fail:
+    Py_XDECREF(n_obj);
+    Py_XDECREF(idx_obj);
+    Py_XDECREF(last_obj);
+    return NULL;
+}
+
+static PyObject *ready_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                  PyObject *kwnames) {
+    ReadyPublisher *self = (ReadyPublisher *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->slow == NULL || self->port.ring == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this ring's publisher was cleared");
+        return NULL;
+    }
+    if (nargs != 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) || !PyLong_CheckExact(args[1]))
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    unsigned long header = PyLong_AsUnsignedLong(args[1]);
+    if (header == (unsigned long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    const Py_ssize_t n = src.len >> 6;
+    PyObject *r;
+    if (header > UINT32_MAX || n <= 0 || n > self->port.ring_size ||
+        ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
+        PyBuffer_Release(&src);
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    r = ready_steps(self, &src, (uint32_t)header);
+    PyBuffer_Release(&src);
+    return r;
+}
+
+static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"ring", "ring_view", "add_write_index", "doorbell", "native",
+                            "slow", NULL};
+    PyObject *ring, *rview, *awi, *bell, *native, *slow;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO", names, &ring, &rview, &awi, &bell,
+                                     &native, &slow))
+        return NULL;
+    ReadyPublisher *self = (ReadyPublisher *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = ready_vectorcall;
+    Py_INCREF(slow);
+    self->slow = slow;
+    if (port_init(&self->port, ring, rview, awi, bell, native) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static PyTypeObject ReadyPublisherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.ReadyPublisher",
+    .tp_basicsize = sizeof(ReadyPublisher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "packets.Ring.publish_ready, compiled: publish_ready(block, first_header) -> id",
+    .tp_new = ready_new,
+    .tp_dealloc = (destructor)ready_dealloc,
+    .tp_traverse = (traverseproc)ready_traverse,
+    .tp_clear = (inquiry)ready_clear,
+    .tp_vectorcall_offset = offsetof(ReadyPublisher, vectorcall),
     .tp_call = PyVectorcall_Call,
 };
 
@@ -933,15 +1141,18 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_wake, "wake");
     if ((one = PyLong_FromLong(1)) == NULL)
         return NULL;
-    if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0)
+    if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
+        PyType_Ready(&ReadyPublisherType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     Py_INCREF(&PublisherType);
     Py_INCREF(&DispatchType);
+    Py_INCREF(&ReadyPublisherType);
     if (PyModule_AddObject(m, "Publisher", (PyObject *)&PublisherType) < 0 ||
-        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0) {
+        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
+        PyModule_AddObject(m, "ReadyPublisher", (PyObject *)&ReadyPublisherType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import types
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,12 @@ class QueueLane:
             q.doorbell,
             queue_id=q.id,
         )
+        if hotpath.MODULE is not None:  # Ring.publish_ready's steps compiled (hotpath.c)
+            rg = self.ring
+            rg.publish_ready = hotpath.MODULE.ReadyPublisher(
+                rg, rg._mv, rg._add_write_index, rg._doorbell, _native_ops(q, rg),
+                types.MethodType(packets.Ring.publish_ready, rg),
+            )
         self.signal = p.signal_create(TIMELINE_START)
         # Held for each submission's one atomic step (timeline value, kernarg block, packet
         # write, counter update): threads may share a lane. Never held while taking another
