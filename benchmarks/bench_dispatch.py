@@ -119,7 +119,8 @@ DRAINED_QUEUE = 1 << 14  # packets (1 MiB) of the queue a drained replay wraps a
 
 
 def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False,
-                 fresh: bool = False, drained: bool = False) -> list[float]:
+                 fresh: bool = False, drained: bool = False,
+                 copies: list[float] | None = None) -> list[float]:
     """us per submit (replay), or per record+finalize+submit (rerecord). The bindings
     cycle through 4 buffers; `fresh`: views at a new offset every submit instead (binding
     addresses never seen before, so no replay instance is kept for them).
@@ -128,7 +129,11 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
     nothing was written since the queue was made), or, `drained`, DRAINED_QUEUE packets
     whose read index is moved up to the write index after each timed submit, as a packet
     processor that kept up would have done: the replays wrap around the same 1 MiB, the
-    steady state of a queue that is consumed."""
+    steady state of a queue that is consumed.
+
+    `copies`: afterwards, numpy copies of the replay's packet bytes into that queue's own
+    ring memory where the next replays would go (us each, appended): the floor of a
+    replay into that memory, measured on it."""
     per_submit_packets = n + 1
     if drained:
         queue = DRAINED_QUEUE
@@ -156,8 +161,30 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
         if drained:  # what the (paused) processor would have done meanwhile
             queue_ = dev.lanes_[0].queue
             queue_._store_read_index(queue_.load_write_index())
+    if copies is not None:
+        _copy_ahead(dev, per_submit_packets * 64, copies, wrap=drained)
     dev.close(timeout=0)
     return times
+
+
+def _copy_ahead(dev, nbytes: int, out: list[float], wrap: bool, most: int = 10) -> None:
+    """Copies of `nbytes` into the queue's ring from its write index on, in successive
+    places as the next replays would write them: while they fit before the ring's end
+    (a queue that holds every replay: each copy where nothing was written since the queue
+    was made), or, `wrap`, around the ring (a drained queue: from its start again)."""
+    queue = dev.lanes_[0].queue
+    ring = queue.ring.reshape(-1).view(np.uint8)
+    src = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+    off = queue.load_write_index() % queue.size * 64
+    for _ in range(most):
+        if off + nbytes > ring.nbytes:
+            if not wrap:
+                break
+            off = 0
+        t0 = time.perf_counter()
+        np.copyto(ring[off:off + nbytes], src)
+        out.append((time.perf_counter() - t0) * 1e6)
+        off += nbytes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'re-record us':>13} {'ratio':>7}"
     )
     results = {}
+    ring_copies: dict[bool, list[float]] = {}  # drained -> copies into the queue's ring
     # (dispatches, replays, re-records, distinct kernargs, fresh addresses, drained queue)
     cases = ((1, 400, 200, False, False, False), (100, 100, 20, False, False, False),
              (5000, 20, 3, False, False, False), (5000, 20, 3, True, False, False),
@@ -210,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     for n, reps, rr_reps, distinct, fresh, drained in cases:
         if q:
             reps, rr_reps = max(3, reps // 4), max(2, rr_reps // 2)
-        times = bench_replay(code, n, reps, False, distinct, fresh, drained)
+        copies: list[float] = []
+        times = bench_replay(code, n, reps, False, distinct, fresh, drained,
+                             copies if n == 5000 else None)
+        if copies:
+            ring_copies.setdefault(drained, []).extend(copies)
         replay, best = statistics.median(times), min(times)
         rerecord = statistics.median(
             bench_replay(code, n, rr_reps, True, distinct, fresh, drained))
@@ -224,12 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     floor = statistics.median(bench_memcpy(nbytes, 40))
     cold = statistics.median(bench_memcpy(nbytes, 40, 1 << 23))  # as the held queue's
     warm = statistics.median(bench_memcpy(nbytes, 40, DRAINED_QUEUE * 64))  # the drained's
+    held_copy = statistics.median(ring_copies[False])
+    drained_copy = statistics.median(ring_copies[True])
     print(
         f"baseline: memcpy of the same {nbytes} packet bytes (numpy copyto, no publish), "
         f"medians: {floor:.1f} us between two arrays; {cold:.1f} us into successive places "
-        f"of an 8 MiB ring (as the replays into a queue that holds them all: written where "
-        f"nothing was since it was made); {warm:.1f} us into successive places of a 1 MiB "
-        f"ring (as the replays into a drained {DRAINED_QUEUE}-packet queue, ~)"
+        f"of an 8 MiB array (as the replays into a queue that holds them all: written where "
+        f"nothing was since it was made), {held_copy:.1f} us into such a queue's own ring "
+        f"after its replays ({len(ring_copies[False])} copies); {warm:.1f} us into "
+        f"successive places of a 1 MiB array, {drained_copy:.1f} us into a drained "
+        f"{DRAINED_QUEUE}-packet queue's ring (~)"
     )
 
     def line(drained: bool, copy: float) -> str:
@@ -244,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     print(f"replay of 5000 dispatches (goal <= 25 us), into a queue that holds them all: "
-          f"{line(False, cold)}; into a drained queue (~): {line(True, warm)}.")
+          f"{line(False, held_copy)}; into a drained queue (~): {line(True, drained_copy)}. "
+          "(x: of the copy into the same queue's ring.)")
     print("Every submit binds new buffers (4 in turn, or (+) views at new offsets: no kept "
           "replay instance); ratio = re-record / replay (medians).")
     return 0

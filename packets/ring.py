@@ -200,6 +200,61 @@ class Ring:
         self._doorbell(last_id)
         return idx
 
+    def publish_rows(self, block: np.ndarray, first_header: int, kernarg_base: int,
+                     kernarg_offsets: np.ndarray, signal_row: int, signal: int) -> int:
+        """`publish_ready` of `block` as the ring receives it with two fields set on the way,
+        `block` itself unchanged: the kernarg_address (u64 word 5) of its first
+        len(kernarg_offsets) rows, kernarg_base + kernarg_offsets[i], and the
+        completion_signal (u64 word 7) of row `signal_row`. One packet block then serves
+        every kernarg block it is replayed with (a command buffer's kept instances): no
+        copy of the block per instance, and the one the ring reads from stays in the
+        cache. The fields are set before the first header is stored, like the rest."""
+        src = _block_view(block)
+        nbytes = src.nbytes
+        n = nbytes >> 6
+        k = len(kernarg_offsets)
+        if not 0 < n <= self.size or src[0] != _INVALID_TYPE or not (
+                k <= n and 0 <= signal_row < n):
+            raise PacketError(
+                f"publish_rows takes 1..{self.size} packets whose first header is INVALID, "
+                f"at most one kernarg offset per packet and a signal row among them (got "
+                f"{n} packets, first type {src[0] if n else None}, {k} offsets, signal row "
+                f"{signal_row})"
+            )
+        idx = self._reserve_block(n)
+        off = (idx & self._mask) << 6
+        mv = self._mv
+        tail = self._ring_bytes - off
+        if nbytes <= tail:
+            mv[off:off + nbytes] = src
+        else:
+            mv[off:] = src[:tail]
+            mv[:nbytes - tail] = src[tail:]
+        words = self._bytes.view(np.uint64).reshape(self.size, 8)
+        start = idx & self._mask
+        first = min(k, self.size - start)
+        base = np.uint64(kernarg_base)
+        np.add(kernarg_offsets[:first], base, out=words[start:start + first, 5])
+        if first < k:
+            np.add(kernarg_offsets[first:], base, out=words[:k - first, 5])
+        words[(idx + signal_row) & self._mask, 7] = signal
+        self._header_words[off >> 2] = first_header
+        self.doorbells += 1
+        self._doorbell(idx + n - 1)
+        return idx
+
+    def _reserve_block(self, n: int) -> int:
+        """Ids for n packets, with room for them (publish_ready's reservation)."""
+        if self._hint + n - self._read > self.size:
+            self._wait_unreserved(n)
+        idx = self._add_write_index(n)
+        last_id = idx + n - 1
+        if last_id >= self._hint:
+            self._hint = last_id + 1
+        if last_id - self._read >= self.size:
+            self._wait_reserved(idx, n)
+        return idx
+
     def _publish_traced(self, packet, kernarg, symbol) -> int:
         """`publish` with a trace sink: the same steps, timed, then one packet record."""
         sink = _STATE.sink

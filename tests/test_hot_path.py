@@ -11,6 +11,7 @@ behave as the Python path does."""
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 import numpy as np
@@ -19,7 +20,7 @@ import pytest
 import amdgpu
 import compiler
 import packets
-from amdgpu.errors import DeviceError, KernelArgumentError
+from amdgpu.errors import DeviceError, KernelArgumentError, PacketError
 from amdgpu.hsa_backend import hotpath
 
 pytestmark = [pytest.mark.hsa_virtual, pytest.mark.isa_gfx11]
@@ -210,6 +211,13 @@ def _ready_sequence(dev) -> tuple:
         block = _block(n, i)
         ids.append(rg.publish_ready(block if i % 2 else memoryview(block).cast("B"), 0x1502 + i))
     ids.append(rg.publish_ready(_block(4, 9)[::1], 0x1502))  # a plain view of an array
+    for i, (n, k, row) in enumerate(((3, 2, 2), (40, 40, 39), (30, 29, 29), (1, 0, 0))):
+        q._store_read_index(q.load_write_index())  # publish_rows, wrapping too
+        offsets = np.arange(k, dtype=np.uint64) * np.uint64(48) + np.uint64(i)
+        block = _block(n, 20 + i)
+        before = block.copy()
+        ids.append(rg.publish_rows(block, 0x1502, 0x7F0000001000 + i, offsets, row, 0xABC + i))
+        assert np.array_equal(block, before)  # the block itself is left as it was
     q._store_read_index(q.load_write_index())
     errors = []
     # too many, a first header not INVALID, none, and a strided block (copied: published)
@@ -220,6 +228,15 @@ def _ready_sequence(dev) -> tuple:
             errors.append(None)
         except Exception as e:  # noqa: BLE001 - the class and message are compared
             errors.append((type(e).__name__, str(e)))
+    offsets = np.zeros(3, np.uint64)
+    for args in ((_block(2, 1), 0x1502, 0, offsets, 0, 0),  # more offsets than packets
+                 (_block(3, 1), 0x1502, 0, offsets, 3, 0),  # no such signal row
+                 (np.zeros((3, 64), np.uint8), 0x1502, 0, offsets, 0, 0)):  # not INVALID
+        try:
+            rg.publish_rows(*args)
+            errors.append(None)
+        except PacketError as e:
+            errors.append(("PacketError", str(e)))
     return (ids, q.ring.tobytes(), q.load_write_index(), rg.doorbells, rg._hint, errors)
 
 
@@ -232,15 +249,16 @@ def test_publish_ready_is_the_same_on_both_paths(monkeypatch):
         got.append(_ready_sequence(dev))
         dev.close(timeout=0)
     (cids, cring, cw, cd, ch, cerr), (pids, pring, pw, pd, ph, perr) = got
-    assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173]
-    assert (cw, cd, ch) == (pw, pd, ph) == (179, 11, 179)  # the strided block went out
+    assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173, 177, 180, 220, 250]
+    assert (cw, cd, ch) == (pw, pd, ph) == (253, 15, 253)  # the strided block went out
     assert cring == pring
     assert cerr == perr
-    assert [e[0] if e else None for e in cerr] == ["PacketError"] * 3 + [None]
+    assert [e[0] if e else None for e in cerr] == ["PacketError"] * 3 + [None] + [
+        "PacketError"] * 3
 
 
 def _replays(dev, code, rounds: int) -> list:
-    """A 3-dispatch command buffer (and a 1-dispatch one) replayed over binding tables
+    """Command buffers of 3, 1 and 12 dispatches replayed over binding tables
     that come again (kept instances) and new ones (the ring path): each submission's
     packets with the kernarg block they point at, addresses named."""
     ln = dev.lanes_[0]
@@ -249,14 +267,14 @@ def _replays(dev, code, rounds: int) -> list:
     names = {b.address.to_bytes(8, "little"): f"<buf{i}>".encode() for i, b in enumerate(bufs)}
     names[ln.queue.handle.to_bytes(8, "little")] = b"<queue!>"
     cbs = []
-    for n in (3, 1):
+    for n in (3, 1, 12):  # 12: past SMALL_ROWS, the ring path sets its fields on the way
         cb = dev.command_buffer()
         for i in range(n):
             cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(i), N))
         cbs.append(cb.finalize())
     out = []
     for r in range(rounds):
-        cb = cbs[r % 2]
+        cb = cbs[r % 3]
         table = [bufs[r % 3], bufs[(r + 1) % 3]]
         if r % 5 == 0:  # a view never bound before: the ring path
             table = [bufs[2].view(16 * r, N * 4), bufs[0]]
@@ -286,9 +304,110 @@ def test_replays_are_the_same_on_both_paths(code, monkeypatch):
         dev = _paused(_open(compiled, monkeypatch, queue_size=1024))
         got.append(_replays(dev, code, 30))
         dev.close(timeout=0)
-    assert len(got[0]) == len(got[1]) == 15 * 4 + 15 * 1  # 3 dispatches and a barrier, 1
+    # 3 dispatches and a trailing barrier, 1 dispatch, 12 and a barrier: 10 replays each
+    assert len(got[0]) == len(got[1]) == 10 * (4 + 1 + 13)
     for i, (c, p) in enumerate(zip(*got, strict=True)):
         assert c == p, f"packet {i} of the replays differs"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_replayed_results(code, monkeypatch, compiled):
+    """12 saxpy dispatches (y += i * x) replayed into a small queue that wraps: over a
+    table bound again and again (a kept instance) and over new views (the ring path)."""
+    dev = _open(compiled, monkeypatch, queue_size=64)
+    k = dev.load(code).kernel("saxpy_hidden")
+    cb = dev.command_buffer()
+    for i in range(12):
+        cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(i), N))
+    cb.finalize()
+    x = dev.buffer(np.arange(N, dtype=np.float32))
+    ys = [dev.buffer(np.zeros(2 * N, np.float32)) for _ in range(2)]
+    for r in range(8):
+        y = ys[0] if r % 2 else ys[1].view(4 * r, 4 * N)  # again and again / new each time
+        point = dev.submit(cb, [y, x])
+    point.wait()
+    total = sum(range(12)) * np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(ys[0].to_numpy(np.float32)[:N], 4 * total)
+    got = ys[1].to_numpy(np.float32)
+    expect = np.zeros(2 * N, np.float32)
+    for r in range(0, 8, 2):
+        expect[r : r + N] += total
+    np.testing.assert_array_equal(got, expect)
+    dev.close()
+
+
+def _submit_outcomes(dev, code) -> list:
+    """Submits the compiled short way must hand to the Python method, and what each gave:
+    the same error (class and message) or the same timeline value on both paths."""
+    k = dev.load(code).kernel("saxpy_hidden")
+    x, y, small = dev.buffer(N * 4), dev.buffer(N * 4), dev.buffer(16)
+    other = amdgpu.open("amdgpu:virtual", lanes=1)
+    try:
+        cb = dev.command_buffer()
+        cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(1.0), N))
+        cb.finalize()
+        pcb = dev.command_buffer()  # one with a parameter
+        pcb.dispatch(k, pcb.param("n"), 64, (pcb.binding(0), pcb.binding(1), np.float32(1.0),
+                                            N))
+        pcb.finalize()
+        foreign = other.command_buffer()
+        foreign.dispatch(other.load(code).kernel("saxpy_hidden"), N, 64,
+                         (foreign.binding(0), foreign.binding(1), np.float32(1.0), N))
+        foreign.finalize()
+        freed = dev.buffer(N * 4)
+        freed.free()
+        calls = [
+            lambda: dev.submit(cb, [y, x]),  # first: the ring path, then kept
+            lambda: dev.submit(cb, [y, x]),
+            lambda: dev.submit(cb, [y, x]),  # the short way
+            lambda: dev.submit(cb, (y, x), 0),
+            lambda: dev.submit(cb, [y, x], 0, ()),
+            lambda: dev.submit(cb, [y, x], lane=0),  # keyword: the Python method
+            lambda: dev.submit(cb, [y]),
+            lambda: dev.submit(cb, [y, x, x]),
+            lambda: dev.submit(cb, [y, small]),
+            lambda: dev.submit(cb, [y, freed]),
+            lambda: dev.submit(cb, [y, other.buffer(N * 4)]),
+            lambda: dev.submit(cb, [y, "x"]),
+            lambda: dev.submit(cb, y),
+            lambda: dev.submit(cb, [y, x], 3),
+            lambda: dev.submit(cb, [y, x], True),
+            lambda: dev.submit(foreign, [y, x]),
+            lambda: dev.submit(pcb, [y, x]),
+            lambda: dev.submit(pcb, [y, x], params={"n": N}),
+            lambda: dev.submit(cb, [y, x], 0, [dev.barrier()]),
+            lambda: dev.submit(dev.command_buffer(), [y, x]),  # not finalized
+            lambda: dev.submit(cb, [x, y]),
+        ]
+        out = []
+        for call in calls:
+            try:
+                out.append(("point", call().value))
+            except Exception as e:  # noqa: BLE001 - the class and message are compared
+                out.append((type(e).__name__, re.sub(r"0x[0-9a-f]+", "0x?", str(e))))
+        dev.close()
+        out.append(("closed",) + next((type(e).__name__, str(e)) for e in _raised(
+            lambda: dev.submit(cb, [y, x]))))
+        return out
+    finally:
+        other.close()
+
+
+def _raised(call):
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        yield e
+
+
+def test_submit_slow_cases_behave_alike(code, monkeypatch):
+    got = [_submit_outcomes(_open(compiled, monkeypatch), code) for compiled in (True, False)]
+    assert got[0] == got[1]
+    kinds = [o[0] for o in got[0]]
+    assert kinds[:6] == ["point"] * 6
+    assert [o[1] for o in got[0][:6]] == [1, 2, 3, 4, 5, 6]
+    assert "KernelArgumentError" in kinds and "DeviceError" in kinds
+    assert got[0][-1][1] == "DeviceError" and "was closed" in got[0][-1][2]
 
 
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):

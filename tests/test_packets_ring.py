@@ -104,6 +104,38 @@ def test_publish_many_wraps_around_in_two_slices():
     assert q.consume(4) == [barriers[i].tobytes() for i in range(4)]
 
 
+def test_publish_ready_and_publish_rows_wrap_and_set_their_fields():
+    """A kept block (first header INVALID, the headers apart): publish_ready copies it and
+    stores the first header; publish_rows also sets each row's kernarg_address (base +
+    offset) and one row's completion_signal in the ring, the block left as it was."""
+    q = FakeQueue(8)
+    ring = q.ring()
+    block = packets.kernel_dispatch_batch(
+        workgroup_size=64, grid_size=np.arange(1, 6) * 64, kernel_object=0x2000,
+        kernarg_address=0x40000)
+    want = [block[i].tobytes() for i in range(5)]
+    header = int(block.view(np.uint32)[0])
+    kept = block.copy()
+    kept.view(np.uint32)[0] = packets.INVALID_HEADER
+    assert ring.publish_ready(kept, header) == 0 and q.doorbells == [4]
+    assert q.consume(5) == want
+    offsets = np.array([0, 64, 64, 128], np.uint64)  # rows 0..3 (row 4: its own address)
+    before = kept.copy()
+    assert ring.publish_rows(kept, header, 0x7000, offsets, 4, 0xAB) == 5  # slots 5,6,7,0,1
+    assert np.array_equal(kept, before) and q.doorbells[-1] == 9
+    for i, got in enumerate(q.consume(5)):
+        w = np.frombuffer(got, np.uint64)
+        expect = np.frombuffer(want[i], np.uint64).copy()
+        if i < 4:
+            expect[5] = 0x7000 + int(offsets[i])
+        expect[7] = 0xAB if i == 4 else 0
+        assert w.tolist() == expect.tolist()
+    with pytest.raises(PacketError, match="first header is INVALID"):
+        ring.publish_rows(block, header, 0, offsets, 0, 0)  # headers in place: refused
+    with pytest.raises(PacketError, match="signal row"):
+        ring.publish_rows(kept, header, 0, offsets, 5, 0)
+
+
 def test_full_queue_times_out_cleanly():
     q = FakeQueue(4)
     ring = q.ring(timeout_s=0.2)

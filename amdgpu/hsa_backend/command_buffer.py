@@ -149,34 +149,46 @@ class _Segment:
     instances: dict = field(default_factory=dict)
     seen: dict = field(default_factory=dict)  # (lane, table) -> None: the latest tables
     last_block: Any = None  # the block last published (an instance's, or `block`)
+    last_rows: Any = None  # or the _Instance last published from `block` (publish_rows)
+    block_view: Any = None  # `block` as bytes (B): what publish_rows reads
 
     def full_block(self) -> np.ndarray:
         """A copy of the block last published with its headers in place (what the ring
         received)."""
         out = (self.block if self.last_block is None else self.last_block).copy()
+        inst = self.last_rows
+        if inst is not None:  # the fields publish_rows set on the way
+            words = out.view(np.uint64).reshape(len(out), 8)
+            np.add(self.kernarg_offsets, np.uint64(inst.address),
+                   out=words[: self.dispatches, _KARG_WORD])
+            words[self.last_row, _SIGNAL_WORD] = inst.signal
         out.view(np.uint32).reshape(len(out), 16)[:, 0] = self.headers
         return out
 
 
 class _Instance:
     """One segment replayed for one lane and one binding table, kept: its own kernarg
-    block (a kernarg-pool allocation holding the template patched for the table) and its
-    own packet block (kernarg_address column, completion signal and parameter grids set).
-    Kernels never write their kernarg segment, so one instance serves every submission of
-    that (lane, table), however many are in flight: a replay publishes the block (one
-    copy into the ring, one header store) and copies no kernarg bytes. `value` is the
-    lane's latest submission that reads it: the instance is re-patched for another table
-    only once the lane has completed that value."""
+    block (a kernarg-pool allocation holding the template patched for the table) and, only
+    where the segment's packets carry parameter grids, its own packet block (kernarg_address
+    column, completion signal and grids set). Kernels never write their kernarg segment,
+    so one instance serves every submission of that (lane, table), however many are in
+    flight: a replay publishes the segment's block with this instance's kernarg addresses
+    and the lane's signal set on the way (Ring.publish_rows), or its own block (one copy
+    into the ring), one header store either way, and copies no kernarg bytes. `value` is
+    the lane's latest submission that reads it: the instance is re-patched for another
+    table only once the lane has completed that value."""
 
-    __slots__ = ("address", "memory", "block", "view", "value", "nbytes")
+    __slots__ = ("address", "memory", "block", "view", "value", "nbytes", "signal")
 
-    def __init__(self, address: int, memory: np.ndarray, block: np.ndarray, nbytes: int):
+    def __init__(self, address: int, memory: np.ndarray, block: np.ndarray | None,
+                 nbytes: int, signal: int):
         self.address = address
         self.memory = memory
-        self.block = block
-        self.view = memoryview(block.view(np.uint8)).cast("B")
+        self.block = block  # None: the segment's block, through publish_rows
+        self.view = None if block is None else memoryview(block.view(np.uint8)).cast("B")
         self.value = 0
         self.nbytes = nbytes
+        self.signal = signal
 
 
 class HsaCommandBuffer(CommandBuffer):
@@ -475,6 +487,7 @@ class HsaCommandBuffer(CommandBuffer):
         template_bytes = memoryview(template)
         return _Segment(
             block=block,
+            block_view=memoryview(block.view(np.uint8)).cast("B"),
             headers=headers,
             header_list=headers.tolist(),
             words=block.view(np.uint64).reshape(len(block), 8),
@@ -574,7 +587,7 @@ class HsaCommandBuffer(CommandBuffer):
         if (kept and pre is None and seg.dispatches and self.device._timer is None
                 and _TRACE.sink is None and self._publish_instance(lane, seg, addrs, value)):
             return
-        seg.last_block = None
+        seg.last_block = seg.last_rows = None
         size = seg.template.size
         off = lane.kernargs.allocate(size, value) if size else 0
         self._patch_for(seg, addrs)
@@ -582,6 +595,14 @@ class HsaCommandBuffer(CommandBuffer):
             lane.kernarg_view[off : off + size] = seg.template_bytes
         rows = seg.dispatches
         base = lane.kernarg_address + off
+        if (rows > SMALL_ROWS and pre is None and self.device._timer is None
+                and _TRACE.sink is None and len(seg.block) <= lane.ring.size):
+            # the addresses and the signal set on the way into the ring (no patch of the
+            # block first): what full_block shows is noted as for an instance
+            seg.last_rows = _Instance(base, seg.template, None, 0, lane.signal)
+            lane.ring.publish_rows(seg.block_view, seg.header_list[0], base,
+                                   seg.kernarg_offsets, seg.last_row, lane.signal)
+            return
         bw = seg.block_words
         if rows <= SMALL_ROWS:  # dispatch rows are the first ones
             for row, k_off in enumerate(seg.row_offsets):
@@ -624,8 +645,13 @@ class HsaCommandBuffer(CommandBuffer):
         else:  # the most recently used goes last
             instances[key] = inst
         inst.value = value
-        seg.last_block = inst.block
-        lane.ring.publish_ready(inst.view, seg.header_list[0])
+        if inst.block is None:
+            seg.last_block, seg.last_rows = None, inst
+            lane.ring.publish_rows(seg.block_view, seg.header_list[0], inst.address,
+                                   seg.kernarg_offsets, seg.last_row, inst.signal)
+        else:
+            seg.last_block, seg.last_rows = inst.block, None
+            lane.ring.publish_ready(inst.view, seg.header_list[0])
         return True
 
     @staticmethod
@@ -677,11 +703,12 @@ class HsaCommandBuffer(CommandBuffer):
         if size:
             inst.memory[:size] = seg.template
         block = inst.block
-        np.copyto(block, seg.block)  # the parameter grids with it
-        rows = seg.dispatches
-        block_words = block.view(np.uint64).reshape(len(block), 8)
-        np.add(seg.kernarg_offsets, np.uint64(inst.address), out=block_words[:rows, _KARG_WORD])
-        block_words[seg.last_row, _SIGNAL_WORD] = lane.signal
+        if block is not None:  # its own packets: the parameter grids differ per table
+            np.copyto(block, seg.block)  # the parameter grids with it
+            block_words = block.view(np.uint64).reshape(len(block), 8)
+            np.add(seg.kernarg_offsets, np.uint64(inst.address),
+                   out=block_words[: seg.dispatches, _KARG_WORD])
+            block_words[seg.last_row, _SIGNAL_WORD] = lane.signal
         instances[(lane, addrs)] = inst
         return inst
 
@@ -705,7 +732,9 @@ class HsaCommandBuffer(CommandBuffer):
             self._instances_finalizer = (held, done)
         else:
             held = finalizer[0]
-        inst = _Instance(lane.kernarg_address + off, memory, seg.block.copy(), size)
+        # a packet block of its own only where the grids are parameters (see _Instance)
+        own = seg.block.copy() if seg.grid_words.size else None
+        inst = _Instance(lane.kernarg_address + off, memory, own, size, lane.signal)
         held.append((lane, off, inst))
         return inst
 

@@ -22,7 +22,7 @@ from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentE
 from amdgpu.fill import check_fill_length, fill_pattern
 from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend import system as systems
-from amdgpu.hsa_backend.command_buffer import _fill_word
+from amdgpu.hsa_backend.command_buffer import HsaCommandBuffer, _fill_word
 from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel, load_bundle
 from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.tracing import announce
@@ -74,6 +74,10 @@ class HsaDevice(Device):
                 # below, unchanged, for everything else, so both give the same results
                 self.dispatch = hotpath.MODULE.Dispatch(  # type: ignore[method-assign]
                     self, type(self).dispatch, HsaKernel, TimelinePoint, _TRACE
+                )
+                # and submit's kept-instance short way (HsaCommandBuffer._submit's)
+                self.submit = hotpath.MODULE.Submit(  # type: ignore[method-assign]
+                    self, type(self).submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE
                 )
         except BaseException:
             self.close()
@@ -672,8 +676,6 @@ class HsaDevice(Device):
         ln.ring.publish(pkt, kernarg=kernarg, symbol=kernel.name)
 
     def command_buffer(self):
-        from amdgpu.hsa_backend.command_buffer import HsaCommandBuffer
-
         self._check_open()
         return HsaCommandBuffer(self)
 

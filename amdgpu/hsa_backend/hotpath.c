@@ -12,7 +12,9 @@
  *       converters refuse) goes to `slow`, the Python method, with the call as it came.
  *   ReadyPublisher(...)(block, first_header) -> id    packets.Ring.publish_ready (a command
  *       buffer's replay: one copy of its packet block, the first header last, the
- *       doorbell); QueueLane installs it on its ring. What the method refuses goes to it.
+ *       doorbell), and its method rows(...) -> id, Ring.publish_rows (the same with each
+ *       row's kernarg address and the completion signal set on the way); QueueLane
+ *       installs both on its ring. What the methods refuse goes to them.
  *
  * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
  * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
@@ -630,17 +632,19 @@ static PyTypeObject PublisherType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *slow;
+    PyObject *slow, *slow_rows; /* Ring.publish_ready and publish_rows bound to the ring */
     RingPort port;
 } ReadyPublisher;
 
 static int ready_traverse(ReadyPublisher *self, visitproc visit, void *arg) {
     Py_VISIT(self->slow);
+    Py_VISIT(self->slow_rows);
     return port_traverse(&self->port, visit, arg);
 }
 
 static int ready_clear(ReadyPublisher *self) {
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->slow_rows);
     port_clear(&self->port);
     return 0;
 }
@@ -652,7 +656,15 @@ static void ready_dealloc(ReadyPublisher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *ready_steps(ReadyPublisher *self, const Py_buffer *src, uint32_t first_header) {
+/* publish_rows's two fields (Ring.publish_rows), or none (patch NULL: publish_ready) */
+typedef struct {
+    uint64_t base, signal;
+    const uint64_t *offsets;
+    Py_ssize_t k, signal_row;
+} RowPatch;
+
+static PyObject *ready_steps(ReadyPublisher *self, const Py_buffer *src, uint32_t first_header,
+                             const RowPatch *patch) {
     RingPort *port = &self->port;
     const Py_ssize_t nbytes = src->len;
     const __int128 n = nbytes >> 6;
@@ -692,7 +704,17 @@ static PyObject *ready_steps(ReadyPublisher *self, const Py_buffer *src, uint32_
         const Py_ssize_t off = (Py_ssize_t)((idx & port->mask) << 6);
         const Py_ssize_t tail = ring_bytes - off;
         char *mem = (char *)port->mem.buf;
-        if (nbytes <= tail) {
+        if (patch != NULL) { /* row by row: each one copied, then its fields set */
+            const char *from = (const char *)src->buf;
+            for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
+                uint64_t *row = (uint64_t *)(mem + (Py_ssize_t)(((idx + i) & port->mask) << 6));
+                memcpy(row, from + (i << 6), 64);
+                if (i < patch->k)
+                    row[5] = patch->base + patch->offsets[i];
+                if (i == patch->signal_row)
+                    row[7] = patch->signal;
+            }
+        } else if (nbytes <= tail) {
             memcpy(mem + off, src->buf, (size_t)nbytes);
         } else {
             memcpy(mem + off, src->buf, (size_t)tail);
@@ -745,17 +767,73 @@ static PyObject *ready_vectorcall(PyObject *callable, PyObject *const *args, siz
         PyBuffer_Release(&src);
         return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
     }
-    r = ready_steps(self, &src, (uint32_t)header);
+    r = ready_steps(self, &src, (uint32_t)header, NULL);
     PyBuffer_Release(&src);
     return r;
 }
 
+/* rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) -> id:
+ * Ring.publish_rows (QueueLane installs it as the ring's `publish_rows`); what the Python
+ * method refuses goes to it (`slow_rows`). */
+static PyObject *ready_rows(ReadyPublisher *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (self->slow_rows == NULL || self->port.ring == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this ring's publisher was cleared");
+        return NULL;
+    }
+    if (nargs != 6)
+        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
+    unsigned long long header = PyLong_AsUnsignedLongLong(args[1]);
+    RowPatch patch;
+    patch.base = PyLong_AsUnsignedLongLong(args[2]);
+    patch.signal_row = PyLong_AsSsize_t(args[4]);
+    patch.signal = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
+    }
+    Py_buffer src, offs;
+    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
+    }
+    if (PyObject_GetBuffer(args[3], &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&src);
+        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
+    }
+    const Py_ssize_t n = src.len >> 6;
+    patch.offsets = (const uint64_t *)offs.buf;
+    patch.k = offs.itemsize == 8 ? offs.len / 8 : -1;
+    const char *fmt = offs.format ? offs.format : "B";
+    int u64 = offs.itemsize == 8 && (strcmp(fmt, "Q") == 0 || strcmp(fmt, "<Q") == 0 ||
+                                     strcmp(fmt, "=Q") == 0 || strcmp(fmt, "L") == 0);
+    PyObject *r;
+    if (!u64 || src.len % 64 || header > UINT32_MAX || n <= 0 || n > self->port.ring_size || patch.k > n ||
+        patch.signal_row < 0 || patch.signal_row >= n ||
+        ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
+        PyBuffer_Release(&offs);
+        PyBuffer_Release(&src);
+        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
+    }
+    r = ready_steps(self, &src, (uint32_t)header, &patch);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&src);
+    return r;
+}
+
+static PyMethodDef ready_methods[] = {
+    {"rows", (PyCFunction)(void (*)(void))ready_rows, METH_FASTCALL,
+     "Ring.publish_rows, compiled: rows(block, first_header, kernarg_base, kernarg_offsets, "
+     "signal_row, signal) -> id"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"ring", "ring_view", "add_write_index", "doorbell", "native",
-                            "slow", NULL};
-    PyObject *ring, *rview, *awi, *bell, *native, *slow;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOO", names, &ring, &rview, &awi, &bell,
-                                     &native, &slow))
+                            "slow", "slow_rows", NULL};
+    PyObject *ring, *rview, *awi, *bell, *native, *slow, *slow_rows;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO", names, &ring, &rview, &awi, &bell,
+                                     &native, &slow, &slow_rows))
         return NULL;
     ReadyPublisher *self = (ReadyPublisher *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -763,6 +841,8 @@ static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->vectorcall = ready_vectorcall;
     Py_INCREF(slow);
     self->slow = slow;
+    Py_INCREF(slow_rows);
+    self->slow_rows = slow_rows;
     if (port_init(&self->port, ring, rview, awi, bell, native) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -781,6 +861,7 @@ static PyTypeObject ReadyPublisherType = {
     .tp_traverse = (traverseproc)ready_traverse,
     .tp_clear = (inquiry)ready_clear,
     .tp_vectorcall_offset = offsetof(ReadyPublisher, vectorcall),
+    .tp_methods = ready_methods,
     .tp_call = PyVectorcall_Call,
 };
 
@@ -1102,6 +1183,516 @@ static PyTypeObject DispatchType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/* ---- Submit ------------------------------------------------------------------------------ */
+
+/* HsaDevice.submit(cb, bindings, lane, wait)'s short way (HsaCommandBuffer._submit): a
+ * finalized one-segment command buffer of this device, no waits, no parameters, no timer
+ * or trace sink, a binding table the Python checks would accept and that has a kept
+ * instance on the lane: under the replay lock and the lane's lock, the instance goes last
+ * in the LRU order, takes the new timeline value and is published (Ring.publish_rows or
+ * publish_ready: the ring's own, compiled), the lane's counter moves. Everything else,
+ * before anything changed, goes to `slow`, the Python method, with the call as it came. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dev, *slow, *cb_type, *buffer_type, *point_type, *trace_state;
+    Attrs dev_a, trace_a;
+    Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
+} Submit;
+
+static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_error_prop,
+    *s_only, *s_used_params, *s_bindings_needed, *s_slot_bytes, *s_replay_lock, *s_life,
+    *s_freed, *s_nbytes, *s_address, *s_handle, *s_lock, *s_acquire, *s_release, *s_instances,
+    *s_block, *s_last_block, *s_last_rows, *s_block_view, *s_header_list, *s_kernarg_offsets,
+    *s_last_row, *s_signal, *s_view, *s_ring, *s_publish_rows, *s_publish_ready;
+
+/* `obj.name` through obj's __dict__ where the generic protocol would find it there (no
+ * data descriptor of that name on the type), else the protocol: a new reference or NULL. */
+static PyObject *fast_attr(PyObject *obj, PyObject *name) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset != 0) {
+        PyObject *d = _PyType_Lookup(t, name);
+        if (d == NULL || Py_TYPE(d)->tp_descr_set == NULL) {
+            PyObject **dp = _PyObject_GetDictPtr(obj);
+            if (dp != NULL && *dp != NULL) {
+                PyObject *v = PyDict_GetItemWithError(*dp, name);
+                if (v != NULL) {
+                    Py_INCREF(v);
+                    return v;
+                }
+                if (PyErr_Occurred())
+                    return NULL;
+            }
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* obj.name = v, into obj's __dict__ where the generic protocol would put it there. */
+static int fast_set(PyObject *obj, PyObject *name, PyObject *v) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t->tp_setattro == PyObject_GenericSetAttr && t->tp_dictoffset != 0) {
+        PyObject *d = _PyType_Lookup(t, name);
+        if (d == NULL || Py_TYPE(d)->tp_descr_set == NULL) {
+            PyObject **dp = _PyObject_GetDictPtr(obj);
+            if (dp != NULL && *dp != NULL)
+                return PyDict_SetItem(*dp, name, v);
+        }
+    }
+    return PyObject_SetAttr(obj, name, v);
+}
+
+static int submit_traverse(Submit *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dev);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->cb_type);
+    Py_VISIT(self->buffer_type);
+    Py_VISIT(self->point_type);
+    Py_VISIT(self->trace_state);
+    Py_VISIT(self->dev_a.dict);
+    Py_VISIT(self->trace_a.dict);
+    return 0;
+}
+
+static int submit_clear(Submit *self) {
+    Py_CLEAR(self->dev_a.dict);
+    Py_CLEAR(self->trace_a.dict);
+    Py_CLEAR(self->dev);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->cb_type);
+    Py_CLEAR(self->buffer_type);
+    Py_CLEAR(self->point_type);
+    Py_CLEAR(self->trace_state);
+    return 0;
+}
+
+static void submit_dealloc(Submit *self) {
+    PyObject_GC_UnTrack(self);
+    submit_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *submit_slow(Submit *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *small[16];
+    PyObject **argv = small;
+    if (nargs + nkw + 1 > 16) {
+        argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+        if (argv == NULL)
+            return PyErr_NoMemory();
+    }
+    argv[0] = self->dev;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        argv[i + 1] = args[i];
+    PyObject *r = PyObject_Vectorcall(self->slow, argv, (size_t)(nargs + 1), kwnames);
+    if (argv != small)
+        PyMem_Free(argv);
+    return r;
+}
+
+/* 1: `obj.name` is None (or missing from its __dict__ and None by class default), 0: not,
+ * -1: error. */
+static int attr_is_none(PyObject *obj, PyObject *name) {
+    PyObject *v = fast_attr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = v == Py_None;
+    Py_DECREF(v);
+    return r;
+}
+
+/* The binding table's addresses then the queue's (HsaCommandBuffer._binding_addresses), or
+ * NULL without an error where the Python check would refuse a binding (it says why). */
+static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, PyObject *queue) {
+    PyObject *needed_obj = PyDict_GetItemWithError(cb_dict, s_bindings_needed);
+    if (needed_obj == NULL || !PyLong_CheckExact(needed_obj))
+        return NULL;
+    Py_ssize_t needed = PyLong_AsSsize_t(needed_obj);
+    if (needed < 0 || !(PyList_Check(bindings) || PyTuple_Check(bindings)) ||
+        PySequence_Fast_GET_SIZE(bindings) != needed)
+        return NULL;
+    PyObject *need = PyDict_GetItemWithError(cb_dict, s_slot_bytes); /* borrowed, may be NULL */
+    if (need == NULL && PyErr_Occurred())
+        return NULL;
+    if (need != NULL && !PyDict_CheckExact(need))
+        return NULL;
+    PyObject *table = PyTuple_New(needed + 1);
+    if (table == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < needed; i++) {
+        PyObject *b = PySequence_Fast_GET_ITEM(bindings, i);
+        int is_buffer = PyObject_IsInstance(b, self->buffer_type);
+        if (is_buffer <= 0)
+            goto refuse;
+        PyObject *owner = fast_attr(b, s_device);
+        if (owner == NULL)
+            goto refuse;
+        Py_DECREF(owner);
+        if (owner != self->dev)
+            goto refuse;
+        PyObject *life = fast_attr(b, s_life);
+        PyObject *freed = life ? fast_attr(life, s_freed) : NULL;
+        Py_XDECREF(life);
+        int gone = freed ? PyObject_IsTrue(freed) : -1;
+        Py_XDECREF(freed);
+        if (gone != 0)
+            goto refuse;
+        PyObject *nbytes = fast_attr(b, s_nbytes);
+        if (nbytes == NULL)
+            goto refuse;
+        if (need != NULL) {
+            PyObject *index = PyLong_FromSsize_t(i);
+            PyObject *want = index ? PyDict_GetItemWithError(need, index) : NULL;
+            Py_XDECREF(index);
+            if (want != NULL) {
+                int small_ = PyObject_RichCompareBool(nbytes, want, Py_LT);
+                if (small_ != 0) {
+                    Py_DECREF(nbytes);
+                    goto refuse;
+                }
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(nbytes);
+                goto refuse;
+            }
+        }
+        Py_DECREF(nbytes);
+        PyObject *address = fast_attr(b, s_address);
+        if (address == NULL)
+            goto refuse;
+        PyTuple_SET_ITEM(table, i, address);
+    }
+    PyObject *handle = fast_attr(queue, s_handle);
+    if (handle == NULL)
+        goto refuse;
+    PyTuple_SET_ITEM(table, needed, handle);
+    return table;
+refuse:
+    PyErr_Clear(); /* the Python method meets the same and says what it is */
+    Py_DECREF(table);
+    return NULL;
+}
+
+static int call_lock(PyObject *lock, PyObject *method) {
+    PyObject *r = PyObject_CallMethodNoArgs(lock, method);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Under both locks: the instance's steps; a new reference to the new value, Py_None (a
+ * new reference) when there is no kept instance (nothing changed), or NULL. */
+static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
+    PyObject *instances = fast_attr(seg, s_instances);
+    if (instances == NULL)
+        return NULL;
+    if (!PyDict_CheckExact(instances)) {
+        Py_DECREF(instances);
+        Py_RETURN_NONE;
+    }
+    PyObject *inst = PyDict_GetItemWithError(instances, key);
+    if (inst == NULL) {
+        Py_DECREF(instances);
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(inst);
+    PyObject *value = NULL, *r = NULL, *block = NULL, *ring = NULL, *headers = NULL;
+    __int128 submitted;
+    PyObject *sub = fast_attr(ln, s_submitted);
+    if (sub == NULL || as_i128(sub, &submitted) < 0)
+        goto done;
+    if ((value = from_i128(submitted + 1)) == NULL)
+        goto done;
+    /* the most recently used goes last */
+    if (PyDict_DelItem(instances, key) < 0 || PyDict_SetItem(instances, key, inst) < 0)
+        goto fail;
+    if (fast_set(inst, s_value, value) < 0)
+        goto fail;
+    if ((block = fast_attr(inst, s_block)) == NULL || (ring = fast_attr(ln, s_ring)) == NULL ||
+        (headers = fast_attr(seg, s_header_list)) == NULL)
+        goto fail;
+    if (!PyList_Check(headers) || PyList_GET_SIZE(headers) < 1) {
+        PyErr_SetString(PyExc_TypeError, "hot path: the segment's header_list is not a list");
+        goto fail;
+    }
+    PyObject *first = PyList_GET_ITEM(headers, 0);
+    if (block == Py_None) {
+        if (fast_set(seg, s_last_block, Py_None) < 0 ||
+            fast_set(seg, s_last_rows, inst) < 0)
+            goto fail;
+        PyObject *argv[7] = {NULL, NULL, first, NULL, NULL, NULL, NULL};
+        argv[1] = fast_attr(seg, s_block_view);
+        argv[3] = fast_attr(inst, s_address);
+        argv[4] = fast_attr(seg, s_kernarg_offsets);
+        argv[5] = fast_attr(seg, s_last_row);
+        argv[6] = fast_attr(inst, s_signal);
+        PyObject *rows = fast_attr(ring, s_publish_rows);
+        if (argv[1] && argv[3] && argv[4] && argv[5] && argv[6] && rows)
+            r = PyObject_Vectorcall(rows, argv + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(rows);
+        for (int i = 3; i < 7; i++)
+            Py_XDECREF(argv[i]);
+        Py_XDECREF(argv[1]);
+    } else {
+        if (fast_set(seg, s_last_block, block) < 0 ||
+            fast_set(seg, s_last_rows, Py_None) < 0)
+            goto fail;
+        PyObject *view = fast_attr(inst, s_view);
+        if (view != NULL)
+            r = PyObject_CallMethodObjArgs(ring, s_publish_ready, view, first, NULL);
+        Py_XDECREF(view);
+    }
+    if (r == NULL)
+        goto fail;
+    if (fast_set(ln, s_submitted, value) < 0)
+        goto fail;
+    goto done;
+fail:
+    Py_CLEAR(value);
+done:
+    Py_XDECREF(r);
+    Py_XDECREF(sub);
+    Py_XDECREF(block);
+    Py_XDECREF(ring);
+    Py_XDECREF(headers);
+    Py_DECREF(inst);
+    Py_DECREF(instances);
+    return value;
+}
+
+static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    Submit *self = (Submit *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (self->dev == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this device's submit was cleared");
+        return NULL;
+    }
+    if (kwnames != NULL || nargs < 2 || nargs > 4)
+        return submit_slow(self, args, nargs, kwnames);
+    PyObject *cb = args[0], *bindings = args[1];
+    PyObject *lane = nargs > 2 ? args[2] : NULL, *wait = nargs > 3 ? args[3] : NULL;
+    if ((PyObject *)Py_TYPE(cb) != self->cb_type || (lane && !PyLong_CheckExact(lane)))
+        return submit_slow(self, args, nargs, kwnames);
+    if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
+        int w = PyObject_IsTrue(wait);
+        if (w != 0)
+            return w < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
+    }
+    Py_ssize_t li = lane ? PyLong_AsSsize_t(lane) : 0;
+    if (li == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return submit_slow(self, args, nargs, kwnames);
+    }
+    PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
+    PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
+    int timed = attr_true(&self->dev_a, s_timer), traced = timed;
+    if (timed == 0) {
+        PyObject *sink = attr_get(&self->trace_a, s_sink);
+        if (sink == NULL)
+            return NULL;
+        traced = sink != Py_None;
+        Py_DECREF(sink);
+    }
+    if (traced != 0)
+        return traced < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
+    PyObject *lanes = attr_get(&self->dev_a, s_lanes_);
+    if (lanes == NULL)
+        return NULL;
+    if (PyList_CheckExact(lanes) && li >= 0 && li < PyList_GET_SIZE(lanes)) {
+        ln = PyList_GET_ITEM(lanes, li);
+        Py_INCREF(ln);
+    }
+    Py_DECREF(lanes);
+    if (ln == NULL)
+        goto slow;
+    /* QueueLane.check(): closed, failed, a queue error, an error status, a fault */
+    int bad = attr_is_none(ln, s_error_status);
+    if (bad >= 0)
+        bad = bad ? 0 : 1;
+    if (bad == 0) {
+        int none = attr_is_none(ln, s_fault);
+        bad = none < 0 ? -1 : !none;
+    }
+    if (bad == 0) {
+        PyObject *f = fast_attr(ln, s_failed), *c = f ? fast_attr(ln, s_closed) : NULL;
+        int ft = f ? PyObject_IsTrue(f) : -1, ct = c ? PyObject_IsTrue(c) : -1;
+        Py_XDECREF(f);
+        Py_XDECREF(c);
+        bad = (ft < 0 || ct < 0) ? -1 : (ft || ct);
+    }
+    if (bad == 0 && (queue = fast_attr(ln, s_queue)) != NULL) {
+        int none = attr_is_none(queue, s_error_prop);
+        bad = none < 0 ? -1 : !none;
+    } else if (bad == 0) {
+        bad = -1;
+    }
+    if (bad != 0) {
+        if (bad < 0)
+            PyErr_Clear();
+        goto slow;
+    }
+    /* the command buffer: this device's, finalized to one dispatch segment, no parameters */
+    if ((cb_dict = PyObject_GenericGetDict(cb, NULL)) == NULL) {
+        PyErr_Clear();
+        goto slow;
+    }
+    PyObject *owner = PyDict_GetItemWithError(cb_dict, s_device);
+    PyObject *only = owner ? PyDict_GetItemWithError(cb_dict, s_only) : NULL;
+    if (owner != self->dev || only == NULL || only == Py_None)
+        goto slow_clear;
+    PyObject *used = PyDict_GetItemWithError(cb_dict, s_used_params);
+    if (used != NULL) {
+        int t = PyObject_IsTrue(used);
+        if (t != 0)
+            goto slow_clear;
+    } else if (PyErr_Occurred()) {
+        goto slow_clear;
+    }
+    replay_lock = PyDict_GetItemWithError(cb_dict, s_replay_lock);
+    if (replay_lock == NULL)
+        goto slow_clear;
+    Py_INCREF(replay_lock);
+    seg = only;
+    Py_INCREF(seg);
+    if ((table = table_of(self, cb_dict, bindings, queue)) == NULL)
+        goto slow_clear;
+    if ((key = PyTuple_Pack(2, ln, table)) == NULL)
+        goto error;
+    if ((lane_lock = fast_attr(ln, s_lock)) == NULL)
+        goto error;
+    /* with cb._replay_lock, lane.lock: */
+    if (call_lock(replay_lock, s_acquire) < 0)
+        goto error;
+    if (call_lock(lane_lock, s_acquire) < 0) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        call_lock(replay_lock, s_release);
+        PyErr_Restore(et, ev, tb);
+        goto error;
+    }
+    value = submit_locked(ln, seg, key);
+    {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        int r1 = call_lock(lane_lock, s_release);
+        int r2 = call_lock(replay_lock, s_release);
+        if (r1 < 0 || r2 < 0) { /* a release that failed: its error wins */
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            Py_CLEAR(value);
+        } else {
+            PyErr_Restore(et, ev, tb);
+        }
+    }
+    if (value == NULL)
+        goto error;
+    if (value == Py_None) { /* no kept instance: the Python method (nothing changed) */
+        Py_CLEAR(value);
+        goto slow;
+    }
+    {
+        PyTypeObject *pt = (PyTypeObject *)self->point_type;
+        PyObject *point = pt->tp_alloc(pt, 0);
+        PyObject *index = point ? fast_attr(ln, s_index) : NULL;
+        if (index == NULL) {
+            Py_XDECREF(point);
+            goto error;
+        }
+        *(PyObject **)((char *)point + self->value_off) = value; /* the references move in */
+        *(PyObject **)((char *)point + self->lane_off) = index;
+        *(PyObject **)((char *)point + self->timeline_off) = ln;
+        Py_XDECREF(queue);
+        Py_XDECREF(cb_dict);
+        Py_XDECREF(table);
+        Py_XDECREF(key);
+        Py_XDECREF(seg);
+        Py_XDECREF(replay_lock);
+        Py_XDECREF(lane_lock);
+        return point;
+    }
+slow_clear:
+    PyErr_Clear();
+slow:
+    Py_XDECREF(ln);
+    Py_XDECREF(queue);
+    Py_XDECREF(cb_dict);
+    Py_XDECREF(table);
+    Py_XDECREF(key);
+    Py_XDECREF(seg);
+    Py_XDECREF(replay_lock);
+    Py_XDECREF(lane_lock);
+    return submit_slow(self, args, nargs, kwnames);
+error:
+    Py_XDECREF(value);
+    Py_XDECREF(ln);
+    Py_XDECREF(queue);
+    Py_XDECREF(cb_dict);
+    Py_XDECREF(table);
+    Py_XDECREF(key);
+    Py_XDECREF(seg);
+    Py_XDECREF(replay_lock);
+    Py_XDECREF(lane_lock);
+    return NULL;
+}
+
+static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"device", "slow", "cb_type", "buffer_type", "point_type",
+                            "trace_state", NULL};
+    PyObject *dev, *slow, *cbt, *bt, *pt, *ts;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O!O", names, &dev, &slow, &PyType_Type,
+                                     &cbt, &PyType_Type, &bt, &PyType_Type, &pt, &ts))
+        return NULL;
+    Submit *self = (Submit *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = submit_vectorcall;
+    self->lane_off = slot_offset((PyTypeObject *)pt, s_lane);
+    self->value_off = slot_offset((PyTypeObject *)pt, s_value);
+    self->timeline_off = slot_offset((PyTypeObject *)pt, s_timeline);
+    if (self->lane_off < 0 || self->value_off < 0 || self->timeline_off < 0 ||
+        ((PyTypeObject *)pt)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "hot path: point_type is a plain class with slots "
+                                         "lane, value and timeline");
+        Py_DECREF(self);
+        return NULL;
+    }
+    PyObject *dn[] = {s_timer, s_lanes_}, *tn[] = {s_sink};
+    attrs_init(&self->dev_a, dev, dn, 2);
+    attrs_init(&self->trace_a, ts, tn, 1);
+    Py_INCREF(dev);
+    self->dev = dev;
+    Py_INCREF(slow);
+    self->slow = slow;
+    Py_INCREF(cbt);
+    self->cb_type = cbt;
+    Py_INCREF(bt);
+    self->buffer_type = bt;
+    Py_INCREF(pt);
+    self->point_type = pt;
+    Py_INCREF(ts);
+    self->trace_state = ts;
+    return (PyObject *)self;
+}
+
+static PyTypeObject SubmitType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.Submit",
+    .tp_basicsize = sizeof(Submit),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "HsaDevice.submit's kept-instance short way, compiled (the rest: the Python method)",
+    .tp_new = submit_new,
+    .tp_dealloc = (destructor)submit_dealloc,
+    .tp_traverse = (traverseproc)submit_traverse,
+    .tp_clear = (inquiry)submit_clear,
+    .tp_vectorcall_offset = offsetof(Submit, vectorcall),
+    .tp_call = PyVectorcall_Call,
+};
+
 /* ---- module ------------------------------------------------------------------------------ */
 
 static struct PyModuleDef module = {
@@ -1139,10 +1730,42 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_note, "note");
     INTERN(s_needs_wake, "_needs_wake");
     INTERN(s_wake, "wake");
+    INTERN(s_lanes_, "lanes_");
+    INTERN(s_closed, "closed");
+    INTERN(s_error_status, "_error_status");
+    INTERN(s_fault, "_fault");
+    INTERN(s_queue, "queue");
+    INTERN(s_error_prop, "error");
+    INTERN(s_only, "_only");
+    INTERN(s_used_params, "_used_params");
+    INTERN(s_bindings_needed, "_bindings_needed");
+    INTERN(s_slot_bytes, "_slot_bytes");
+    INTERN(s_replay_lock, "_replay_lock");
+    INTERN(s_life, "_life");
+    INTERN(s_freed, "freed");
+    INTERN(s_nbytes, "nbytes");
+    INTERN(s_address, "address");
+    INTERN(s_handle, "handle");
+    INTERN(s_lock, "lock");
+    INTERN(s_acquire, "acquire");
+    INTERN(s_release, "release");
+    INTERN(s_instances, "instances");
+    INTERN(s_block, "block");
+    INTERN(s_last_block, "last_block");
+    INTERN(s_last_rows, "last_rows");
+    INTERN(s_block_view, "block_view");
+    INTERN(s_header_list, "header_list");
+    INTERN(s_kernarg_offsets, "kernarg_offsets");
+    INTERN(s_last_row, "last_row");
+    INTERN(s_signal, "signal");
+    INTERN(s_view, "view");
+    INTERN(s_ring, "ring");
+    INTERN(s_publish_rows, "publish_rows");
+    INTERN(s_publish_ready, "publish_ready");
     if ((one = PyLong_FromLong(1)) == NULL)
         return NULL;
     if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
-        PyType_Ready(&ReadyPublisherType) < 0)
+        PyType_Ready(&ReadyPublisherType) < 0 || PyType_Ready(&SubmitType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -1150,9 +1773,11 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     Py_INCREF(&PublisherType);
     Py_INCREF(&DispatchType);
     Py_INCREF(&ReadyPublisherType);
+    Py_INCREF(&SubmitType);
     if (PyModule_AddObject(m, "Publisher", (PyObject *)&PublisherType) < 0 ||
         PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
-        PyModule_AddObject(m, "ReadyPublisher", (PyObject *)&ReadyPublisherType) < 0) {
+        PyModule_AddObject(m, "ReadyPublisher", (PyObject *)&ReadyPublisherType) < 0 ||
+        PyModule_AddObject(m, "Submit", (PyObject *)&SubmitType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -184,12 +184,14 @@ class QueueLane:
             q.doorbell,
             queue_id=q.id,
         )
-        if hotpath.MODULE is not None:  # Ring.publish_ready's steps compiled (hotpath.c)
+        if hotpath.MODULE is not None:  # Ring.publish_ready/_rows compiled (hotpath.c)
             rg = self.ring
             rg.publish_ready = hotpath.MODULE.ReadyPublisher(
                 rg, rg._mv, rg._add_write_index, rg._doorbell, _native_ops(q, rg),
                 types.MethodType(packets.Ring.publish_ready, rg),
+                types.MethodType(packets.Ring.publish_rows, rg),
             )
+            rg.publish_rows = rg.publish_ready.rows
         self.signal = p.signal_create(TIMELINE_START)
         # Held for each submission's one atomic step (timeline value, kernarg block, packet
         # write, counter update): threads may share a lane. Never held while taking another
