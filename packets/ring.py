@@ -179,25 +179,11 @@ class Ring:
                 f"publish_ready takes 1..{self.size} packets whose first header is INVALID "
                 f"(got {n} packets, first type {src[0] if n else None}); use publish_many"
             )
-        if self._hint + n - self._read > self.size:
-            self._wait_unreserved(n)
-        idx = self._add_write_index(n)
-        last_id = idx + n - 1
-        if last_id >= self._hint:
-            self._hint = last_id + 1
-        if last_id - self._read >= self.size:
-            self._wait_reserved(idx, n)
-        off = (idx & self._mask) << 6
-        mv = self._mv
-        tail = self._ring_bytes - off
-        if nbytes <= tail:
-            mv[off:off + nbytes] = src
-        else:
-            mv[off:] = src[:tail]
-            mv[:nbytes - tail] = src[tail:]
+        idx = self._reserve_block(n)
+        off = self._copy_in(src, idx)
         self._header_words[off >> 2] = first_header
         self.doorbells += 1
-        self._doorbell(last_id)
+        self._doorbell(idx + n - 1)
         return idx
 
     def publish_rows(self, block: np.ndarray, first_header: int, kernarg_base: int,
@@ -222,14 +208,7 @@ class Ring:
                 f"{signal_row})"
             )
         idx = self._reserve_block(n)
-        off = (idx & self._mask) << 6
-        mv = self._mv
-        tail = self._ring_bytes - off
-        if nbytes <= tail:
-            mv[off:off + nbytes] = src
-        else:
-            mv[off:] = src[:tail]
-            mv[:nbytes - tail] = src[tail:]
+        off = self._copy_in(src, idx)
         words = self._bytes.view(np.uint64).reshape(self.size, 8)
         start = idx & self._mask
         first = min(k, self.size - start)
@@ -242,6 +221,20 @@ class Ring:
         self.doorbells += 1
         self._doorbell(idx + n - 1)
         return idx
+
+    def _copy_in(self, src: memoryview, idx: int) -> int:
+        """`src` into the ring from packet id `idx` on (two copies where it wraps); returns
+        the byte offset of its first slot."""
+        off = (idx & self._mask) << 6
+        nbytes = src.nbytes
+        mv = self._mv
+        tail = self._ring_bytes - off
+        if nbytes <= tail:
+            mv[off:off + nbytes] = src
+        else:
+            mv[off:] = src[:tail]
+            mv[:nbytes - tail] = src[tail:]
+        return off
 
     def _reserve_block(self, n: int) -> int:
         """Ids for n packets, with room for them (publish_ready's reservation)."""
@@ -318,16 +311,10 @@ class Ring:
                 f"{n} packets) and a block whose headers are INVALID (they go in last); "
                 "pass the block alone otherwise"
             )
-        # Reserve (the common case inline, as in publish). Possibly full: wait before
-        # reserving, so that a timeout leaves the queue intact.
-        if self._hint + n - self._read > self.size:
-            self._wait_unreserved(n)
-        idx = self._add_write_index(n)
+        # Possibly full: _reserve_block waits before reserving, so that a timeout leaves
+        # the queue intact.
+        idx = self._reserve_block(n)
         last_id = idx + n - 1
-        if last_id >= self._hint:
-            self._hint = last_id + 1
-        if last_id - self._read >= self.size:
-            self._wait_reserved(idx, n)
         if headers is None:
             self._write_packets(src, n, idx)
         elif n <= _SMALL_HEADERS and nbytes <= self._ring_bytes - ((idx & self._mask) << 6):
@@ -381,15 +368,7 @@ class Ring:
 
     def _write_bodies_then_headers(self, src: memoryview, n: int, idx: int, headers) -> None:
         """`src` has INVALID headers: one contiguous copy (two on wrap), then the headers."""
-        off = (idx & self._mask) << 6
-        nbytes = n << 6
-        mv = self._mv
-        tail = self._ring_bytes - off
-        if nbytes <= tail:
-            mv[off:off + nbytes] = src
-        else:
-            mv[off:] = src[:tail]
-            mv[:nbytes - tail] = src[tail:]
+        self._copy_in(src, idx)
         if n <= _SMALL_HEADERS:
             hw, mask = self._header_words, self._mask
             if type(headers) is not list:

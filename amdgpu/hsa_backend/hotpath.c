@@ -1,7 +1,7 @@
-/* The immediate-dispatch hot path of the HSA backend, compiled (amdgpu/hsa_backend/hotpath.py
+/* The dispatch and replay hot path of the HSA backend, compiled (amdgpu/hsa_backend/hotpath.py
  * builds and loads it; scripts/setup.sh builds it with gcc).
  *
- * Three callables, each a line-for-line transcription of Python that stays the reference:
+ * Four callables, each a line-for-line transcription of Python that stays the reference:
  *   Publisher(...)(data) -> int    QueueLane.dispatcher's `publish` closure (lanes.py):
  *       under the lane's lock, the timeline value, a kernarg block from the ring, the
  *       kernarg store, the packet template's kernarg address, the ring reservation, the
@@ -15,6 +15,9 @@
  *       doorbell), and its method rows(...) -> id, Ring.publish_rows (the same with each
  *       row's kernarg address and the completion signal set on the way); QueueLane
  *       installs both on its ring. What the methods refuse goes to them.
+ *   Submit(dev, slow, ...)(cb, bindings, lane, wait) -> TimelinePoint    HsaDevice.submit's
+ *       short way (HsaCommandBuffer._submit): a one-segment command buffer whose binding
+ *       table has a kept instance on the lane, published; anything else goes to `slow`.
  *
  * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
  * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
@@ -865,6 +868,47 @@ static PyTypeObject ReadyPublisherType = {
     .tp_call = PyVectorcall_Call,
 };
 
+/* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *d = _PyType_Lookup(type, name);
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type)
+        return -1;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    return m->type == T_OBJECT_EX ? m->offset : -1;
+}
+
+/* TimelinePoint's three slots (lane, value, timeline), filled without its __init__. */
+static int point_slots(PyTypeObject *pt, Py_ssize_t *lane, Py_ssize_t *value,
+                       Py_ssize_t *timeline) {
+    *lane = slot_offset(pt, s_lane);
+    *value = slot_offset(pt, s_value);
+    *timeline = slot_offset(pt, s_timeline);
+    if (*lane < 0 || *value < 0 || *timeline < 0 || pt->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "hot path: point_type is a plain class with slots "
+                                         "lane, value and timeline");
+        return -1;
+    }
+    return 0;
+}
+
+/* A new TimelinePoint(index of ln, value, ln); the references to value and ln move in (both
+ * are released on failure). */
+static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t value_off,
+                           Py_ssize_t timeline_off, PyObject *ln, PyObject *value) {
+    PyObject *point = pt->tp_alloc(pt, 0);
+    PyObject *index = point ? PyObject_GetAttr(ln, s_index) : NULL;
+    if (index == NULL) {
+        Py_XDECREF(point);
+        Py_DECREF(value);
+        Py_DECREF(ln);
+        return NULL;
+    }
+    *(PyObject **)((char *)point + value_off) = value;
+    *(PyObject **)((char *)point + lane_off) = index;
+    *(PyObject **)((char *)point + timeline_off) = ln;
+    return point;
+}
+
 /* ---- Dispatch ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -905,7 +949,8 @@ static void dispatch_dealloc(Dispatch *self) {
 }
 
 /* The Python method with the call as it came: slow(dev, *args, **kwargs). */
-static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *call_slow(PyObject *slow, PyObject *dev, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames) {
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     PyObject *small[16];
     PyObject **argv = small;
@@ -914,13 +959,17 @@ static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs
         if (argv == NULL)
             return PyErr_NoMemory();
     }
-    argv[0] = self->dev;
+    argv[0] = dev;
     for (Py_ssize_t i = 0; i < nargs + nkw; i++)
         argv[i + 1] = args[i];
-    PyObject *r = PyObject_Vectorcall(self->slow, argv, (size_t)(nargs + 1), kwnames);
+    PyObject *r = PyObject_Vectorcall(slow, argv, (size_t)(nargs + 1), kwnames);
     if (argv != small)
         PyMem_Free(argv);
     return r;
+}
+
+static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return call_slow(self->slow, self->dev, args, nargs, kwnames);
 }
 
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
@@ -1094,34 +1143,14 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
         return NULL;
     }
     /* TimelinePoint(ln.index, value, ln) without its __init__ call: its three slots */
-    PyTypeObject *pt = (PyTypeObject *)self->point_type;
-    PyObject *point = pt->tp_alloc(pt, 0);
-    PyObject *index = point ? PyObject_GetAttr(ln, s_index) : NULL;
-    if (index == NULL) {
-        Py_XDECREF(point);
-        Py_DECREF(value);
-        Py_DECREF(ln);
-        return NULL;
-    }
-    *(PyObject **)((char *)point + self->value_off) = value; /* the references move in */
-    *(PyObject **)((char *)point + self->lane_off) = index;
-    *(PyObject **)((char *)point + self->timeline_off) = ln;
-    return point;
+    return new_point((PyTypeObject *)self->point_type, self->lane_off, self->value_off,
+                     self->timeline_off, ln, value);
 slow:
     Py_XDECREF(kernel_a.dict);
     return go_slow(self, args, nargs, kwnames);
 error:
     Py_XDECREF(kernel_a.dict);
     return NULL;
-}
-
-/* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
-static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    PyObject *d = _PyType_Lookup(type, name);
-    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type)
-        return -1;
-    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-    return m->type == T_OBJECT_EX ? m->offset : -1;
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
@@ -1134,13 +1163,8 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (self == NULL)
         return NULL;
     self->vectorcall = dispatch_vectorcall;
-    self->lane_off = slot_offset((PyTypeObject *)pt, s_lane);
-    self->value_off = slot_offset((PyTypeObject *)pt, s_value);
-    self->timeline_off = slot_offset((PyTypeObject *)pt, s_timeline);
-    if (self->lane_off < 0 || self->value_off < 0 || self->timeline_off < 0 ||
-        ((PyTypeObject *)pt)->tp_new != PyBaseObject_Type.tp_new) {
-        PyErr_SetString(PyExc_TypeError, "hot path: point_type is a plain class with slots "
-                                         "lane, value and timeline");
+    if (point_slots((PyTypeObject *)pt, &self->lane_off, &self->value_off,
+                    &self->timeline_off) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1274,21 +1298,7 @@ static void submit_dealloc(Submit *self) {
 
 static PyObject *submit_slow(Submit *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *small[16];
-    PyObject **argv = small;
-    if (nargs + nkw + 1 > 16) {
-        argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
-        if (argv == NULL)
-            return PyErr_NoMemory();
-    }
-    argv[0] = self->dev;
-    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
-        argv[i + 1] = args[i];
-    PyObject *r = PyObject_Vectorcall(self->slow, argv, (size_t)(nargs + 1), kwnames);
-    if (argv != small)
-        PyMem_Free(argv);
-    return r;
+    return call_slow(self->slow, self->dev, args, nargs, kwnames);
 }
 
 /* 1: `obj.name` is None (or missing from its __dict__ and None by class default), 0: not,
@@ -1317,9 +1327,12 @@ static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, P
         return NULL;
     if (need != NULL && !PyDict_CheckExact(need))
         return NULL;
+    Py_XINCREF(need); /* held: the attribute lookups below may run other threads */
     PyObject *table = PyTuple_New(needed + 1);
-    if (table == NULL)
+    if (table == NULL) {
+        Py_XDECREF(need);
         return NULL;
+    }
     for (Py_ssize_t i = 0; i < needed; i++) {
         PyObject *b = PySequence_Fast_GET_ITEM(bindings, i);
         int is_buffer = PyObject_IsInstance(b, self->buffer_type);
@@ -1366,9 +1379,11 @@ static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, P
     if (handle == NULL)
         goto refuse;
     PyTuple_SET_ITEM(table, needed, handle);
+    Py_XDECREF(need);
     return table;
 refuse:
     PyErr_Clear(); /* the Python method meets the same and says what it is */
+    Py_XDECREF(need);
     Py_DECREF(table);
     return NULL;
 }
@@ -1596,16 +1611,8 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto slow;
     }
     {
-        PyTypeObject *pt = (PyTypeObject *)self->point_type;
-        PyObject *point = pt->tp_alloc(pt, 0);
-        PyObject *index = point ? fast_attr(ln, s_index) : NULL;
-        if (index == NULL) {
-            Py_XDECREF(point);
-            goto error;
-        }
-        *(PyObject **)((char *)point + self->value_off) = value; /* the references move in */
-        *(PyObject **)((char *)point + self->lane_off) = index;
-        *(PyObject **)((char *)point + self->timeline_off) = ln;
+        PyObject *point = new_point((PyTypeObject *)self->point_type, self->lane_off,
+                                    self->value_off, self->timeline_off, ln, value);
         Py_XDECREF(queue);
         Py_XDECREF(cb_dict);
         Py_XDECREF(table);
@@ -1651,13 +1658,8 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (self == NULL)
         return NULL;
     self->vectorcall = submit_vectorcall;
-    self->lane_off = slot_offset((PyTypeObject *)pt, s_lane);
-    self->value_off = slot_offset((PyTypeObject *)pt, s_value);
-    self->timeline_off = slot_offset((PyTypeObject *)pt, s_timeline);
-    if (self->lane_off < 0 || self->value_off < 0 || self->timeline_off < 0 ||
-        ((PyTypeObject *)pt)->tp_new != PyBaseObject_Type.tp_new) {
-        PyErr_SetString(PyExc_TypeError, "hot path: point_type is a plain class with slots "
-                                         "lane, value and timeline");
+    if (point_slots((PyTypeObject *)pt, &self->lane_off, &self->value_off,
+                    &self->timeline_off) < 0) {
         Py_DECREF(self);
         return NULL;
     }

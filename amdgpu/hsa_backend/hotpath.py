@@ -1,10 +1,11 @@
-"""The compiled immediate-dispatch hot path (hotpath.c): building it and loading it.
+"""The compiled dispatch and replay hot path (hotpath.c): building it and loading it.
 
 `python -c "from amdgpu.hsa_backend.hotpath import main; main()"` (scripts/setup.sh runs it)
 builds build/hotpath/_hotpath<EXT_SUFFIX> with gcc when it is missing or was built from
 another hotpath.c (a content hash beside it says which). `MODULE` is the loaded extension,
 or None: then the HSA backend runs the same steps in Python (QueueLane.dispatcher's
-closure, HsaDevice.dispatch), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks
+closure, HsaDevice.dispatch, HsaCommandBuffer._submit, packets.Ring.publish_ready and
+publish_rows), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks
 the Python steps even when the module is built (tests compare the two; see
 tests/test_hot_path.py). `why_not` says why MODULE is None.
 
