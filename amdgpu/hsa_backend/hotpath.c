@@ -34,6 +34,8 @@
 #include <structmember.h>
 
 #define INVALID_TYPE 1 /* hsa_packet_type_t HSA_PACKET_TYPE_INVALID (packets.layout) */
+#define NATIVE_VIRTUAL 1
+#define NATIVE_ROCR 2
 
 static PyObject *s_head, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
     *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
@@ -160,9 +162,14 @@ typedef struct {
     Py_buffer mem;                               /* the ring's packet memory */
     int have_mem;
     __int128 mask, ring_size;
-    /* The virtual queue's write index and doorbell done here (VirtualQueue.native_ops):
-     * `add_write_index` and `doorbell` are then called only off the common case. */
+    /* The write index and doorbell done here, `add_write_index` and `doorbell` then called
+     * only off the common case: NATIVE_VIRTUAL, the virtual queue's own words
+     * (VirtualQueue.native_ops); NATIVE_ROCR, ROCr's two functions called directly
+     * (RocrQueue.native_ops: the queue address, its doorbell signal). */
     int native;
+    uint64_t (*add_write_fn)(void *queue, uint64_t n);
+    void (*store_signal_fn)(uint64_t signal, int64_t value);
+    uint64_t queue_address, doorbell_signal;
     Py_buffer index_mem, bell_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
     PyObject *queue, *bell, *processor, *rung, *raise_to;
@@ -230,9 +237,17 @@ static void port_release(RingPort *self) { /* the exported buffers (dealloc) */
 /* add_write_index(n): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
  * update), else the provider's callable. A new reference to the old index, or NULL. */
 static PyObject *port_reserve(RingPort *self, PyObject *n_obj, uint64_t n) {
-    if (self->native) {
+    if (self->native == NATIVE_VIRTUAL) {
         uint64_t *word = (uint64_t *)((char *)self->index_mem.buf + self->index_off);
         return PyLong_FromUnsignedLongLong(__atomic_fetch_add(word, n, __ATOMIC_ACQ_REL));
+    }
+    if (self->native == NATIVE_ROCR) {
+        int gone = attr_true(&self->queue_a, s_destroyed);
+        if (gone < 0)
+            return NULL;
+        if (!gone)
+            return PyLong_FromUnsignedLongLong(
+                self->add_write_fn((void *)(uintptr_t)self->queue_address, n));
     }
     return PyObject_CallOneArg(self->add_write_index, n_obj);
 }
@@ -243,7 +258,16 @@ static PyObject *port_reserve(RingPort *self, PyObject *n_obj, uint64_t n) {
  * int64) through the Python method, which takes the signal table's lock. */
 static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
     PyObject *r;
-    if (self->native && idx <= INT64_MAX) {
+    if (self->native == NATIVE_ROCR && idx >= 0 && idx <= INT64_MAX) {
+        int gone = attr_true(&self->queue_a, s_destroyed);
+        if (gone < 0)
+            return -1;
+        if (!gone) { /* RocrQueue.doorbell: hsa_signal_store_screlease(doorbell, id) */
+            self->store_signal_fn(self->doorbell_signal, (int64_t)idx);
+            return 0;
+        }
+    }
+    if (self->native == NATIVE_VIRTUAL && idx <= INT64_MAX) {
         int unusual = attr_true(&self->bell_a, s_waiters);
         if (unusual == 0)
             unusual = attr_true(&self->bell_a, s_note);
@@ -283,7 +307,38 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
 }
 
 /* `native`: VirtualQueue.native_ops()'s dict, or None. */
+static int port_native_rocr(RingPort *self, PyObject *native) {
+    PyObject *aw = PyDict_GetItemString(native, "add_write_fn");
+    PyObject *ss = PyDict_GetItemString(native, "store_signal_fn");
+    PyObject *qa = PyDict_GetItemString(native, "queue_address");
+    PyObject *ds = PyDict_GetItemString(native, "doorbell_signal");
+    PyObject *q = PyDict_GetItemString(native, "queue");
+    if (!aw || !ss || !qa || !ds || !q) {
+        PyErr_SetString(PyExc_KeyError, "hot path: ROCr's native_ops() lacks a key");
+        return -1;
+    }
+    void *add = PyLong_AsVoidPtr(aw), *store = PyLong_AsVoidPtr(ss);
+    self->queue_address = PyLong_AsUnsignedLongLong(qa);
+    self->doorbell_signal = PyLong_AsUnsignedLongLong(ds);
+    if (PyErr_Occurred())
+        return -1;
+    if (add == NULL || store == NULL || self->queue_address == 0) {
+        PyErr_SetString(PyExc_ValueError, "hot path: ROCr's native_ops() has a null address");
+        return -1;
+    }
+    self->add_write_fn = (uint64_t (*)(void *, uint64_t))add;
+    self->store_signal_fn = (void (*)(uint64_t, int64_t))store;
+    Py_INCREF(q);
+    self->queue = q;
+    PyObject *qn[] = {s_destroyed};
+    attrs_init(&self->queue_a, q, qn, 1);
+    self->native = NATIVE_ROCR;
+    return 0;
+}
+
 static int port_native(RingPort *self, PyObject *native) {
+    if (PyDict_GetItemString(native, "add_write_fn") != NULL)
+        return port_native_rocr(self, native);
     PyObject *iw = PyDict_GetItemString(native, "index_words");
     PyObject *io = PyDict_GetItemString(native, "index_offset");
     PyObject *bw = PyDict_GetItemString(native, "bell_words");
@@ -324,7 +379,7 @@ static int port_native(RingPort *self, PyObject *native) {
     attrs_init(&self->queue_a, q, qn, 2);
     attrs_init(&self->bell_a, bell, bn, 2);
     attrs_init(&self->processor_a, proc, pn, 1);
-    self->native = 1;
+    self->native = NATIVE_VIRTUAL;
     return 0;
 }
 
@@ -853,6 +908,12 @@ static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     return (PyObject *)self;
 }
 
+static PyMemberDef ready_members[] = {
+    {"native", T_INT, offsetof(ReadyPublisher, port) + offsetof(RingPort, native), READONLY,
+     "0: the provider's callables; 1: the virtual queue's words; 2: ROCr's functions directly"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject ReadyPublisherType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "amdgpu.hsa_backend._hotpath.ReadyPublisher",
@@ -865,6 +926,7 @@ static PyTypeObject ReadyPublisherType = {
     .tp_clear = (inquiry)ready_clear,
     .tp_vectorcall_offset = offsetof(ReadyPublisher, vectorcall),
     .tp_methods = ready_methods,
+    .tp_members = ready_members,
     .tp_call = PyVectorcall_Call,
 };
 

@@ -139,6 +139,20 @@ class RocrQueue(Queue):
         self._store_write = api.hsa_queue_store_write_index_screlease
         self._load_read = api.hsa_queue_load_read_index_scacquire
         self._store_signal = api.hsa_signal_store_screlease
+        self.destroyed = False  # set by _invalidate; read by native_ops' users
+
+    def native_ops(self) -> dict[str, Any]:
+        """What a compiled producer (amdgpu.hsa_backend's hot path) needs to call ROCr's
+        hsa_queue_add_write_index_scacq_screl and hsa_signal_store_screlease itself, as
+        add_write_index and doorbell do through ctypes (~0.2 us a call): the two functions'
+        addresses, this queue's hsa_queue_t address and its doorbell signal. It must read
+        `destroyed` first and call the methods once that is true (they raise)."""
+        return {
+            "add_write_fn": ctypes.cast(self._add_write, c_void_p).value,
+            "store_signal_fn": ctypes.cast(self._store_signal, c_void_p).value,
+            "queue_address": self.handle, "doorbell_signal": self.doorbell_signal,
+            "queue": self,
+        }
 
     def load_write_index(self) -> int:
         return self._load_write(self._arg)
@@ -170,6 +184,7 @@ class RocrQueue(Queue):
         def destroyed(*_: Any) -> Any:
             raise QueueError(HSA_STATUS_ERROR_INVALID_QUEUE, f"queue {self.id} was destroyed")
 
+        self.destroyed = True
         self._load_write = self._add_write = self._store_write = destroyed
         self._load_read = self._store_signal = destroyed
         self.ring = np.zeros(0, dtype=np.uint8)
@@ -734,6 +749,7 @@ class RocrProvider(HsaProvider):
         self._destroy_queue(queue.handle, entry[0])
 
     def _destroy_queue(self, address: int, queue: RocrQueue) -> None:
+        queue.destroyed = True  # compiled producers stop calling ROCr for it directly now
         try:
             self.api.hsa_queue_destroy(address)
         finally:
