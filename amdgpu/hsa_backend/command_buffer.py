@@ -149,19 +149,19 @@ class _Segment:
     instances: dict = field(default_factory=dict)
     seen: dict = field(default_factory=dict)  # (lane, table) -> None: the latest tables
     last_block: Any = None  # the block last published (an instance's, or `block`)
-    last_rows: Any = None  # or the _Instance last published from `block` (publish_rows)
+    # or (kernarg base, signal) of the last publish of `block` through publish_rows
+    last_rows: tuple[int, int] | None = None
     block_view: Any = None  # `block` as bytes (B): what publish_rows reads
 
     def full_block(self) -> np.ndarray:
         """A copy of the block last published with its headers in place (what the ring
         received)."""
         out = (self.block if self.last_block is None else self.last_block).copy()
-        inst = self.last_rows
-        if inst is not None:  # the fields publish_rows set on the way
+        if self.last_rows is not None:  # the fields publish_rows set on the way
+            base, signal = self.last_rows
             words = out.view(np.uint64).reshape(len(out), 8)
-            np.add(self.kernarg_offsets, np.uint64(inst.address),
-                   out=words[: self.dispatches, _KARG_WORD])
-            words[self.last_row, _SIGNAL_WORD] = inst.signal
+            np.add(self.kernarg_offsets, np.uint64(base), out=words[: self.dispatches, _KARG_WORD])
+            words[self.last_row, _SIGNAL_WORD] = signal
         out.view(np.uint32).reshape(len(out), 16)[:, 0] = self.headers
         return out
 
@@ -543,8 +543,7 @@ class HsaCommandBuffer(CommandBuffer):
                 and _TRACE.sink is None):  # the short way: one kept instance, published
             with self._replay_lock, lane.lock:
                 value = lane.submitted + 1
-                if not self._publish_instance(lane, seg, addrs, value):
-                    self._publish_segment(lane, seg, addrs, value, None, kept=False)
+                self._publish_segment(lane, seg, addrs, value, None)
                 lane.submitted = value
                 return TimelinePoint(lane.index, value, lane)
         # every parameter's bits for every segment, before anything is published
@@ -580,12 +579,12 @@ class HsaCommandBuffer(CommandBuffer):
         return TimelinePoint(lane.index, value, lane)
 
     def _publish_segment(self, lane: Any, seg: _Segment, addrs: tuple, value: int,
-                         pre: np.ndarray | None, kept: bool = True) -> None:
+                         pre: np.ndarray | None) -> None:
         """One segment's packets for `value`: a kept instance's (the instance path) or a
-        fresh kernarg block's (the ring path; `kept=False`: that one only, the instance
-        path having been tried)."""
-        if (kept and pre is None and seg.dispatches and self.device._timer is None
-                and _TRACE.sink is None and self._publish_instance(lane, seg, addrs, value)):
+        fresh kernarg block's (the ring path)."""
+        # no waits in front, no timer, no trace sink: what publish_rows can do alone
+        plain = pre is None and self.device._timer is None and _TRACE.sink is None
+        if plain and seg.dispatches and self._publish_instance(lane, seg, addrs, value):
             return
         seg.last_block = seg.last_rows = None
         size = seg.template.size
@@ -595,11 +594,10 @@ class HsaCommandBuffer(CommandBuffer):
             lane.kernarg_view[off : off + size] = seg.template_bytes
         rows = seg.dispatches
         base = lane.kernarg_address + off
-        if (rows > SMALL_ROWS and pre is None and self.device._timer is None
-                and _TRACE.sink is None and len(seg.block) <= lane.ring.size):
+        if plain and rows > SMALL_ROWS and len(seg.block) <= lane.ring.size:
             # the addresses and the signal set on the way into the ring (no patch of the
-            # block first): what full_block shows is noted as for an instance
-            seg.last_rows = _Instance(base, seg.template, None, 0, lane.signal)
+            # block first)
+            seg.last_rows = (base, lane.signal)
             lane.ring.publish_rows(seg.block_view, seg.header_list[0], base,
                                    seg.kernarg_offsets, seg.last_row, lane.signal)
             return
@@ -646,7 +644,7 @@ class HsaCommandBuffer(CommandBuffer):
             instances[key] = inst
         inst.value = value
         if inst.block is None:
-            seg.last_block, seg.last_rows = None, inst
+            seg.last_block, seg.last_rows = None, (inst.address, inst.signal)
             lane.ring.publish_rows(seg.block_view, seg.header_list[0], inst.address,
                                    seg.kernarg_offsets, seg.last_row, inst.signal)
         else:

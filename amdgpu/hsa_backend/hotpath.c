@@ -328,8 +328,7 @@ static int port_native_rocr(RingPort *self, PyObject *native) {
     }
     self->add_write_fn = (uint64_t (*)(void *, uint64_t))add;
     self->store_signal_fn = (void (*)(uint64_t, int64_t))store;
-    Py_INCREF(q);
-    self->queue = q;
+    self->queue = Py_NewRef(q);
     PyObject *qn[] = {s_destroyed};
     attrs_init(&self->queue_a, q, qn, 1);
     self->native = NATIVE_ROCR;
@@ -365,16 +364,11 @@ static int port_native(RingPort *self, PyObject *native) {
         PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
         return -1;
     }
-    Py_INCREF(q);
-    self->queue = q;
-    Py_INCREF(bell);
-    self->bell = bell;
-    Py_INCREF(proc);
-    self->processor = proc;
-    Py_INCREF(rung);
-    self->rung = rung;
-    Py_INCREF(raise_to);
-    self->raise_to = raise_to;
+    self->queue = Py_NewRef(q);
+    self->bell = Py_NewRef(bell);
+    self->processor = Py_NewRef(proc);
+    self->rung = Py_NewRef(rung);
+    self->raise_to = Py_NewRef(raise_to);
     PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
     attrs_init(&self->queue_a, q, qn, 2);
     attrs_init(&self->bell_a, bell, bn, 2);
@@ -387,12 +381,9 @@ static int port_native(RingPort *self, PyObject *native) {
  * add_write_index and doorbell callables; native: VirtualQueue.native_ops()'s dict or None. */
 static int port_init(RingPort *self, PyObject *ring, PyObject *rview, PyObject *awi,
                      PyObject *bell, PyObject *native) {
-    Py_INCREF(ring);
-    self->ring = ring;
-    Py_INCREF(awi);
-    self->add_write_index = awi;
-    Py_INCREF(bell);
-    self->doorbell = bell;
+    self->ring = Py_NewRef(ring);
+    self->add_write_index = Py_NewRef(awi);
+    self->doorbell = Py_NewRef(bell);
     PyObject *rg_names[] = {s_hint, s_read, s_doorbells};
     attrs_init(&self->ring_a, ring, rg_names, 3);
     PyObject *rsize = PyObject_GetAttrString(ring, "size");
@@ -622,10 +613,8 @@ static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->size = size;
     self->base = base;
     self->header = (uint32_t)header;
-    Py_INCREF(lane);
-    self->lane = lane;
-    Py_INCREF(kernargs);
-    self->kernargs = kernargs;
+    self->lane = Py_NewRef(lane);
+    self->kernargs = Py_NewRef(kernargs);
     PyObject *ln_names[] = {s_submitted}, *kr_names[] = {s_head, s_limit};
     attrs_init(&self->lane_a, lane, ln_names, 1);
     attrs_init(&self->kernargs_a, kernargs, kr_names, 2);
@@ -897,10 +886,8 @@ static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (self == NULL)
         return NULL;
     self->vectorcall = ready_vectorcall;
-    Py_INCREF(slow);
-    self->slow = slow;
-    Py_INCREF(slow_rows);
-    self->slow_rows = slow_rows;
+    self->slow = Py_NewRef(slow);
+    self->slow_rows = Py_NewRef(slow_rows);
     if (port_init(&self->port, ring, rview, awi, bell, native) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -969,6 +956,20 @@ static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t val
     *(PyObject **)((char *)point + lane_off) = index;
     *(PyObject **)((char *)point + timeline_off) = ln;
     return point;
+}
+
+/* 1 when the device has a DispatchTimer (`_timer`) or a trace sink is set (both take the
+ * Python methods), 0 when neither, -1 on error. */
+static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
+    int timed = attr_true(dev_a, s_timer);
+    if (timed != 0)
+        return timed;
+    PyObject *sink = attr_get(trace_a, s_sink);
+    if (sink == NULL)
+        return -1;
+    int traced = sink != Py_None;
+    Py_DECREF(sink);
+    return traced;
 }
 
 /* ---- Dispatch ---------------------------------------------------------------------------- */
@@ -1138,16 +1139,9 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     Py_DECREF(owner);
     if (owner != self->dev)
         goto slow;
-    int timed = attr_true(&self->dev_a, s_timer), traced = timed;
-    if (timed == 0) {
-        PyObject *sink = attr_get(&self->trace_a, s_sink);
-        if (sink == NULL)
-            goto error;
-        traced = sink != Py_None;
-        Py_DECREF(sink);
-    }
-    if (traced != 0) {
-        if (traced < 0)
+    int watched = timed_or_traced(&self->dev_a, &self->trace_a);
+    if (watched != 0) {
+        if (watched < 0)
             goto error;
         goto slow;
     }
@@ -1242,16 +1236,11 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     PyObject *dn[] = {s_timer}, *tn[] = {s_sink};
     attrs_init(&self->dev_a, dev, dn, 1);
     attrs_init(&self->trace_a, ts, tn, 1);
-    Py_INCREF(dev);
-    self->dev = dev;
-    Py_INCREF(slow);
-    self->slow = slow;
-    Py_INCREF(kt);
-    self->kernel_type = kt;
-    Py_INCREF(pt);
-    self->point_type = pt;
-    Py_INCREF(ts);
-    self->trace_state = ts;
+    self->dev = Py_NewRef(dev);
+    self->slow = Py_NewRef(slow);
+    self->kernel_type = Py_NewRef(kt);
+    self->point_type = Py_NewRef(pt);
+    self->trace_state = Py_NewRef(ts);
     return (PyObject *)self;
 }
 
@@ -1372,6 +1361,32 @@ static int attr_is_none(PyObject *obj, PyObject *name) {
     int r = v == Py_None;
     Py_DECREF(v);
     return r;
+}
+
+/* 1 when `obj.name` is true, 0 when not, -1 on error (through its __dict__ when it can). */
+static int fast_true(PyObject *obj, PyObject *name) {
+    PyObject *v = fast_attr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* The lane's queue (a new reference) when QueueLane.check() would pass: not closed or
+ * failed, no error status, no fault, no queue error; else NULL with no error set (the
+ * Python method then raises what check() says). */
+static PyObject *usable_queue(PyObject *ln) {
+    if (attr_is_none(ln, s_error_status) != 1 || attr_is_none(ln, s_fault) != 1 ||
+        fast_true(ln, s_failed) != 0 || fast_true(ln, s_closed) != 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *queue = fast_attr(ln, s_queue);
+    if (queue != NULL && attr_is_none(queue, s_error_prop) != 1)
+        Py_CLEAR(queue);
+    PyErr_Clear();
+    return queue;
 }
 
 /* The binding table's addresses then the queue's (HsaCommandBuffer._binding_addresses), or
@@ -1497,9 +1512,6 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
     }
     PyObject *first = PyList_GET_ITEM(headers, 0);
     if (block == Py_None) {
-        if (fast_set(seg, s_last_block, Py_None) < 0 ||
-            fast_set(seg, s_last_rows, inst) < 0)
-            goto fail;
         PyObject *argv[7] = {NULL, NULL, first, NULL, NULL, NULL, NULL};
         argv[1] = fast_attr(seg, s_block_view);
         argv[3] = fast_attr(inst, s_address);
@@ -1507,8 +1519,12 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         argv[5] = fast_attr(seg, s_last_row);
         argv[6] = fast_attr(inst, s_signal);
         PyObject *rows = fast_attr(ring, s_publish_rows);
-        if (argv[1] && argv[3] && argv[4] && argv[5] && argv[6] && rows)
+        /* seg.last_block, seg.last_rows = None, (inst.address, inst.signal) */
+        PyObject *fields = argv[3] && argv[6] ? PyTuple_Pack(2, argv[3], argv[6]) : NULL;
+        if (argv[1] && argv[4] && argv[5] && rows && fields &&
+            fast_set(seg, s_last_block, Py_None) == 0 && fast_set(seg, s_last_rows, fields) == 0)
             r = PyObject_Vectorcall(rows, argv + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(fields);
         Py_XDECREF(rows);
         for (int i = 3; i < 7; i++)
             Py_XDECREF(argv[i]);
@@ -1566,16 +1582,9 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
     PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
-    int timed = attr_true(&self->dev_a, s_timer), traced = timed;
-    if (timed == 0) {
-        PyObject *sink = attr_get(&self->trace_a, s_sink);
-        if (sink == NULL)
-            return NULL;
-        traced = sink != Py_None;
-        Py_DECREF(sink);
-    }
-    if (traced != 0)
-        return traced < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
+    int watched = timed_or_traced(&self->dev_a, &self->trace_a);
+    if (watched != 0)
+        return watched < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
     PyObject *lanes = attr_get(&self->dev_a, s_lanes_);
     if (lanes == NULL)
         return NULL;
@@ -1586,32 +1595,8 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     Py_DECREF(lanes);
     if (ln == NULL)
         goto slow;
-    /* QueueLane.check(): closed, failed, a queue error, an error status, a fault */
-    int bad = attr_is_none(ln, s_error_status);
-    if (bad >= 0)
-        bad = bad ? 0 : 1;
-    if (bad == 0) {
-        int none = attr_is_none(ln, s_fault);
-        bad = none < 0 ? -1 : !none;
-    }
-    if (bad == 0) {
-        PyObject *f = fast_attr(ln, s_failed), *c = f ? fast_attr(ln, s_closed) : NULL;
-        int ft = f ? PyObject_IsTrue(f) : -1, ct = c ? PyObject_IsTrue(c) : -1;
-        Py_XDECREF(f);
-        Py_XDECREF(c);
-        bad = (ft < 0 || ct < 0) ? -1 : (ft || ct);
-    }
-    if (bad == 0 && (queue = fast_attr(ln, s_queue)) != NULL) {
-        int none = attr_is_none(queue, s_error_prop);
-        bad = none < 0 ? -1 : !none;
-    } else if (bad == 0) {
-        bad = -1;
-    }
-    if (bad != 0) {
-        if (bad < 0)
-            PyErr_Clear();
+    if ((queue = usable_queue(ln)) == NULL) /* QueueLane.check() would raise: it says why */
         goto slow;
-    }
     /* the command buffer: this device's, finalized to one dispatch segment, no parameters */
     if ((cb_dict = PyObject_GenericGetDict(cb, NULL)) == NULL) {
         PyErr_Clear();
@@ -1728,18 +1713,12 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *dn[] = {s_timer, s_lanes_}, *tn[] = {s_sink};
     attrs_init(&self->dev_a, dev, dn, 2);
     attrs_init(&self->trace_a, ts, tn, 1);
-    Py_INCREF(dev);
-    self->dev = dev;
-    Py_INCREF(slow);
-    self->slow = slow;
-    Py_INCREF(cbt);
-    self->cb_type = cbt;
-    Py_INCREF(bt);
-    self->buffer_type = bt;
-    Py_INCREF(pt);
-    self->point_type = pt;
-    Py_INCREF(ts);
-    self->trace_state = ts;
+    self->dev = Py_NewRef(dev);
+    self->slow = Py_NewRef(slow);
+    self->cb_type = Py_NewRef(cbt);
+    self->buffer_type = Py_NewRef(bt);
+    self->point_type = Py_NewRef(pt);
+    self->trace_state = Py_NewRef(ts);
     return (PyObject *)self;
 }
 
