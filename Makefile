@@ -6,7 +6,8 @@ PY := .venv/bin/python
 
 # The public API that `make lint` type-checks.
 TYPED := amdgpu/device.py amdgpu/command_buffer.py amdgpu/buffer.py amdgpu/fill.py \
-	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py
+	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py \
+	ground/errors.py ground/status.py
 
 setup:
 	@bash scripts/setup.sh

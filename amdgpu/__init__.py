@@ -1,31 +1,20 @@
 """amdgpu-direct: an AMD GPU driver over HSA (ROCr), with a virtual AMD system and a
 Vulkan fallback.
 
-The driver's names are loaded on first use, so that `import amdgpu.errors` (which every
-layer may do) does not import the driver itself.
+The lower layers (packets, hsa, compiler) import their error classes from `ground`, never
+from here, so this package may import its driver eagerly.
 """
 
 from __future__ import annotations
 
-import importlib
+from amdgpu.buffer import Buffer
+from amdgpu.command_buffer import BindingSlot, CommandBuffer
+from amdgpu.device import Device, Lane, TimelinePoint
+from amdgpu.program import ProgramRunner
+from amdgpu.report import DeviceReport
+from amdgpu.selection import devices, open
 
-_LAZY = {
-    # name -> module that defines it
-    "open": "amdgpu.selection",
-    "devices": "amdgpu.selection",
-    "Device": "amdgpu.device",
-    "Buffer": "amdgpu.buffer",
-    "CommandBuffer": "amdgpu.command_buffer",
-    "BindingSlot": "amdgpu.command_buffer",
-    "TimelinePoint": "amdgpu.device",
-    "Lane": "amdgpu.device",
-    "DeviceReport": "amdgpu.report",
-    "ProgramRunner": "amdgpu.program",
-}
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'amdgpu' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__ = [
+    "BindingSlot", "Buffer", "CommandBuffer", "Device", "DeviceReport", "Lane",
+    "ProgramRunner", "TimelinePoint", "devices", "open",
+]

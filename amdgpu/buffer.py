@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import BufferRangeError, DeviceError
+from ground.errors import BufferRangeError, DeviceError
 
 
 class _Lifetime:
@@ -245,7 +245,7 @@ def check_memory_kind(memory: Any, spec: str) -> str:
 
 def host_bytes(array: Any, what: str) -> np.ndarray:
     """The bytes of `array` as a flat uint8 array (KernelArgumentError if numpy can't)."""
-    from amdgpu.errors import KernelArgumentError
+    from ground.errors import KernelArgumentError
 
     if isinstance(array, Buffer):
         raise KernelArgumentError(

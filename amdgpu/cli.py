@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - one line for the user, the traceback with --debug
         if args.debug:
             raise
-        from amdgpu.errors import AmdgpuError
+        from ground.errors import AmdgpuError
 
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         kind = "" if isinstance(e, (AmdgpuError, UsageError)) else f"{type(e).__name__}: "

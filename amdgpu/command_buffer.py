@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from amdgpu.buffer import Buffer
-from amdgpu.errors import BufferRangeError, DeviceError, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
+from ground.errors import BufferRangeError, DeviceError, KernelArgumentError
 
 
 @dataclass(frozen=True)

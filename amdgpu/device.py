@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from amdgpu.buffer import Buffer, HostBuffer, host_bytes
-from amdgpu.errors import BufferRangeError, DeviceError, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
+from ground.errors import BufferRangeError, DeviceError, KernelArgumentError
 from hsa.provider import Capability
 from hsa.virtual.topology import compact_gpus, expand_gpus
 

@@ -9,12 +9,12 @@ types). `pack`/`unpack` convert between the two.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from amdgpu.errors import KernelArgumentError
+from ground.errors import KernelArgumentError
 
 __all__ = ["dtype", "bits", "storage_nbytes", "pack", "unpack"]
 
@@ -22,10 +22,20 @@ __all__ = ["dtype", "bits", "storage_nbytes", "pack", "unpack"]
 _SUB_BYTE = {"int2": 2, "uint2": 2, "int4": 4, "uint4": 4, "float4_e2m1fn": 4}
 
 
+@functools.cache
+def _ml_dtypes() -> Any:
+    # imported on first use: ml_dtypes takes seconds to import, and `import amdgpu` (which
+    # imports this module through amdgpu.program) should not pay that without a program
+    import ml_dtypes
+
+    return ml_dtypes
+
+
 def dtype(name: Any) -> np.dtype:
     """The numpy dtype for a program's dtype name ('float32', 'bfloat16', 'int4', ...)."""
     if isinstance(name, np.dtype):
         return name
+    ml_dtypes = _ml_dtypes()  # registers its names with numpy first
     try:
         return np.dtype(name)
     except TypeError:
@@ -87,7 +97,7 @@ def is_float(name: Any) -> bool:
     if np.issubdtype(d, np.floating):
         return True
     try:
-        ml_dtypes.finfo(d)
+        _ml_dtypes().finfo(d)
         return True
     except (ValueError, TypeError):
         return False
@@ -99,7 +109,7 @@ def tolerance(name: Any) -> tuple[float, float]:
     d = dtype(name)
     if d == np.float64 or d == np.float32:
         return 1e-4, 1e-4
-    eps = float(ml_dtypes.finfo(d).eps) if not np.issubdtype(d, np.floating) else float(
+    eps = float(_ml_dtypes().finfo(d).eps) if not np.issubdtype(d, np.floating) else float(
         np.finfo(d).eps
     )
     tol = max(2e-2, 8 * eps)
@@ -109,5 +119,5 @@ def tolerance(name: Any) -> tuple[float, float]:
 def int_range(name: Any) -> tuple[int, int]:
     """[low, high) of small random test integers that fit the type."""
     d = dtype(name)
-    info = ml_dtypes.iinfo(d) if d.name in _SUB_BYTE else np.iinfo(d)
+    info = _ml_dtypes().iinfo(d) if d.name in _SUB_BYTE else np.iinfo(d)
     return max(int(info.min), -100), min(int(info.max), 100) + 1

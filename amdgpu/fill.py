@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import DeviceError
+from ground.errors import DeviceError
 
 WIDTHS = (1, 2, 4)
 

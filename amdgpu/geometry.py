@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import KernelArgumentError
+from ground.errors import KernelArgumentError
 
 MAX_SIZE = 0xFFFFFFFF  # the packet's 32-bit grid and work-group fields
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from amdgpu import dtypes
-from amdgpu.errors import DeviceError
+from ground.errors import DeviceError
 
 _INT_WIDTHS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "index": 64}
 _FLOATS = {"f16": np.float16, "f32": np.float32, "f64": np.float64}

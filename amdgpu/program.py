@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from amdgpu import dtypes
-from amdgpu.errors import DeviceError, KernelArgumentError
+from ground.errors import DeviceError, KernelArgumentError
 
 
 @dataclass

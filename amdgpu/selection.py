@@ -37,8 +37,8 @@ from amdgpu.device import (
     default_emulated_gpus,
     default_virtual_gpus,
 )
-from amdgpu.errors import AmdgpuError, DeviceError
 from amdgpu.report import DeviceReport
+from ground.errors import AmdgpuError, DeviceError
 from hsa.virtual.topology import MAX_GPUS, compact_gpus, expand_gpus
 
 DRIVERS = ("auto", "amdgpu", "vulkan")

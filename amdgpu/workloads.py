@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from amdgpu import dtypes
-from amdgpu.errors import DeviceError
+from ground.errors import DeviceError
 
 MLIR_WORKLOADS = ("saxpy", "chain-N", "reduction", "softmax", "matmul-f32", "matmul-f16", "mlp")
 OPENCL_WORKLOADS = ("fill", "copy", "saxpy-hidden", "lds-reduce")

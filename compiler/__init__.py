@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amdgpu.errors import CompileError
+from ground.errors import CompileError
 
 if TYPE_CHECKING:
     from .bundle import KernelBundle

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from amdgpu.errors import AmdgpuError, CodeObjectError, CompileError
+from ground.errors import AmdgpuError, CodeObjectError, CompileError
 
 
 # --------------------------------------------------------------------------------------------

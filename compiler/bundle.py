@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 
-from amdgpu.errors import BundleError, CodeObjectError
+from ground.errors import BundleError, CodeObjectError
 from hsa.abi import targets as _targets
 
 __all__ = ["Variant", "KernelBundle", "BUNDLE_MAGIC", "BUNDLE_VERSION", "is_bundle"]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from amdgpu.errors import BundleError
+from ground.errors import BundleError
 
 from .bundle import KernelBundle, atomic_write
 

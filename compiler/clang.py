@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from amdgpu.errors import CompileError
+from ground.errors import CompileError
 
 __all__ = [
     "HEADER",

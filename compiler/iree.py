@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amdgpu.errors import CompileError
+from ground.errors import CompileError
 
 from . import spirv
 

@@ -28,7 +28,7 @@ import base64
 import re
 from typing import Any
 
-from amdgpu.errors import CompileError
+from ground.errors import CompileError
 
 # Attributes that are big and never needed to run the program.
 _SKIP_ATTRS = {"iree.reflection", "iree.abi.stub", "function_type", "tied_operands",

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amdgpu.errors import CompileError
+from ground.errors import CompileError
 
 __all__ = [
     "KERNEL_DIR",

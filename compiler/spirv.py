@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError, CompileError, VulkanError
+from ground.errors import AmdgpuError, CompileError, VulkanError
 
 MAGIC = 0x07230203
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amdgpu.errors import HsaError
-from hsa.status import HSA_STATUS_ERROR_INVALID_ARGUMENT
+from ground.errors import HsaError
+from ground.status import HSA_STATUS_ERROR_INVALID_ARGUMENT
 
 if TYPE_CHECKING:
     from hsa.provider import HsaProvider

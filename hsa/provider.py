@@ -211,7 +211,7 @@ QueueErrorCallback = Callable[[int, "Queue"], None]  # (hsa status, queue)
 
 
 class HsaProvider(abc.ABC):
-    """The HSA calls the driver needs. Every failure raises `amdgpu.errors.HsaError`."""
+    """The HSA calls the driver needs. Every failure raises `ground.errors.HsaError`."""
 
     name: str  # "rocr" or "virtual"
 

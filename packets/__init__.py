@@ -1,6 +1,6 @@
 """AQL packets: layouts (hsa.h, hsa_ext_amd.h incl. gfx1250's extended dispatch), checked
 builders, batch builders, decoder, ring publishing
-and trace records. Imports nothing of the project but `amdgpu.errors`.
+and trace records. Imports nothing of the project but `ground`.
 
     import packets
     pkt = packets.kernel_dispatch(workgroup_size=256, grid_size=1 << 20,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 
 from .layout import (
     AGENT_DISPATCH,

@@ -12,7 +12,7 @@ import operator
 import struct
 from collections.abc import Sequence
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 
 from .layout import (
     MAX_DEP_SIGNALS,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 
 from . import build
 from .layout import (

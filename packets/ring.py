@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from amdgpu.errors import PacketError, QueueFullError
+from ground.errors import PacketError, QueueFullError
 
 from . import trace as _trace
 from .build import invalid

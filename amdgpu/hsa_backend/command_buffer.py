@@ -58,11 +58,11 @@ import numpy as np
 import packets
 from amdgpu.command_buffer import BindingSlot, CommandBuffer, Param, split_grid
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import KernelArgumentError
 from amdgpu.geometry import MAX_SIZE
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.kernargs import KernargRing
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
+from ground.errors import KernelArgumentError
 from hsa.abi.hidden_args import GEOMETRY_KINDS
 
 _KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet

@@ -18,7 +18,6 @@ import numpy as np
 import packets
 from amdgpu.buffer import Buffer, HostBuffer, PinnedBuffer, as_host_array, check_memory_kind
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
-from amdgpu.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from amdgpu.fill import check_fill_length, fill_pattern
 from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend import system as systems
@@ -28,6 +27,7 @@ from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.tracing import announce
 from amdgpu.report import DeviceReport
 from amdgpu.suballoc import MAX_BLOCK, MIN_BLOCK, Block, SlabAllocator
+from ground.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentError
 from hsa.provider import Capability
 from hsa.virtual.topology import expand_gpus
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import DeviceError, HsaError, KernelArgumentError, PacketError
 from amdgpu.geometry import dim3, size_key
 from amdgpu.hsa_backend.kernargs import KernargLayout
 from amdgpu.hsa_backend.tracing import announce_all
+from ground.errors import DeviceError, HsaError, KernelArgumentError, PacketError
 
 _KARG_AND_SIGNAL = struct.Struct("<Q8xQ")  # kernarg_address@40, reserved2@48, completion@56
 _KARG = struct.Struct("<Q")

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import KernelArgumentError, SignalTimeout
+from ground.errors import KernelArgumentError, SignalTimeout
 from hsa.abi.hidden_args import GEOMETRY_KINDS, geometry_value
 
 KERNARG_ALIGNMENT = 16  # HSA: kernarg buffers are at least 16-byte aligned

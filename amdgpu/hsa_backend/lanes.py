@@ -30,19 +30,16 @@ import threading
 import time
 import types
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 import packets
-from amdgpu.errors import DeviceError, HsaError, MemoryFault, QueueError, SignalTimeout
 from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend.kernargs import KernargRing
+from ground.errors import DeviceError, HsaError, MemoryFault, QueueError, SignalTimeout
+from ground.status import HSA_STATUS_ERROR
 from hsa.provider import QueueType, SignalCondition
-from hsa.status import HSA_STATUS_ERROR
-
-if TYPE_CHECKING:
-    from amdgpu.hsa_backend.device import HsaDevice
 
 TIMELINE_START = 1 << 62
 WAIT_SLICE_S = 0.05  # host waits look at the queue's error state this often
@@ -61,6 +58,23 @@ def fault_text(fault: MemoryFault) -> str:
     if site:
         text += f", code-object offset {site[1]} ({site[2]})"
     return text + "; check the kernel's buffer sizes and arguments"
+
+
+class LaneHost(Protocol):
+    """What a lane and a dispatch timer need from their device (HsaDevice provides it);
+    typed here so that neither imports the device module."""
+
+    provider: Any
+    agent: Any
+    spec: str
+    kernarg_pool: int
+    signal_pool: SignalPool
+    default_timeout: float
+    use_barrier_value: bool
+    paths: dict[str, Any]
+    lanes_: list[QueueLane]
+    _executables: list[Any]
+    _timer: Any
 
 
 class SignalPool:
@@ -164,7 +178,7 @@ def _native_ops(queue: Any, ring: packets.Ring) -> dict | None:
 class QueueLane:
     """An HSA queue with its timeline signal and kernarg ring."""
 
-    def __init__(self, device: HsaDevice, index: int, queue_size: int, kernarg_bytes: int):
+    def __init__(self, device: LaneHost, index: int, queue_size: int, kernarg_bytes: int):
         self.device = device
         self.index = index
         p = self.provider = device.provider

@@ -34,12 +34,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import packets
-from amdgpu.errors import DeviceError
 from amdgpu.hsa_backend.tracing import announce, announce_all
+from ground.errors import DeviceError
 
 if TYPE_CHECKING:
-    from amdgpu.hsa_backend.device import HsaDevice
-    from amdgpu.hsa_backend.lanes import QueueLane
+    from amdgpu.hsa_backend.lanes import LaneHost, QueueLane
 
 SIGNAL_BATCH = 256  # timing signals taken from the pool at a time
 _SIGNAL_WORD = 7  # completion_signal: 64-bit word 7 of a packet
@@ -85,7 +84,7 @@ class _Pending:
 
 @dataclass
 class DispatchTimer:
-    device: HsaDevice
+    device: LaneHost
     offset_ns: int = 0
     offset_error_ns: int = 0
     times: list[DispatchTime] = field(default_factory=list)

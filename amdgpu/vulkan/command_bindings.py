@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from amdgpu.buffer import Buffer
-from amdgpu.errors import KernelArgumentError, VulkanError
+from ground.errors import KernelArgumentError, VulkanError
 
 from .executable import Kernel
 from .instance import check, vk
 from .memory import Allocation
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .command_plan import BufferRef, Plan
-    from .command_recording import Instance
-    from .device import VulkanDevice
+    from .command_plan import BufferRef, Instance, Plan
+    from .context import VulkanContext
 
 _BUFFER_INFO = np.dtype([("buffer", "<u8"), ("offset", "<u8"), ("range", "<u8")])
 
@@ -50,7 +49,7 @@ class BindState:
 # --- bda: binding tables -----------------------------------------------------------------
 
 
-def allocate_table(device: VulkanDevice, inst: Instance, plan: Plan) -> None:
+def allocate_table(device: VulkanContext, inst: Instance, plan: Plan) -> None:
     """The instance's binding table (host visible), fixed buffers' addresses written."""
     alloc = Allocation(device, plan.table_entries * 8, host_visible=True,
                        device_local=device.tuning.table_memory == "device")
@@ -76,7 +75,7 @@ def patch_table(inst: Instance, plan: Plan, bindings: Sequence[Buffer]) -> None:
 # --- descriptors written at record time (push descriptors, plain sets) -------------------
 
 
-def bind_descriptors(device: VulkanDevice, inst: Instance, cb, kernel: Kernel, resolved,
+def bind_descriptors(device: VulkanContext, inst: Instance, cb, kernel: Kernel, resolved,
                      set_cache: dict, state: BindState) -> None:
     ffi, lib = vk.ffi, vk.lib
     if not kernel.set_layouts:
@@ -148,7 +147,7 @@ def bind_sets(inst: Instance, cb, kernel: Kernel, sets: list, state: BindState) 
                                    vk.ffi.NULL)
 
 
-def allocate_set(device: VulkanDevice, inst: Instance, layout):
+def allocate_set(device: VulkanContext, inst: Instance, layout):
     """One descriptor set of `layout` from the instance's descriptor pool."""
     ffi, lib = vk.ffi, vk.lib
     out = ffi.new("VkDescriptorSet*")
@@ -164,7 +163,7 @@ def allocate_set(device: VulkanDevice, inst: Instance, layout):
 # --- update-after-bind sets: written at submit -------------------------------------------
 
 
-def bind_late_sets(device: VulkanDevice, inst: Instance, cb, kernel: Kernel,
+def bind_late_sets(device: VulkanContext, inst: Instance, cb, kernel: Kernel,
                    refs: list[BufferRef], set_cache: dict, entries: list,
                    state: BindState) -> None:
     """Bind update-after-bind sets, one per distinct binding refs; contents come later."""
@@ -225,7 +224,7 @@ def finish_late_sets(inst: Instance, entries: list) -> None:
     ]
 
 
-def write_late_sets(device: VulkanDevice, inst: Instance, bindings: Sequence[Buffer]) -> None:
+def write_late_sets(device: VulkanContext, inst: Instance, bindings: Sequence[Buffer]) -> None:
     """Point the late descriptors at the bound buffers (skipped when they repeat)."""
     signature = tuple((b.handle.uid, b.offset, b.nbytes) for b in bindings)
     if signature == inst.late_signature:

@@ -39,8 +39,8 @@ from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import BindingSlot, Param, split_grid
 from amdgpu.command_buffer import CommandBuffer as CommandBufferAPI
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import DeviceError, KernelArgumentError
 from amdgpu.fill import fill_word
+from ground.errors import DeviceError, KernelArgumentError
 
 from .command_bindings import patch_table, write_late_sets
 from .command_plan import (
@@ -59,7 +59,7 @@ from .command_recording import Instance, free_instance, record
 from .executable import Kernel
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .device import VulkanDevice
+    from .context import VulkanContext
 
 MAX_IN_FLIGHT = 4  # instances per key
 MAX_KEYS = 8  # distinct binding keys kept recorded per command buffer
@@ -70,7 +70,7 @@ _Dispatch, _Fill, _Copy, _Barrier = Dispatch, Fill, Copy, Barrier
 class CommandBuffer(CommandBufferAPI):
     """A recorded sequence of dispatches, fills, copies and barriers over binding slots."""
 
-    def __init__(self, device: VulkanDevice):
+    def __init__(self, device: VulkanContext):
         self.device = device
         self.ops: list = []
         self.finalized = False

@@ -20,10 +20,12 @@ import numpy as np
 
 from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import Param
-from amdgpu.errors import KernelArgumentError
+from amdgpu.device import TimelinePoint
 from amdgpu.geometry import MAX_SIZE
+from ground.errors import KernelArgumentError
 
 from .executable import Kernel
+from .memory import Allocation
 from .sync import COMPUTE, TRANSFER
 
 
@@ -249,3 +251,27 @@ def barrier_sides(ops: list) -> list[tuple[int, int]]:
         else:
             kinds[-1] |= COMPUTE if isinstance(op, Dispatch) else TRANSFER
     return list(zip(kinds, kinds[1:], strict=False))
+
+
+@dataclass
+class Instance:
+    """One recording of a plan: its command buffer and what its replays patch."""
+
+    command_buffer: object
+    handle: int
+    point: TimelinePoint | None = None
+    table: np.ndarray | None = None
+    table_allocation: Allocation | None = None
+    table_signature: tuple | None = None
+    descriptor_pool: object = None
+    # update-after-bind descriptor sets: writes rewritten on replay (see finish_late_sets)
+    late_writes: object = None
+    late_count: int = 0
+    late_view: np.ndarray | None = None
+    late_patches: list = field(default_factory=list)
+    late_signature: tuple | None = None
+    keepalive: object = None
+    scratch: list = field(default_factory=list)  # cffi objects referenced by the commands
+    indirect_allocation: Allocation | None = None  # VkDispatchIndirectCommand per row
+    indirect: np.ndarray | None = None  # its (rows, 3) uint32 host view
+    indirect_signature: bytes | None = None

@@ -8,14 +8,12 @@ that repeat the previous dispatch's (same pipeline layout) are left out."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from amdgpu.buffer import Buffer
-from amdgpu.device import TimelinePoint
-from amdgpu.errors import DeviceError, VulkanError
+from ground.errors import DeviceError, VulkanError
 
 from .command_bindings import (
     BindState,
@@ -24,38 +22,16 @@ from .command_bindings import (
     bind_late_sets,
     finish_late_sets,
 )
-from .command_plan import Barrier, BufferRef, Copy, Dispatch, Fill, Plan
+from .command_plan import Barrier, BufferRef, Copy, Dispatch, Fill, Instance, Plan
 from .executable import POOL_UPDATE_AFTER_BIND
 from .instance import check, vk
 from .memory import Allocation
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .device import VulkanDevice
+    from .context import VulkanContext
 
 
-@dataclass
-class Instance:
-    command_buffer: object
-    handle: int
-    point: TimelinePoint | None = None
-    table: np.ndarray | None = None
-    table_allocation: Allocation | None = None
-    table_signature: tuple | None = None
-    descriptor_pool: object = None
-    # update-after-bind descriptor sets: writes rewritten on replay (see finish_late_sets)
-    late_writes: object = None
-    late_count: int = 0
-    late_view: np.ndarray | None = None
-    late_patches: list = field(default_factory=list)
-    late_signature: tuple | None = None
-    keepalive: object = None
-    scratch: list = field(default_factory=list)  # cffi objects referenced by the commands
-    indirect_allocation: Allocation | None = None  # VkDispatchIndirectCommand per row
-    indirect: np.ndarray | None = None  # its (rows, 3) uint32 host view
-    indirect_signature: bytes | None = None
-
-
-def _descriptor_pool(device: VulkanDevice, ops: list):
+def _descriptor_pool(device: VulkanContext, ops: list):
     """A pool for every descriptor set the dispatches of `ops` bind, or None."""
     ffi, lib = vk.ffi, vk.lib
     sets_needed = 0
@@ -119,7 +95,7 @@ def _push_ranges(rows: np.ndarray) -> list[tuple[int, int]]:
     ]
 
 
-def record(device: VulkanDevice, ops: list, plan: Plan, barriers: list,
+def record(device: VulkanContext, ops: list, plan: Plan, barriers: list,
            bound: Sequence[Buffer] | None, words: tuple = ()) -> Instance:
     """A new instance of `ops` over the `bound` buffers (None: nothing is baked), with
     `words` for the plan's scalar parameters. `barriers`: the VkDependencyInfo of each
@@ -212,7 +188,7 @@ def record(device: VulkanDevice, ops: list, plan: Plan, barriers: list,
     return inst
 
 
-def free_instance(device: VulkanDevice, inst: Instance) -> None:
+def free_instance(device: VulkanContext, inst: Instance) -> None:
     device.free_command_buffer(inst.command_buffer)
     if inst.descriptor_pool is not None:
         vk.lib.vkDestroyDescriptorPool(device.handle, inst.descriptor_pool, vk.ffi.NULL)

@@ -13,8 +13,8 @@ import numpy as np
 
 from amdgpu.buffer import Buffer, HostBuffer, as_host_array, check_memory_kind
 from amdgpu.device import Device, TimelinePoint
-from amdgpu.errors import DeviceError, KernelArgumentError, VulkanError
 from compiler.spirv import EntryInterface
+from ground.errors import DeviceError, KernelArgumentError, VulkanError
 
 from .command_buffer import CommandBuffer, to_u32
 from .executable import PATHS, Executable, Kernel

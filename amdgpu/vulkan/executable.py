@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amdgpu.errors import KernelArgumentError, VulkanError
 from amdgpu.geometry import dim3, size_key, workgroups
 from compiler.spirv import (
     EntryInterface,
@@ -24,11 +23,12 @@ from compiler.spirv import (
     missing_subgroup_ops,
     reflect,
 )
+from ground.errors import KernelArgumentError, VulkanError
 
 from .instance import check, vk
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .device import VulkanDevice
+    from .context import VulkanContext
 
 # Values the `vulkan` package leaves as None.
 LAYOUT_UPDATE_AFTER_BIND_POOL = 0x2  # VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT
@@ -141,7 +141,7 @@ class Kernel:
         self._create_pipeline(device, module)
 
     # --- Vulkan objects ------------------------------------------------------------------
-    def _create_pipeline(self, device: VulkanDevice, module) -> None:
+    def _create_pipeline(self, device: VulkanContext, module) -> None:
         ffi, lib = vk.ffi, vk.lib
         self.set_layouts: list = []
         # Descriptor sets whose contents may change after binding: replay rewrites them
@@ -315,7 +315,7 @@ class _ParsedVariant:
 class Executable:
     """The kernels of a bundle's SPIR-V variant, as pipelines for this device."""
 
-    def __init__(self, device: VulkanDevice, bundle):
+    def __init__(self, device: VulkanContext, bundle):
         self.device = device
         self.kernels: dict[str, Kernel] = {}
         self.modules: list = []

@@ -11,7 +11,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from amdgpu.errors import VulkanError
+from ground.errors import VulkanError
 from hsa.provider import Capability
 
 from .report import DeviceReport

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from amdgpu.errors import VulkanError
+from ground.errors import VulkanError
 
 from .instance import check, vk
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .device import VulkanDevice
+    from .context import VulkanContext
 
 _uids = itertools.count(1)
 
@@ -46,7 +46,7 @@ class Allocation:
 
     def __init__(
         self,
-        device: VulkanDevice,
+        device: VulkanContext,
         nbytes: int,
         *,
         host_visible: bool = False,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from amdgpu.errors import VulkanError
+from ground.errors import VulkanError
 
 from .instance import vk
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import KernelArgumentError, SignalTimeout
+from ground.errors import KernelArgumentError, SignalTimeout
 from packets import trace
 
 from .instance import check, vk
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .device import VulkanDevice
+    from .context import VulkanContext
 
 MAX_WAITS = 16
 VK_TIMEOUT = 2
@@ -30,7 +30,7 @@ VK_TIMEOUT = 2
 class Lane:
     """One timeline semaphore on one VkQueue."""
 
-    def __init__(self, device: VulkanDevice, index: int, queue, queue_lock: threading.Lock):
+    def __init__(self, device: VulkanContext, index: int, queue, queue_lock: threading.Lock):
         ffi = vk.ffi
         self.device = device
         self.index = index

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 
 __all__ = [
     "Target",

@@ -14,10 +14,10 @@ import shutil
 import threading
 from typing import Any
 
-from amdgpu.errors import HsaError, HsaUnavailable
+from ground.errors import HsaError, HsaUnavailable
+from ground.status import HSA_STATUS_ERROR_INVALID_ISA, HSA_STATUS_ERROR_NOT_INITIALIZED
 from hsa.rocr.library import candidate_paths, first_existing
 from hsa.rocr.provider import RocrProvider
-from hsa.status import HSA_STATUS_ERROR_INVALID_ISA, HSA_STATUS_ERROR_NOT_INITIALIZED
 from hsa.virtual import executor as executor_registry
 
 from . import build, driver

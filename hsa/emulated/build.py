@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from amdgpu.errors import HsaUnavailable
-from hsa.status import HSA_STATUS_ERROR_NOT_INITIALIZED
+from ground.errors import HsaUnavailable
+from ground.status import HSA_STATUS_ERROR_NOT_INITIALIZED
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = Path(__file__).resolve().parent / "thunk"

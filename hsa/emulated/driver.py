@@ -27,14 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault
-from hsa.provider import AgentInfo, DeviceType
-from hsa.status import (
+from ground.errors import HsaError, HsaUnavailable, MemoryFault
+from ground.status import (
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_INVALID_SIGNAL,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_NOT_INITIALIZED,
 )
+from hsa.provider import AgentInfo, DeviceType
 from hsa.virtual.memory import Allocation, MemoryMap
 from hsa.virtual.queues import VENDOR_SPECIFIC, DeviceSide, PacketProcessor
 

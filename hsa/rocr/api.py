@@ -26,8 +26,8 @@ from ctypes import (
 )
 from typing import Any
 
-from amdgpu.errors import HsaError, HsaUnavailable, IllegalInstruction, MemoryFault
-from hsa.status import (
+from ground.errors import HsaError, HsaUnavailable, IllegalInstruction, MemoryFault
+from ground.status import (
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
     HSA_STATUS_ERROR_MEMORY_FAULT,

@@ -14,8 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from amdgpu.errors import HsaUnavailable
-from hsa.status import HSA_STATUS_ERROR_NOT_INITIALIZED
+from ground.errors import HsaUnavailable
+from ground.status import HSA_STATUS_ERROR_NOT_INITIALIZED
 
 SONAMES = ("libhsa-runtime64.so.1", "libhsa-runtime64.so")
 ENV_VAR = "HSA_RUNTIME_PATH"

@@ -19,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
+from ground.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
+from ground.status import (
+    HSA_STATUS_ERROR,
+    HSA_STATUS_ERROR_INVALID_AGENT,
+    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    HSA_STATUS_ERROR_INVALID_QUEUE,
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+    HSA_STATUS_ERROR_MEMORY_FAULT,
+)
 from hsa.provider import (
     AgentInfo,
     Capability,
@@ -37,14 +45,6 @@ from hsa.provider import (
     QueueType,
     Segment,
     SignalCondition,
-)
-from hsa.status import (
-    HSA_STATUS_ERROR,
-    HSA_STATUS_ERROR_INVALID_AGENT,
-    HSA_STATUS_ERROR_INVALID_ARGUMENT,
-    HSA_STATUS_ERROR_INVALID_QUEUE,
-    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
-    HSA_STATUS_ERROR_MEMORY_FAULT,
 )
 
 from . import structs as S

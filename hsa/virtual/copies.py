@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from amdgpu.errors import HsaError
+from ground.errors import HsaError
 
 if TYPE_CHECKING:
     from hsa.virtual.memory import MemoryMap

@@ -3,9 +3,9 @@
 The packet processor hands each kernel-dispatch packet to the executor of its agent's
 encoding family (`gfx11` first; `gfx12` and `gfx9` plug in the same way). An executor runs
 every workgroup of the grid against the virtual system's `MemoryMap` and returns when the
-dispatch is complete. It reports failures by raising `amdgpu.errors.MemoryFault` (status
+dispatch is complete. It reports failures by raising `ground.errors.MemoryFault` (status
 HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION, naming kernel, PC and address) or
-`amdgpu.errors.IllegalInstruction` (naming encoding, mnemonic, kernel and PC); the packet
+`ground.errors.IllegalInstruction` (naming encoding, mnemonic, kernel and PC); the packet
 processor turns either into the queue's error state.
 """
 

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amdgpu.errors import CodeObjectError, HsaError
-from hsa.provider import DeviceType, Executable, KernelSymbol
-from hsa.status import (
+from ground.errors import CodeObjectError, HsaError
+from ground.status import (
     HSA_STATUS_ERROR_FROZEN_EXECUTABLE,
     HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS,
     HSA_STATUS_ERROR_INVALID_AGENT,
@@ -28,6 +27,7 @@ from hsa.status import (
     HSA_STATUS_ERROR_INVALID_EXECUTABLE,
     HSA_STATUS_ERROR_INVALID_SYMBOL_NAME,
 )
+from hsa.provider import DeviceType, Executable, KernelSymbol
 
 if TYPE_CHECKING:
     from hsa.virtual.memory import MemoryMap

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import MemoryFault
-from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
+from ground.errors import MemoryFault
+from ground.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 
 HOST = None  # the "agent" of accesses made by the host itself: never checked
 

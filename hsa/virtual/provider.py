@@ -25,11 +25,21 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import HsaError, MemoryFault, SignalTimeout
+from ground.errors import HsaError, MemoryFault, SignalTimeout
+from ground.status import (
+    HSA_STATUS_ERROR_INVALID_AGENT,
+    HSA_STATUS_ERROR_INVALID_ALLOCATION,
+    HSA_STATUS_ERROR_INVALID_ARGUMENT,
+    HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
+    HSA_STATUS_ERROR_INVALID_QUEUE,
+    HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
+    HSA_STATUS_ERROR_INVALID_SIGNAL,
+    HSA_STATUS_ERROR_NOT_INITIALIZED,
+    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
+)
 from hsa.provider import (
     AgentInfo,
     Capability,
@@ -47,19 +57,9 @@ from hsa.provider import (
     Segment,
     SignalCondition,
 )
-from hsa.status import (
-    HSA_STATUS_ERROR_INVALID_AGENT,
-    HSA_STATUS_ERROR_INVALID_ALLOCATION,
-    HSA_STATUS_ERROR_INVALID_ARGUMENT,
-    HSA_STATUS_ERROR_INVALID_MEMORY_POOL,
-    HSA_STATUS_ERROR_INVALID_QUEUE,
-    HSA_STATUS_ERROR_INVALID_QUEUE_CREATION,
-    HSA_STATUS_ERROR_INVALID_SIGNAL,
-    HSA_STATUS_ERROR_NOT_INITIALIZED,
-    HSA_STATUS_ERROR_OUT_OF_RESOURCES,
-)
 from hsa.virtual import executor as executor_registry
 from hsa.virtual import topology
+from hsa.virtual.agents import Agent, Pool
 from hsa.virtual.copies import CopyEngine
 from hsa.virtual.loader import CodeObjectLoader
 from hsa.virtual.memory import MemoryMap
@@ -87,20 +87,6 @@ _CPU_HANDLE = 0xA6E0_0000_1000
 _AGENT_STRIDE = 0x1000
 _POOL_OFFSET = 0x100  # pools of agent A have handles A + 0x100 + i
 _INTERNAL_POOL = 0  # signals, queues, code: not counted against a user pool
-
-
-@dataclass
-class _Pool:
-    info: PoolInfo
-    used: int = 0
-
-
-@dataclass
-class _Agent:
-    info: AgentInfo
-    family: str = ""  # "gfx11" for a GPU; "" for the CPU
-    lds_size: int = 0
-    pools: list[_Pool] = field(default_factory=list)
 
 
 def _target_facts(name: str) -> tuple[str, str, int, int]:
@@ -158,9 +144,9 @@ class VirtualProvider(HsaProvider):
         self.memory = MemoryMap()
         self._lock = threading.Lock()
         self._closed = False
-        self._agents: dict[int, _Agent] = {}
-        self._pools: dict[int, _Pool] = {}
-        self._user_allocs: dict[int, tuple[_Pool, int]] = {}  # base -> (pool, rounded size)
+        self._agents: dict[int, Agent] = {}
+        self._pools: dict[int, Pool] = {}
+        self._user_allocs: dict[int, tuple[Pool, int]] = {}  # base -> (pool, rounded size)
         self._queues: dict[int, VirtualQueue] = {}
         self._next_queue_id = 0
         self._build_agents(list(gpus), compute_units, device_memory)
@@ -179,7 +165,7 @@ class VirtualProvider(HsaProvider):
             total_ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError):
             total_ram = 16 * _GIB
-        cpu = _Agent(AgentInfo(
+        cpu = Agent(AgentInfo(
             handle=_CPU_HANDLE, name="Virtual AMD CPU", device_type=DeviceType.CPU, isa="",
             compute_units=os.cpu_count() or 1, node=0, vendor="CPU",
         ))
@@ -199,7 +185,7 @@ class VirtualProvider(HsaProvider):
                     HSA_STATUS_ERROR_INVALID_ARGUMENT, f"virtual GPU {name!r}: {exc}"
                 ) from None
             handle = _CPU_HANDLE + (i + 1) * _AGENT_STRIDE
-            gpu = _Agent(
+            gpu = Agent(
                 AgentInfo(
                     handle=handle, name=isa.split(":")[0], device_type=DeviceType.GPU,
                     isa=isa, wavefront_size=wave,
@@ -221,11 +207,11 @@ class VirtualProvider(HsaProvider):
             self._gpu_targets[handle] = gpu.info.name
 
     def _add_pool(
-        self, agent: _Agent, segment: Segment, flags: GlobalFlag, size: int,
+        self, agent: Agent, segment: Segment, flags: GlobalFlag, size: int,
         alloc_allowed: bool, by_all: bool, granule: int = PAGE,
     ) -> None:
         handle = agent.info.handle + _POOL_OFFSET + len(agent.pools)
-        pool = _Pool(PoolInfo(
+        pool = Pool(PoolInfo(
             handle=handle, agent=agent.info.handle, segment=segment, global_flags=flags,
             size=size, granule=granule, alignment=granule, runtime_alloc_allowed=alloc_allowed,
             accessible_by_all=by_all,
@@ -241,7 +227,7 @@ class VirtualProvider(HsaProvider):
                 "the virtual HSA system was shut down; open a new VirtualProvider", call,
             )
 
-    def _agent(self, handle: int, call: str) -> _Agent:
+    def _agent(self, handle: int, call: str) -> Agent:
         agent = self._agents.get(handle)
         if agent is None:
             self._check_open(call)
@@ -421,7 +407,7 @@ class VirtualProvider(HsaProvider):
             return topology.gpu_to_host()
         return topology.gpu_to_gpu(mine, theirs)
 
-    def _pool(self, pool: int, call: str) -> _Pool:
+    def _pool(self, pool: int, call: str) -> Pool:
         p = self._pools.get(pool)
         if p is None:
             self._check_open(call)

@@ -23,28 +23,26 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import packets
-from amdgpu.errors import HsaError, PacketError, QueueError
-from hsa.provider import Queue
-from hsa.status import (
+from ground.errors import HsaError, PacketError, QueueError
+from ground.status import (
     HSA_STATUS_ERROR,
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_INVALID_ISA,
     HSA_STATUS_ERROR_INVALID_PACKET_FORMAT,
     HSA_STATUS_ERROR_INVALID_SIGNAL,
 )
+from hsa.provider import Queue
 from hsa.virtual import executor as executor_registry
+from hsa.virtual.agents import Agent
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.memory import Allocation
 from hsa.virtual.signals import W_END_TS, W_START_TS, W_VALUE, SignalTable, condition_holds
 from packets import AmdVendorFormat, PacketType
-
-if TYPE_CHECKING:
-    from hsa.virtual.provider import _Agent
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +88,7 @@ class VirtualQueue(Queue):
     def __init__(
         self,
         side: DeviceSide,
-        agent: _Agent,
+        agent: Agent,
         size: int,
         queue_id: int,
         struct: Allocation,
@@ -248,7 +246,7 @@ class _Stopped(Exception):
 class PacketProcessor:
     """The per-queue thread that consumes AQL packets."""
 
-    def __init__(self, side: DeviceSide, agent: _Agent, queue: Any) -> None:
+    def __init__(self, side: DeviceSide, agent: Agent, queue: Any) -> None:
         self.side = side
         self.memory = side.memory
         self.agent = agent

@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from amdgpu.errors import HsaError, SignalTimeout
-from hsa.provider import SignalCondition
-from hsa.status import (
+from ground.errors import HsaError, SignalTimeout
+from ground.status import (
     HSA_STATUS_ERROR,
     HSA_STATUS_ERROR_INVALID_ARGUMENT,
     HSA_STATUS_ERROR_INVALID_SIGNAL,
 )
+from hsa.provider import SignalCondition
 from hsa.virtual.memory import MemoryMap
 
 SIGNAL_BYTES = 64

@@ -32,7 +32,7 @@ checksummed, and a record of an unknown kind or bytes after the last checksum re
 damage (a damaged checksum record's header), never skipped or read unverified.
 """
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 
 from .format import (
     CHECKSUM_RECORD_SIZE,

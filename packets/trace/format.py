@@ -10,7 +10,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 
 MAGIC = b"AMDGPUTR"
 VERSION = 2  # 2: BLOCK_TEMPLATE / BLOCK_REPLAY records (a v1 reader would drop their packets)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import msgpack
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 
 from .format import (
     _BLOCK_REPLAY,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 
 from .format import (
     _BLOCK_TEMPLATE,

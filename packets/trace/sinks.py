@@ -9,7 +9,7 @@ from typing import Protocol
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError, TraceFormatError
+from ground.errors import AmdgpuError, TraceFormatError
 
 from .format import Clock, now_ns
 from .records import (

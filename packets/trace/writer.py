@@ -16,7 +16,7 @@ import zlib
 import msgpack
 import numpy as np
 
-from amdgpu.errors import AmdgpuError, TraceFormatError
+from ground.errors import AmdgpuError, TraceFormatError
 
 from .format import (
     _BATCH_RECORD,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 CHAIN = 16
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from amdgpu.cli import OneLineParser
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 
 def _inventory(specs: list[str] | None):

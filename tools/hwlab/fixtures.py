@@ -20,7 +20,7 @@ import pytest
 
 import amdgpu
 from amdgpu.device import TimelinePoint
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 
 class OpenDevices:

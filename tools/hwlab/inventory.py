@@ -148,6 +148,6 @@ def find_device(machine: str, spec: str, known: list[LabDevice]) -> LabDevice:
         for rep in hsa_reports(parsed.system):
             if rep.spec == canonical:
                 return _row(machine, rep)
-    from amdgpu.errors import DeviceError
+    from ground.errors import DeviceError
 
     raise DeviceError(f"no device {canonical!r} here: 'hwlab devices' lists " + ", ".join(by_spec))

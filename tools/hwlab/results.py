@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 REPORT_FORMAT = "hwlab-report"
 REPORT_VERSION = 1

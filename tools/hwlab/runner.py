@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from tools.hwlab import fixtures
 from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice
 from tools.hwlab.results import CellResult, LabReport, this_machine

@@ -22,7 +22,7 @@ import sys
 from rich.console import Console
 
 from amdgpu.cli import OneLineParser
-from amdgpu.errors import AmdgpuError, TraceFormatError
+from ground.errors import AmdgpuError, TraceFormatError
 
 EXIT_TROUBLE = 2
 

@@ -16,7 +16,7 @@ import subprocess
 
 from rich.console import Console
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from packets import DISPATCH_KINDS, decode, trace
 
 from .model import DependencyTracker, SymbolTable, type_name

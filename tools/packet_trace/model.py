@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from packets import trace
 from packets.layout import AmdVendorFormat, PacketType
 

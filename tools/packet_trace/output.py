@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import BinaryIO, TextIO
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 
 @contextlib.contextmanager

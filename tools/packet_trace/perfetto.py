@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict
 
 from rich.console import Console
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from packets import DISPATCH_KINDS, decode, trace
 
 from .model import DependencyTracker, SymbolTable, jsonable, type_name

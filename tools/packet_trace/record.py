@@ -11,7 +11,7 @@ import sys
 
 from rich.console import Console
 
-from amdgpu.errors import AmdgpuError, TraceFormatError
+from ground.errors import AmdgpuError, TraceFormatError
 
 from .scan import scan
 

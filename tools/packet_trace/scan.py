@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 from packets import trace
 
 CHUNK_BYTES = 4 << 20

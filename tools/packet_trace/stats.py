@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from amdgpu.errors import TraceFormatError
+from ground.errors import TraceFormatError
 from packets import trace
 
 from .model import DISPATCH_CODES, PACKET_VIEW, TYPE_NAMES, SymbolTable, jsonable, type_codes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 
 from .elf import _unpack
 

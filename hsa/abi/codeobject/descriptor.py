@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 
 _DESCRIPTOR = struct.Struct("<III4xq20xIIIHH4x")
 assert _DESCRIPTOR.size == 64

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 from hsa.abi import targets as _targets
 
 EM_AMDGPU = 224

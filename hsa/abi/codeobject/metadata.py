@@ -8,7 +8,7 @@ from typing import Any
 
 import msgpack
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 
 from .descriptor import KernelDescriptor
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from amdgpu.errors import CodeObjectError
+from ground.errors import CodeObjectError
 from hsa.abi import targets as _targets
 
 from .bundle import (

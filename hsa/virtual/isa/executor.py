@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import HsaError, IllegalInstruction, MemoryFault
-from hsa.status import (
+from ground.errors import HsaError, IllegalInstruction, MemoryFault
+from ground.status import (
     HSA_STATUS_ERROR_EXCEPTION,
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,

@@ -10,23 +10,41 @@ it: an LDS access out of range reads 0 and drops stores; scratch out of range fa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
-from amdgpu.errors import MemoryFault
-from hsa.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
+from ground.errors import MemoryFault
+from ground.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
+from hsa.virtual.memory import MemoryMap
 
-if TYPE_CHECKING:
-    from hsa.virtual.isa.executor import BatchContext
+
+class MemoryContext(Protocol):
+    """What the memory instructions of one batch of workgroups need from it (the executor's
+    batch context provides it): the memory map and agent of global accesses, the LDS and
+    scratch spaces, and where an instruction is, for fault messages."""
+
+    memory: MemoryMap
+    agent: int
+
+    def where(self, inst: d.Instruction) -> str: ...
+
+    def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
+                  idx: np.ndarray | None) -> tuple[ByteSpace, np.ndarray]: ...
+
+    def scratch_space(self, g: WaveGroup, inst: d.Instruction,
+                      idx: np.ndarray | None) -> ByteSpace: ...
+
+    def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
+                  idx: np.ndarray | None) -> Any: ...
 
 u32, u64 = np.uint32, np.uint64
 _LANE = np.arange(64)
 
 
-def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
+def _fault(ctx: MemoryContext, inst: d.Instruction, address: int, why: str) -> MemoryFault:
     return MemoryFault(
         HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
         f"memory fault in {ctx.where(inst)}: address 0x{address:x}"
@@ -35,7 +53,7 @@ def _fault(ctx: BatchContext, inst: d.Instruction, address: int, why: str) -> Me
     )
 
 
-def gather_words(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+def gather_words(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray,
                  nwords: int) -> np.ndarray:
     """(n,) byte addresses -> (n, nwords) uint32 from global memory."""
     try:
@@ -47,7 +65,7 @@ def gather_words(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
         raise _fault(ctx, inst, e.address, str(e.text)) from None
 
 
-def gather_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+def gather_typed(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray,
                  dtype) -> np.ndarray:
     try:
         return ctx.memory.gather(addresses, dtype, ctx.agent)
@@ -55,7 +73,7 @@ def gather_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
         raise _fault(ctx, inst, e.address, str(e.text)) from None
 
 
-def scatter_typed(ctx: BatchContext, inst: d.Instruction, addresses: np.ndarray,
+def scatter_typed(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray,
                   values: np.ndarray) -> None:
     try:
         ctx.memory.scatter(addresses, values, ctx.agent)
@@ -76,7 +94,7 @@ def compile_smem(inst: d.Instruction) -> Callable | None:
         return None
     nwords = int(name.rsplit("_b", 1)[1]) // 32
 
-    def run(g: WaveGroup, ctx: BatchContext) -> None:
+    def run(g: WaveGroup, ctx: MemoryContext) -> None:
         offset = np.uint64(f["offset"] & 0xFFFFFFFFFFFFFFFF) if f["offset"] >= 0 else None
         base = g.s[:, f["sbase"]].astype(u64) | (g.s[:, f["sbase"] + 1].astype(u64) << u64(32))
         if name.startswith("s_buffer"):
@@ -105,7 +123,7 @@ _SMEM_SMALL = {"s_load_u8": (1, np.uint8), "s_load_i8": (1, np.int8),
 def _smem_small(inst: d.Instruction, buffer: bool, nbytes: int, kind) -> Callable:
     f = inst.f
 
-    def run(g: WaveGroup, ctx: BatchContext) -> None:
+    def run(g: WaveGroup, ctx: MemoryContext) -> None:
         base = g.s[:, f["sbase"]].astype(u64) | (g.s[:, f["sbase"] + 1].astype(u64) << u64(32))
         if buffer:
             base = base & u64(0xFFFFFFFFFFFF)
@@ -342,7 +360,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
         scale = (8 if suffix.endswith(_WIDE) else 4) if kind is None else (
             np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1])
 
-    def addresses(g: WaveGroup, ctx: BatchContext, idx) -> np.ndarray:
+    def addresses(g: WaveGroup, ctx: MemoryContext, idx) -> np.ndarray:
         off = f["offset"]
         if seg == "SCRATCH":
             a = np.zeros(1, dtype=np.int64)
@@ -359,7 +377,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
         a = _sel(a, idx)
         return (a.astype(np.int64) + off).astype(u64) if off else a
 
-    def run(g: WaveGroup, ctx: BatchContext) -> None:
+    def run(g: WaveGroup, ctx: MemoryContext) -> None:
         idx = _active(g)
         if idx is not None and idx.size == 0:
             return
@@ -391,7 +409,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
 
 
 class GlobalSpace:
-    def __init__(self, ctx: BatchContext, inst: d.Instruction) -> None:
+    def __init__(self, ctx: MemoryContext, inst: d.Instruction) -> None:
         self.ctx, self.inst = ctx, inst
 
     def gather(self, addr, dtype):
@@ -438,7 +456,7 @@ class MixedSpace:
 class ByteSpace:
     """LDS or scratch: one flat byte array; `base` maps each lane to its region."""
 
-    def __init__(self, ctx: BatchContext, inst: d.Instruction, data: np.ndarray,
+    def __init__(self, ctx: MemoryContext, inst: d.Instruction, data: np.ndarray,
                  base: np.ndarray, limit: int, fault: bool) -> None:
         self.ctx, self.inst, self.data, self.base, self.limit = ctx, inst, data, base, limit
         self.fault = fault
@@ -574,7 +592,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         return None
     size = np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1]
 
-    def run(g: WaveGroup, ctx: BatchContext) -> None:
+    def run(g: WaveGroup, ctx: MemoryContext) -> None:
         idx = _active(g)
         if idx is not None and idx.size == 0:
             return
@@ -648,7 +666,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
     return run
 
 
-def _load_to_lds(g: WaveGroup, ctx: BatchContext, inst: d.Instruction, idx,
+def _load_to_lds(g: WaveGroup, ctx: MemoryContext, inst: d.Instruction, idx,
                  values_words: list[np.ndarray], size: int) -> None:
     """A buffer load with the lds bit (gfx9; 12 and 16 bytes a lane on gfx950): lane l's
     `size` bytes go to LDS at M0 + the instruction offset + l * size."""
@@ -680,7 +698,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         stride = width * (64 if "stride64" in name else 1)
         is_load = parts[1] == "load"
 
-        def run2(g: WaveGroup, ctx: BatchContext) -> None:
+        def run2(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
             space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
             for k, off in enumerate((f["offset0"] * stride, f["offset1"] * stride)):
@@ -701,7 +719,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         if kind is None:
             return None
 
-        def load(g: WaveGroup, ctx: BatchContext) -> None:
+        def load(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
             space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
             a = addr + offset
@@ -715,7 +733,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         if kind is None:
             return None
 
-        def store(g: WaveGroup, ctx: BatchContext) -> None:
+        def store(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
             space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
             typed, words = _store_values(g, f["data0"], idx, kind)
@@ -744,7 +762,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
     def lanes(g: WaveGroup, reg: int, idx) -> np.ndarray:
         return _lanes64(g, reg, idx) if wide else _sel(g.v[reg], idx)
 
-    def atomic(g: WaveGroup, ctx: BatchContext) -> None:
+    def atomic(g: WaveGroup, ctx: MemoryContext) -> None:
         idx = _active(g)
         space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
         flat, pos = space.absolute(addr + offset, dtype.itemsize)
@@ -772,7 +790,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
     return atomic
 
 
-def _ds_append(g: WaveGroup, ctx: BatchContext, inst: d.Instruction, offset: int,
+def _ds_append(g: WaveGroup, ctx: MemoryContext, inst: d.Instruction, offset: int,
                consume: bool) -> None:
     """ds_append / ds_consume: per wave, the LDS dword at M0[15:0] + offset grows (shrinks)
     by the number of active lanes; every active lane gets the value from before. Waves

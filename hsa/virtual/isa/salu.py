@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from amdgpu.errors import IllegalInstruction
-from hsa.status import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
+from ground.errors import IllegalInstruction
+from ground.status import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 

@@ -17,8 +17,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from amdgpu.errors import IllegalInstruction
-from hsa.status import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
+from ground.errors import IllegalInstruction
+from ground.status import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 

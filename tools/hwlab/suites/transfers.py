@@ -134,7 +134,7 @@ def _peer_spec(device) -> str | None:
 @pytest.mark.hsa
 def test_bandwidth_p2p(device, record_property):
     import amdgpu
-    from amdgpu.errors import AmdgpuError
+    from ground.errors import AmdgpuError
 
     spec = _peer_spec(device)
     if spec is None:
