@@ -58,6 +58,13 @@ def h16(x):  # f32 values -> f16 bits in the low half
     return np.asarray(x, f32).astype(np.float16).view(np.uint16).astype(u32)
 
 
+def h16_rtz(x):  # f32 values -> f16 bits rounded toward zero: the largest f16 not above |x|
+    table = np.arange(0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    mag = np.abs(np.asarray(x, np.float64))
+    bits = np.where(np.isinf(mag), 0x7C00, np.searchsorted(table, mag, side="right") - 1)
+    return bits.astype(u32) | (np.signbit(x).astype(u32) << u32(15))
+
+
 def f16lo(x):
     return (np.asarray(x, u32) & u32(0xFFFF)).astype(np.uint16).view(np.float16).astype(f32)
 
@@ -201,8 +208,8 @@ CASES = {
              lambda a, b, c: B(f16lo(a) * f16lo(b) + f16hi(a) * f16hi(b) + F(c)), 1e-6),
     "fma_mix": ("v_fma_mix_f32 v4, v1, v2, v3 op_sel_hi:[1,1,0]", "f16x2_f32",
                 lambda a, b, c: B(f16lo(a).astype(np.float64) * f16lo(b) + F(c)), 1e-6),
-    "cvt_pk_rtz": ("v_cvt_pk_rtz_f16_f32 v4, v1, v2", "small_f32",
-                   lambda a, b, c: h16(F(a)) | (h16(F(b)) << u32(16)), None),
+    "cvt_pk_rtz": ("v_cvt_pk_rtz_f16_f32 v4, v1, v2", "small_f32",  # rounds toward zero
+                   lambda a, b, c: h16_rtz(F(a)) | (h16_rtz(F(b)) << u32(16)), None),
     "f64": ("v_cvt_f64_f32 v[6:7], v1\nv_cvt_f64_f32 v[8:9], v2\n"
             "v_mul_f64 v[6:7], v[6:7], v[8:9]\nv_cvt_f32_f64 v4, v[6:7]", "f32",
             lambda a, b, c: B((F(a).astype(np.float64) * F(b)).astype(f32)), 0),

@@ -289,6 +289,164 @@ def _wmma_case(target: str, inst: str, k: int, typ: str, c_const: bool = False) 
     return Case(target, body, ref, make)
 
 
+# --- the scalar float ALU (gfx1201; gfx1250 has it too) -----------------------------------
+# Each case runs its scalar ops once per lane l < SLANES: the operands are read from that
+# lane of v17.. (v_readlane_b32), the result goes back into lane l of v48.. (v_writelane).
+SLANES = 16
+H = np.float16
+
+
+def _lanes(ops: list[str], srcs: int = 2) -> str:
+    """`ops` (one per output VGPR v48 + k) with s8 = v17[l], s9 = v18[l], s10 = v19[l] and
+    s11 the result, written into lane l of v48 + k."""
+    lines = [f"v_mov_b32 v{48 + k}, 0" for k in range(len(ops))]
+    for lane in range(SLANES):
+        lines += [f"v_readlane_b32 s{8 + j}, v{17 + j}, {lane}" for j in range(srcs)]
+        for k, op in enumerate(ops):
+            lines += [op, f"v_writelane_b32 v{48 + k}, s11, {lane}"]
+    return "\n".join(lines)
+
+
+def _per_lane(fn, *regs) -> np.ndarray:
+    """fn of each lane's operands as (SLANES,) bits, zero above SLANES."""
+    out = np.zeros(32, u32)
+    out[:SLANES] = np.asarray(fn(*(r[:SLANES] for r in regs)), u32)
+    return out
+
+
+def float_specials(rng):
+    """Small floats with specials in the first lanes of v17/v18: -0, +-inf, denormals,
+    halfway cases and values with a fraction of .5 for the rounding ops."""
+    regs = B((rng.integers(-64, 65, (NREG, 32)) / 8).astype(f32))
+    specials = B(np.array([-0.0, np.inf, -np.inf, 1e-40, -2.5, 3.5, 0.5, 65520.0,
+                           1.0009765625, -7.75, 2.0 ** -20, 1e30], f32))
+    regs[1, :specials.size] = specials
+    regs[2, 3:3 + specials.size] = specials
+    return regs
+
+
+def half_inputs(rng):
+    """f16 values in the low halves (garbage in the high halves, which f16 ops ignore)."""
+    regs = random_bits(rng)
+    vals = (rng.integers(-400, 401, (NREG, 32)) / 16).astype(H)
+    vals[1, :6] = np.array([-0.0, np.inf, 6e-8, -2.5, 3.5, 65504], H)
+    return (regs & u32(0xFFFF0000)) | vals.view(np.uint16).astype(u32)
+
+
+def nan_inputs(rng):
+    regs = float_specials(rng)
+    regs[1, 0:4] = B(np.array([np.nan, 1.0, np.nan, -0.0], f32))
+    regs[2, 0:4] = B(np.array([1.0, np.nan, np.nan, 0.0], f32))
+    regs[2, 4:8] = regs[1, 4:8]  # equal operands
+    return regs
+
+
+def _hf(x):  # the low-half f16 of each register, as f32
+    return (np.asarray(x, u32) & u32(0xFFFF)).astype(np.uint16).view(H).astype(f32)
+
+
+def _hb(x):  # f32 values rounded to f16, zero-extended
+    return np.asarray(x, f32).astype(H).view(np.uint16).astype(u32)
+
+
+def _f64fma(a, b, c):
+    return (a.astype(f64) * b + c).astype(f32)
+
+
+def _rtz16(x):
+    """f32 -> f16 toward zero, by brute force: the f16 nearest to x not larger in size."""
+    table = np.arange(0x7C00, dtype=np.uint16).view(H).astype(f64)  # +0 .. max finite
+    mag = np.abs(np.asarray(x, f64))
+    idx = np.searchsorted(table, mag, side="right") - 1
+    bits = np.where(np.isinf(mag), 0x7C00, idx).astype(u32)
+    return bits | (np.signbit(x).astype(u32) << u32(15))
+
+
+def _cmp_scc(op: str) -> str:
+    return f"{op}\ns_cselect_b32 s11, 1, 0"
+
+
+SCALAR_CASES: dict[str, Case] = {
+    "salu_f32_arith": Case(
+        "gfx1201", _lanes([
+            "s_add_f32 s11, s8, s9", "s_sub_f32 s11, s8, s9", "s_mul_f32 s11, s8, s9",
+            "s_mov_b32 s11, s10\ns_fmac_f32 s11, s8, s9",
+            "s_fmaak_f32 s11, s8, s9, 0x3ec00000",  # + 0.375
+            "s_fmamk_f32 s11, s8, 0xbfa00000, s9",  # s8 * -1.25 + s9
+            "s_min_num_f32 s11, s8, s9", "s_maximum_f32 s11, s8, s9"], srcs=3),
+        lambda r: {48 + k: _per_lane(fn, _r(r, 17), _r(r, 18), _r(r, 19)) for k, fn in enumerate([
+            lambda a, b, c: B(F(a) + F(b)), lambda a, b, c: B(F(a) - F(b)),
+            lambda a, b, c: B(F(a) * F(b)), lambda a, b, c: B(_f64fma(F(a), F(b), F(c))),
+            lambda a, b, c: B(_f64fma(F(a), F(b), f32(0.375))),
+            lambda a, b, c: B(_f64fma(F(a), f32(-1.25), F(b))),
+            lambda a, b, c: B(np.fmin(F(a), F(b))), lambda a, b, c: B(np.maximum(F(a), F(b)))])},
+        float_specials),
+    "salu_f32_convert_round": Case(
+        "gfx1201", _lanes([
+            "s_cvt_f32_i32 s11, s9", "s_cvt_f32_u32 s11, s9", "s_cvt_i32_f32 s11, s8",
+            "s_cvt_u32_f32 s11, s8", "s_ceil_f32 s11, s8", "s_floor_f32 s11, s8",
+            "s_trunc_f32 s11, s8", "s_rndne_f32 s11, s8"]),
+        lambda r: {48 + k: _per_lane(fn, _r(r, 17), _r(r, 18)) for k, fn in enumerate([
+            lambda a, b: B(b.view(i32).astype(f32)), lambda a, b: B(b.astype(f32)),
+            lambda a, b: np.clip(np.trunc(F(a).astype(f64)), -2**31, 2**31 - 1)
+            .astype(np.int64).astype(u32),
+            lambda a, b: np.clip(np.trunc(F(a).astype(f64)), 0, 2**32 - 1).astype(u32),
+            lambda a, b: B(np.ceil(F(a))), lambda a, b: B(np.floor(F(a))),
+            lambda a, b: B(np.trunc(F(a))), lambda a, b: B(np.round(F(a)))])},
+        lambda rng: np.vstack([float_specials(rng)[:2], random_bits(rng)[2:3],
+                               float_specials(rng)[3:]])),
+    "salu_f16": Case(
+        "gfx1201", _lanes([
+            "s_add_f16 s11, s8, s9", "s_mul_f16 s11, s8, s9", "s_sub_f16 s11, s8, s9",
+            "s_mov_b32 s11, s10\ns_fmac_f16 s11, s8, s9", "s_max_num_f16 s11, s8, s9",
+            "s_cvt_f32_f16 s11, s8", "s_cvt_hi_f32_f16 s11, s9", "s_floor_f16 s11, s8"],
+            srcs=3),
+        lambda r: {48 + k: _per_lane(fn, _r(r, 17), _r(r, 18), _r(r, 19)) for k, fn in enumerate([
+            lambda a, b, c: _hb(_hf(a) + _hf(b)), lambda a, b, c: _hb(_hf(a) * _hf(b)),
+            lambda a, b, c: _hb(_hf(a) - _hf(b)),
+            lambda a, b, c: (_hf(a).astype(f64) * _hf(b) + _hf(c)).astype(H).view(
+                np.uint16).astype(u32),
+            lambda a, b, c: _hb(np.fmax(_hf(a), _hf(b))), lambda a, b, c: B(_hf(a)),
+            lambda a, b, c: B(_hf(np.asarray(b, u32) >> u32(16))),
+            lambda a, b, c: _hb(np.floor(_hf(a)))])},
+        half_inputs),
+    "salu_f16_convert": Case(
+        "gfx1201", _lanes(["s_cvt_f16_f32 s11, s8", "s_cvt_pk_rtz_f16_f32 s11, s8, s9",
+                           "s_rndne_f16 s11, s10", "s_cvt_f16_f32 s11, s9"], srcs=3),
+        lambda r: {48 + k: _per_lane(fn, _r(r, 17), _r(r, 18), _r(r, 19)) for k, fn in enumerate([
+            lambda a, b, c: _hb(F(a)), lambda a, b, c: _rtz16(F(a)) | (_rtz16(F(b)) << u32(16)),
+            lambda a, b, c: _hb(np.round(_hf(c))), lambda a, b, c: _hb(F(b))])},
+        lambda rng: np.vstack([B((rng.standard_normal((2, 32)) * 300).astype(f32)),
+                               half_inputs(rng)[2:3], float_specials(rng)[3:]])),
+    "salu_f32_compare": Case(
+        "gfx1201", _lanes([_cmp_scc(f"s_cmp_{c}_f32 s8, s9") for c in
+                           ("lt", "eq", "lg", "u", "nge", "neq", "o", "nlt")]),
+        lambda r: {48 + k: _per_lane(lambda a, b, fn=fn: fn(F(a), F(b)).astype(u32),
+                                     _r(r, 17), _r(r, 18)) for k, fn in enumerate([
+            np.less, np.equal, lambda a, b: (a < b) | (a > b),
+            lambda a, b: np.isnan(a) | np.isnan(b), lambda a, b: ~(a >= b),
+            lambda a, b: ~(a == b), lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+            lambda a, b: ~(a < b)])},
+        nan_inputs),
+    "valu_scalar_result": Case(  # v_s_*: VALU transcendentals with an SGPR result
+        "gfx1201", _lanes(["v_s_rcp_f32 s11, s8", "v_s_sqrt_f32 s11, s9",
+                           "v_s_exp_f32 s11, s8", "v_s_log_f32 s11, s9",
+                           "v_s_rsq_f32 s11, s9", "v_s_rcp_f32 s11, -s8 clamp",
+                           "v_s_sqrt_f16 s11, s10", "v_s_exp_f16 s11, s10"], srcs=3),
+        lambda r: {48 + k: _per_lane(fn, _r(r, 17), _r(r, 18), _r(r, 19)) for k, fn in enumerate([
+            lambda a, b, c: B(f32(1) / F(a)), lambda a, b, c: B(np.sqrt(np.abs(F(b)))),
+            lambda a, b, c: B(np.exp2(F(a))), lambda a, b, c: B(np.log2(np.abs(F(b)))),
+            lambda a, b, c: B(f32(1) / np.sqrt(np.abs(F(b)))),
+            lambda a, b, c: B(np.clip(f32(1) / -F(a), 0, 1)),
+            lambda a, b, c: _hb(np.sqrt(_hf(c))), lambda a, b, c: _hb(np.exp2(_hf(c)))])},
+        lambda rng: np.vstack([small_floats(rng)[:1] + B(f32(0.5)) * 0,
+                               B(np.abs(F(small_floats(rng)[1:2])) + f32(0.25)),
+                               (rng.integers(0, 64, (1, 32)) / 16).astype(H).view(
+                                   np.uint16).astype(u32), small_floats(rng)[3:]])),
+}
+CASES.update(SCALAR_CASES)
+
+
 WMMA = {
     "wmma_gfx1201_f16": ("gfx1201", "v_wmma_f32_16x16x16_f16", 16, "f16", False),
     "wmma_gfx1201_f16_zero_c": ("gfx1201", "v_wmma_f32_16x16x16_f16", 16, "f16", True),

@@ -24,7 +24,7 @@ from ground.status import (
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
 )
 from hsa.virtual.executor import Dispatch
-from hsa.virtual.isa import mem, salu, valu, vop3p
+from hsa.virtual.isa import mem, salu, sfloat, valu, vop3p
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
@@ -167,6 +167,8 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
         return Compiled(inst, CONTROL, control_fn(inst))
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK"):
         fn = salu.compile_salu(inst)
+    elif enc == "VOP3" and inst.name.startswith("v_s_"):  # gfx12: VALU op, SGPR result
+        fn = sfloat.compile_v_s(inst)
     elif enc in ("VOP1", "VOP2", "VOPC", "VOP3"):
         fn = valu.compile_alu(inst)
     elif enc in ("VOP3P", "VOPD"):

@@ -14,6 +14,7 @@ import numpy as np
 from ground.errors import IllegalInstruction
 from ground.status import HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION
 from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.sfloat import compile_sfloat
 from hsa.virtual.isa.state import WaveGroup
 
 u32, i32, u64, i64 = np.uint32, np.int32, np.uint64, np.int64
@@ -481,6 +482,9 @@ def run_sopk(g: WaveGroup, inst: d.Instruction, name: str) -> None:
 def compile_salu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
     name = inst.name
     enc = inst.encoding
+    fn = compile_sfloat(inst)  # gfx12's scalar float ALU
+    if fn is not None:
+        return fn
     if enc == "SOP2":
         if name in ("s_addc_u32", "s_subb_u32"):
             return lambda g: run_addc(g, inst, name == "s_subb_u32")

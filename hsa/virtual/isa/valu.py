@@ -222,10 +222,20 @@ def _mul_hi(a, b, t):
     return (product >> t(32)).astype(u32)
 
 
+def rtz_f16(x) -> np.ndarray:
+    """f32 -> f16 bits (as u32) rounded toward zero: round to nearest, then step back one
+    f16 ulp where that moved away from zero (an overflow to infinity becomes the largest
+    finite value)."""
+    x = np.asarray(x, f32)
+    h = np.atleast_1d(x.astype(np.float16))
+    away = np.atleast_1d(np.isfinite(x) & (np.abs(h.astype(f32)) > np.abs(x)))
+    bits = h.view(np.uint16).copy()
+    bits[away] -= np.uint16(1)
+    return bits.astype(u32).reshape(np.shape(x))
+
+
 def _cvt_pk_rtz(a, b):
-    lo = np.asarray(a, f32).astype(np.float16).view(np.uint16).astype(u32)
-    hi = np.asarray(b, f32).astype(np.float16).view(np.uint16).astype(u32)
-    return lo | (hi << u32(16))
+    return rtz_f16(a) | (rtz_f16(b) << u32(16))
 
 
 def _pack_f16(a, b):

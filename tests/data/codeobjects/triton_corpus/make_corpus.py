@@ -1,10 +1,11 @@
-"""Regenerates the Triton corpus in this folder: tutorial-style kernels for gfx1100.
+"""Regenerates the Triton corpus in this folder: tutorial-style kernels for gfx1100 and gfx1201.
 
 NOT run by CI and not imported by any test: it needs Triton 3.9 (`pip install triton`; no GPU
 needed). The tests (tests/test_gfx11_triton_corpus.py) read the committed `*.hsaco` files and
 `corpus.json`. Run it from anywhere:
 
-    /work/triton-venv/bin/python tests/data/codeobjects/triton_corpus/make_corpus.py
+    /work/triton-venv/bin/python tests/data/codeobjects/triton_corpus/make_corpus.py \
+        [--arch gfx1100|gfx1201] [stem ...]
 
 Each kernel is compiled the way Triton's JIT compiles it when called with torch tensors on
 a ROCm GPU: every pointer argument gets `tt.divisibility 16` (torch allocations are
@@ -22,7 +23,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ARCH, WARP = "gfx1100", 32
+ARCHS = ("gfx1100", "gfx1201")  # both wave32; `--arch X` builds one of them
+WARP = 32
 
 
 def kernels() -> list[dict]:
@@ -307,7 +309,24 @@ def main() -> int:
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     os.environ.setdefault("TRITON_DISABLE_LINE_INFO", "1")
     facts = {}
-    only = set(sys.argv[1:])
+    args = sys.argv[1:]
+    archs = ARCHS
+    if "--arch" in args:
+        i = args.index("--arch")
+        archs, args = (args[i + 1],), args[:i] + args[i + 2:]
+    only = set(args)
+    for arch in archs:
+        facts.update(build(triton, GPUTarget, arch, only))
+    path = HERE / "corpus.json"
+    old = json.loads(path.read_text())["kernels"] if path.exists() else {}
+    old.update(facts)
+    path.write_text(json.dumps({"triton": triton.__version__, "archs": list(ARCHS),
+                                "kernels": dict(sorted(old.items()))}, indent=1) + "\n")
+    return 0
+
+
+def build(triton, GPUTarget, ARCH: str, only: set[str]) -> dict:  # noqa: N803
+    facts = {}
     for k in kernels():
         if only and k["stem"] not in only:
             continue
@@ -331,12 +350,7 @@ def main() -> int:
             "constexprs": k["constexprs"],
         }
         print(f"{name}: {len(compiled.asm['hsaco'])} bytes, shared {md.shared}")
-    path = HERE / "corpus.json"
-    old = json.loads(path.read_text())["kernels"] if only and path.exists() else {}
-    old.update(facts)
-    path.write_text(json.dumps({"triton": triton.__version__, "arch": ARCH,
-                                "kernels": dict(sorted(old.items()))}, indent=1) + "\n")
-    return 0
+    return facts
 
 
 if __name__ == "__main__":
