@@ -27,11 +27,13 @@ class _Lifetime:
         self.freed = False
 
 
-def _release_dropped(device: Any, handle: Any, life: _Lifetime) -> None:
+def _release_dropped(device_ref: weakref.ref, handle: Any, life: _Lifetime) -> None:
     """A root buffer was garbage-collected without free(). Runs in any thread at any
     point, so it only hands the handle to the device, which frees it at its next
-    allocation or synchronize, once the lanes have finished the work submitted before."""
-    if not life.freed:
+    allocation or synchronize, once the lanes have finished the work submitted before.
+    A device already gone released the memory when it closed."""
+    device = device_ref()
+    if device is not None and not life.freed:
         life.freed = True
         device._dropped_buffer(handle)
 
@@ -60,8 +62,15 @@ class Buffer:
         self.handle = handle  # backend object of the root allocation
         if root is None:
             self._life = _Lifetime()
+            track = getattr(device, "_track_root", None)
+            if handle is not None and track is not None:
+                track(self)  # close() frees what is still held
             if handle is not None and self._release_when_dropped:
-                weakref.finalize(self, _release_dropped, device, handle, self._life).atexit = False
+                # The finalizer holds the device weakly: finalizers live in a global registry
+                # until their buffer dies, and a buffer the device itself keeps (a staging
+                # or blit buffer) would keep the closed device, its rings and pools alive.
+                weakref.finalize(self, _release_dropped, weakref.ref(device), handle,
+                                 self._life).atexit = False
         else:
             self._life = root._life
 

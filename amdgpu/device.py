@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -276,6 +277,28 @@ class Device(abc.ABC):
         """A submission with no commands: `lane` reaches the returned point once the
         points in `wait` (on any lane) and everything before on `lane` are done."""
         return self.submit(self.command_buffer().finalize(), [], lane, wait)
+
+    # --- buffers still held at close ------------------------------------------------------
+    # Every root buffer is remembered weakly; close() frees the memory of those the caller
+    # still holds and of those dropped but not yet reaped, so a closed device keeps nothing
+    # of a system that other devices keep open (its provider shuts down only with the last).
+    def _track_root(self, buf: Buffer) -> None:
+        roots = self.__dict__.get("_roots")
+        if roots is None:
+            roots = self.__dict__.setdefault("_roots", weakref.WeakSet())
+        roots.add(buf)
+
+    def _take_unreleased(self) -> list[tuple[Any, Buffer | None]]:
+        """At close: (handle, root buffer or None when it was dropped) of every root buffer
+        whose memory is not released yet, each marked freed so nothing releases it twice;
+        the backend frees them."""
+        out: list[tuple[Any, Buffer | None]] = [
+            (handle, None) for handle, _marks in self.__dict__.pop("_dropped", ())]
+        for root in list(self.__dict__.get("_roots", ())):
+            if not root._freed:
+                root._freed = True
+                out.append((root.handle, root))
+        return out
 
     # --- buffers dropped without free() ---------------------------------------------------
     # A root Buffer's finalizer hands its handle to `_dropped_buffer` (any thread, at any

@@ -839,6 +839,12 @@ class HsaDevice(Device):
             except HsaError:
                 pass
             pinned._freed = True
+        for handle, _root in self._take_unreleased():  # buffers still held, or not reaped
+            if not isinstance(handle, Block):  # blocks go with their slabs, below
+                try:
+                    self.provider.memory_pool_free(handle)
+                except HsaError:
+                    pass
         for slabs in getattr(self, "_slabs", {}).values():
             try:
                 slabs.close()

@@ -532,6 +532,8 @@ class VulkanDevice(Device):
         check(vk.lib.vkDeviceWaitIdle(self.handle), "vkDeviceWaitIdle")
         self._free_retired(wait=True)
         self._release_transfers(all_done=True)
+        for allocation, _root in self._take_unreleased():  # buffers still held, or not reaped
+            allocation.free()
         for cb in [*self._immediate.values(), *list(self._command_buffers)]:
             cb.release()
         for exe in self._executables:

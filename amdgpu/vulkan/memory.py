@@ -18,6 +18,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import VulkanContext
 
 _uids = itertools.count(1)
+_live: dict[int, int] = {}  # uid -> bytes of every Allocation not yet freed (all devices)
+
+
+def live_allocations() -> dict[int, int]:
+    """{uid: bytes} of the VkDeviceMemory allocations not freed yet, in this process."""
+    return dict(_live)
 
 # Core Vulkan 1.2 values that the `vulkan` package leaves as None.
 BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
@@ -131,11 +137,13 @@ class Allocation:
             check(vk.lib.vkMapMemory(dev, self.memory, 0, req.size, 0, ptr), "vkMapMemory")
             self.host = np.frombuffer(vk.ffi.buffer(ptr[0], max(nbytes, 4)), dtype=np.uint8)
         self.freed = False
+        _live[self.uid] = nbytes
 
     def free(self) -> None:
         if self.freed:
             return
         self.freed = True
+        _live.pop(self.uid, None)
         dev = self.device.handle
         self.host = None
         vk.lib.vkDestroyBuffer(dev, self.buffer, vk.ffi.NULL)

@@ -10,6 +10,7 @@ has not been given access to, raises `MemoryFault`, as a GPU's page fault would.
 from __future__ import annotations
 
 import bisect
+import mmap
 import threading
 from dataclasses import dataclass, field
 
@@ -19,6 +20,12 @@ from ground.errors import MemoryFault
 from ground.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 
 HOST = None  # the "agent" of accesses made by the host itself: never checked
+# Allocations this large get their own anonymous mapping, whose pages go back to the kernel
+# when the allocation is freed (MADV_DONTNEED: a stale view then reads zeros, never another
+# allocation's bytes) and whose address range goes when the last view of it does. From the
+# malloc heap (whose thresholds the ISA executor raises, hsa/virtual/isa/heap.py) freed
+# rings and kernarg pools stayed in the process: 17 MiB per closed device.
+OWN_MAPPING_BYTES = 256 << 10
 
 
 @dataclass
@@ -30,6 +37,7 @@ class Allocation:
     pool: int  # pool handle
     allowed: set[int] = field(default_factory=set)  # agents with access
     accessible_by_all: bool = False
+    mapping: mmap.mmap | None = None  # its own anonymous mapping (OWN_MAPPING_BYTES)
 
     @property
     def end(self) -> int:
@@ -77,7 +85,13 @@ class MemoryMap:
     ) -> Allocation:
         if size <= 0:
             raise ValueError("allocation size must be positive")
-        raw = np.zeros(size + alignment, dtype=np.uint8)
+        mapping = None
+        if size >= OWN_MAPPING_BYTES:
+            extra = alignment if alignment > mmap.PAGESIZE else 0
+            mapping = mmap.mmap(-1, size + extra)  # zero-filled, page-aligned
+            raw = np.frombuffer(mapping, dtype=np.uint8)
+        else:
+            raw = np.zeros(size + alignment, dtype=np.uint8)
         start = (-raw.ctypes.data) % alignment
         data = raw[start : start + size]
         alloc = Allocation(
@@ -88,6 +102,7 @@ class MemoryMap:
             pool=pool,
             allowed={owner},
             accessible_by_all=accessible_by_all,
+            mapping=mapping,
         )
         with self._lock:
             bases, allocs = self._index
@@ -122,6 +137,8 @@ class MemoryMap:
                 raise KeyError(base)
             alloc = allocs[i]
             self._index = (bases[:i] + bases[i + 1 :], allocs[:i] + allocs[i + 1 :])
+        if alloc.mapping is not None:
+            alloc.mapping.madvise(mmap.MADV_DONTNEED)
         return alloc
 
     def allocations(self) -> list[Allocation]:
