@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 
 FAMILIES = ("gfx9", "gfx11", "gfx12")
 

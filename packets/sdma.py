@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 
 
 class Op(IntEnum):

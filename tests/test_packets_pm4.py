@@ -15,7 +15,7 @@ import random
 import pytest
 from linux_headers import evaluate
 
-from amdgpu.errors import PacketError
+from ground.errors import PacketError
 from packets import pm4, sdma
 
 pytestmark = pytest.mark.generic
