@@ -3,7 +3,10 @@
 hwlab devices [--json]
 hwlab run [--device SPEC ...] [--suite conformance|perf|transfers|all|FILE] [-k EXPR]
           [--json F] [--junit F] [--html F]
+hwlab run --level N [--model NAME] [--device SPEC ...] [--json F] [--junit F] [--html F]
+hwlab levels [FILE ...]
 hwlab merge A.json B.json ... [--json F] [--junit F] [--html F]
+hwlab fleet --slurm PARTITION [--nodes N] [--level N] [--json F] [--html F]
 hwlab bench [--device SPEC ...] [--json F]
 """
 
@@ -23,11 +26,17 @@ from amdgpu.cli import OneLineParser
 from ground.errors import AmdgpuError
 
 
+def machine_name() -> str:
+    """The machine's name in reports: HWLAB_MACHINE, else Slurm's node name, else the host."""
+    return (os.environ.get("HWLAB_MACHINE") or os.environ.get("SLURMD_NODENAME")
+            or socket.gethostname())
+
+
 def _inventory(specs: list[str] | None):
     """The selected devices (every device when none is named), in the order given."""
     from tools.hwlab.inventory import find_device, inventory
 
-    machine = socket.gethostname()
+    machine = machine_name()
     devices = inventory(machine)
     if specs:
         chosen = []
@@ -135,8 +144,8 @@ def _positive(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of "
-                                         "repetitions (e.g. --repeat 200)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number "
+                                         "(e.g. --repeat 200, --level 1)")
     return value
 
 
@@ -144,6 +153,10 @@ def cmd_run(args) -> int:
     from tools.hwlab.runner import run
 
     _check_outputs(args)
+    if args.level is not None:
+        return _run_level(args)
+    if args.model:
+        raise ValueError("--model goes with --level N (it picks that model's level file)")
     _check_keyword(args.k)
     devices = _inventory(args.device)
     suites = args.suite or ["conformance"]
@@ -160,6 +173,40 @@ def cmd_run(args) -> int:
         print(f"hwlab: no test of {', '.join(suites)} matched -k {args.k!r}", file=sys.stderr)
         return 1
     return 1 if report.failed else 0
+
+
+def _run_level(args) -> int:
+    from tools.hwlab.level_run import run_level
+
+    if args.suite or args.k:
+        raise ValueError("--level runs the level file's checks; drop --suite and -k")
+    progress = Console(stderr=True)
+    report = run_level(_inventory(args.device), args.level, args.model,
+                       console=progress if progress.is_terminal else None)
+    _write_reports(report, args, Console())
+    return 1 if report.failed else 0
+
+
+def cmd_levels(args) -> int:
+    """Every model's level files (each one parsed: a bad line is named), or the named files."""
+    from tools.hwlab import levels
+
+    if args.files:
+        for path in args.files:
+            f = levels.load(path)
+            print(f"{path}: model {f.model}, {len(f.checks)} check(s), fine")
+        return 0
+    console = Console()
+    table = Table(title="hwlab levels")
+    for col in ("model", "levels", "match", "checks (level 1)"):
+        table.add_column(col, overflow="fold")
+    for model, numbers in levels.models().items():
+        first = levels.load(levels.LEVEL_DIR / model / f"level_{numbers[0]}.conf")
+        table.add_row(model, ", ".join(map(str, numbers)),
+                      " ".join(t.text for t in first.match),
+                      ", ".join(dict.fromkeys(c.name for c in first.checks)))
+    console.print(table)
+    return 0
 
 
 def cmd_merge(args) -> int:
@@ -224,8 +271,16 @@ def main(argv: list[str] | None = None) -> int:
         "path to a suite file",
     )
     r.add_argument("-k", metavar="EXPR", help="only tests matching this pytest expression")
+    r.add_argument("--level", type=_positive, metavar="N",
+                   help="run validation level N (tools/hwlab/levels/<MODEL>/level_N.conf)")
+    r.add_argument("--model", metavar="NAME", help="with --level: this model's file, not the "
+                   "one whose match fits the device")
     outputs(r)
     r.set_defaults(fn=cmd_run)
+
+    lv = sub.add_parser("levels", help="the models and levels there are; check level files")
+    lv.add_argument("files", nargs="*", metavar="FILE")
+    lv.set_defaults(fn=cmd_levels)
 
     m = sub.add_parser("merge", help="one matrix from several machines' JSON reports")
     m.add_argument("reports", nargs="+", metavar="REPORT.json")

@@ -31,6 +31,9 @@ class CellResult:
     outcome: str  # one of OUTCOMES
     duration_s: float = 0.0
     message: str = ""  # failure text or skip reason
+    # a level check's figures: {"values": {metric: figure}, "thresholds": [text],
+    # "units": {metric: unit}, "source", "model", "better": {metric: "higher"|"lower"}, ...}
+    figures: dict = field(default_factory=dict)
 
 
 @dataclass
