@@ -220,7 +220,19 @@ def _run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         _summary(result, Console())
+    if not result.correct:
+        print(f"amdgpu-run: {workload}: wrong result{_worst_text(result.worst)}",
+              file=sys.stderr)
     return 0 if result.correct else EXIT_WRONG
+
+
+def _worst_text(worst: dict | None) -> str:
+    """', worst element: output 0 [1, 2] = 3.5, expected 3.25' (nothing when unknown)."""
+    if not worst:
+        return ""
+    where = f"output {worst['output']}" + (f" {worst['index']}" if worst["index"] is not None
+                                           else "")
+    return f", worst element: {where} = {worst['got']}, expected {worst['want']}"
 
 
 if __name__ == "__main__":

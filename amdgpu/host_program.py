@@ -387,6 +387,14 @@ def _check_ok(p, op, ins, env):
         raise DeviceError(f"the IREE program failed a check (status {ins[0]}): {message}")
 
 
+def _assert(p, op, ins, env):
+    """cf.assert: the program's own check of a value it computed (a Resize's scales)."""
+    if not ins[0]:
+        message = op.get("a", {}).get("msg", "") or "(no message)"
+        raise DeviceError(f"the IREE program's assertion failed: {message}; check the "
+                          "input values it names")
+
+
 def _global_load(p, op, ins, env):
     return p.globals.get(op["a"]["global"])
 
@@ -720,6 +728,7 @@ _HANDLERS: dict[str, Any] = {
     "util.cmp.ne": lambda p, op, ins, env: int(not (ins[0] is ins[1] or (
         not isinstance(ins[0], (_Buf, _View, _Recording)) and ins[0] == ins[1]))),
     "util.return": _return, "util.call": _call, "util.status.check_ok": _check_ok,
+    "cf.assert": _assert,
     "util.global.load": _global_load, "util.global.store": _global_store,
     "util.buffer.constant": _buffer_constant,
     "util.buffer.size": lambda p, op, ins, env: len(ins[0]),

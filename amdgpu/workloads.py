@@ -51,6 +51,8 @@ class RunResult:
     kernel_device: list[dict] | None = None
     # The same for one more replay of the recorded command buffer (--replay).
     replay_kernel_device: list[dict] | None = None
+    # A wrong result's worst element: {output, index, got, want} (workloads.worst_element).
+    worst: dict | None = None
 
     @property
     def host_device_ratio(self) -> float | None:
@@ -89,6 +91,8 @@ class RunResult:
             d["replay_kernel_device"] = self.replay_kernel_device
         if self.notes:
             d["notes"] = list(self.notes)
+        if self.worst is not None:
+            d["worst"] = self.worst
         return d
 
 
@@ -176,6 +180,33 @@ def _compare(got: list[np.ndarray], want: list[np.ndarray], loose: bool) -> tupl
     return ok, worst
 
 
+def worst_element(got: list[np.ndarray], want: list[np.ndarray]) -> dict | None:
+    """Where a result is furthest from its reference: {output, index, got, want}, the index
+    in the output's own shape (NaN == NaN counts as equal)."""
+    best: dict | None = None
+    for k, (g, w) in enumerate(zip(got, want, strict=False)):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape or not w.size:
+            if g.shape != w.shape:
+                return {"output": k, "index": None, "got": f"shape {list(g.shape)}",
+                        "want": f"shape {list(w.shape)}"}
+            continue
+        g64 = g.astype(np.float64) if g.dtype != np.bool_ else g.astype(np.int64)
+        w64 = w.astype(np.float64) if w.dtype != np.bool_ else w.astype(np.int64)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(g64 - w64)
+        diff[(np.isnan(g64) & np.isnan(w64)) | (g64 == w64)] = 0.0
+        diff = np.where(np.isnan(diff), np.inf, diff)
+        flat = int(np.argmax(diff))
+        if best is None or diff.flat[flat] > best["_diff"]:
+            index = tuple(int(i) for i in np.unravel_index(flat, w.shape)) if w.ndim else ()
+            best = {"output": k, "index": list(index), "got": g.flat[flat].item(),
+                    "want": w.flat[flat].item(), "_diff": float(diff.flat[flat])}
+    if best is not None:
+        best.pop("_diff", None)
+    return best
+
+
 def iree_cpu_reference(
     path: str | os.PathLike, function: str, inputs: list[np.ndarray]
 ) -> list[np.ndarray]:
@@ -183,8 +214,11 @@ def iree_cpu_reference(
     import iree.compiler as ireec
     import iree.runtime as ireert
 
+    from compiler.iree import KEEP_F64
+
     vmfb = ireec.compile_file(
-        str(path), target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=generic"]
+        str(path), target_backends=["llvm-cpu"],
+        extra_args=["--iree-llvmcpu-target-cpu=generic", *KEEP_F64],
     )
     ctx = ireert.SystemContext(config=ireert.Config("local-task"))
     module = ireert.VmModule.copy_buffer(ctx.instance, vmfb)
@@ -193,7 +227,15 @@ def iree_cpu_reference(
         fn = getattr(ctx.modules, module.name)[function]
     except (KeyError, AttributeError):
         raise WorkloadError(f"{path}: IREE's CPU module has no function {function!r}") from None
-    result = fn(*inputs)
+    try:
+        result = fn(*inputs)
+    except RuntimeError as exc:  # the program's own checks (cf.assert) on these inputs
+        text = str(exc).replace("\n", " ")
+        raise WorkloadError(
+            f"{Path(path).name}: IREE's CPU runtime (the reference) refused the inputs: "
+            f"{text[:300]}; the program checks its input values, so run it from Python with "
+            "inputs it accepts (amdgpu.program.ProgramRunner)"
+        ) from None
     results = result if isinstance(result, (tuple, list)) else [result]
     return [np.asarray(r.to_host() if hasattr(r, "to_host") else r) for r in results]
 
@@ -288,6 +330,7 @@ def _run_program(
         outputs = runner.read_outputs(buffers)
         n = len(runner.dispatches)  # a host program's count is known once it has run
         correct, err = _compare(outputs, reference, _has_f16(runner.program))
+        worst = None if correct else worst_element(outputs, reference)
         kernel_device = _timed_repetition(device, lambda: runner.run_immediate(buffers))
         replay_us = None
         replay_device = None
@@ -306,6 +349,8 @@ def _run_program(
             replay_us = float(np.median(times) * 1e6)
             outputs = runner.read_outputs(buffers)
             ok2, err2 = _compare(outputs, reference, _has_f16(runner.program))
+            if not ok2 and worst is None:
+                worst = worst_element(outputs, reference)
             correct, err = correct and ok2, max(err, err2)
             _rewrite_inputs(runner, buffers, inputs)
             replay_device = _timed_repetition(device, lambda: runner.replay(buffers))
@@ -328,6 +373,7 @@ def _run_program(
         path=_path_name(device),
         kernel_device=kernel_device,
         replay_kernel_device=replay_device,
+        worst=worst,
     )
 
 
@@ -416,4 +462,5 @@ def _run_opencl(device, workload, name, bundle, repeat, seed, compile_s, progres
     )
 
 
-__all__ = ["RunResult", "WorkloadError", "iree_cpu_reference", "list_workloads", "run_workload"]
+__all__ = ["RunResult", "WorkloadError", "iree_cpu_reference", "list_workloads", "run_workload",
+           "worst_element"]

@@ -14,6 +14,7 @@ layer, in `hsa.abi`; `compiler.read_code_object` and `compiler.lookup` re-export
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,8 @@ def compile(  # noqa: A001 - the contract's name
         versions = {"iree": iree_frontend.iree_version()}
         options = {"kind": kind, "cov": code_object_version, "vulkan_target": vulkan_target,
                    "format": FRONTEND_FORMAT}
+        if re.search(rb"\bf64\b", text):  # compiled without IREE's f64 demotion since then
+            options["f64"] = "kept"
     # One cache entry per (source, options, single target): bundles for overlapping target
     # sets share work, and only the missing targets are compiled.
     wanted = [(t, None) for t in amd] + [("vulkan", a) for a in abis]

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -98,6 +99,10 @@ _VULKAN_FORMATS = {"descriptors": "vulkan-spirv-fb", "bda": "vulkan-spirv-bda-v1
 # back for unpack: the same values) they compile as ordinary elementwise dispatches.
 _DECOMPOSE_PACK_UNPACK = ("--iree-preprocessing-pass-pipeline="
                           "builtin.module(util.func(iree-codegen-decompose-pack-unpack-ops))")
+# IREE demotes f64 to f32 by default, but only inside the program: its inputs and results
+# stay f64 buffer views, so a program that needs f64 (casts to and from DOUBLE) reads twice
+# the bytes its buffers hold. Follow the program's types, as IREE's own test suites do.
+KEEP_F64 = ("--iree-input-demote-f64-to-f32=false",)
 _BDA_FEATURES = "cap:Int64,cap:PhysicalStorageBufferAddresses,ext:SPV_KHR_physical_storage_buffer"
 
 _DTYPES = {
@@ -249,6 +254,13 @@ def vulkan_device_flags(abi: str, vulkan_target: str = DEFAULT_VULKAN_TARGET) ->
     return [f"--iree-hal-target-device={device}", _DECOMPOSE_PACK_UNPACK]
 
 
+def _lacks_f64(flags: list[str]) -> bool:
+    """A Vulkan target of ours (portable or a device's features) without fp64 compute; an
+    IREE target name ("ampere") is IREE's to judge."""
+    device = next((f for f in flags if f.startswith("--iree-hal-target-device=#")), None)
+    return device is not None and "fp64" not in device
+
+
 def _amd_device_flags(target_id: str) -> list[str]:
     name, *features = target_id.split(":")
     # Software fp4/fp8 where the chip has none (f8E4M3FN on gfx1100/gfx942, ...), as IREE's
@@ -287,7 +299,7 @@ def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence
             f"--dump-compilation-phases-to={phases}",
             f"--iree-hal-dump-executable-binaries-to={bins}",
             # Binaries are serialized by the end of the hal phase; the VM module is not needed.
-            "--compile-to=hal", "-o", os.path.join(tmp, "hal.mlir"), *extra,
+            "--compile-to=hal", "-o", os.path.join(tmp, "hal.mlir"), *KEEP_F64, *extra,
         ]
         try:
             # errors="replace": diagnostics quote the source, which may not be UTF-8.
@@ -440,6 +452,8 @@ class _ProgramReader:
         self._ctx, self.module = _parse(text, "hal")
         self.text = text
         self.exports = exports
+        # The source function's argument types, for inputs the compiled program never reads.
+        self.declared_inputs: list[dict | None] | None = None
         self.funcs = {}
         self.initializers = []
         self.executable_targets: dict[str, tuple[str, str]] = {}
@@ -597,6 +611,7 @@ class _ProgramReader:
                     "amdgpu-run does not carry yet; pass the data as an input instead"
                 )
             elif kind == "util.return":
+                inputs = self._with_declared(name, inputs)
                 for value in op.operands:
                     if isinstance(value, ir.BlockArgument):  # an input returned unchanged
                         t = inputs[value.arg_number]
@@ -743,11 +758,7 @@ class _ProgramReader:
         from . import iree_host
 
         name, func = self.entry()
-        inputs = self._asserted_inputs(func, depth=0)
-        if any(not t for t in inputs):
-            raise CompileError(
-                f"an input of {name} is not a tensor (a scalar or a list); pass tensors only"
-            )
+        inputs = self._with_declared(name, self._asserted_inputs(func, depth=0))
         host = iree_host.host_program(self.module, self.exports, _DTYPES, name, inputs,
                                       iree_host.resources(self.text))
         kernels: dict[str, dict] = {}
@@ -764,6 +775,24 @@ class _ProgramReader:
         program = {"function": name, "inputs": inputs, "outputs": [], "transients": [],
                    "dispatches": [], "host": True}
         return {"program": program, "dispatches": list(kernels.values()), "host": host}
+
+    def _with_declared(self, name: str, inputs: list[dict]) -> list[dict]:
+        """Fill in the inputs the compiled program never asserts (it does not read them: a
+        Reduce's axes, Dropout's ratio, CastLike's `like`) from the source's signature, so
+        they are accepted, their shapes checked, and ignored."""
+        missing = [i for i, t in enumerate(inputs) if not t]
+        if not missing:
+            return inputs
+        declared = self.declared_inputs or []
+        out = list(inputs)
+        for i in missing:
+            t = declared[i] if i < len(declared) else None
+            if not t:
+                raise CompileError(
+                    f"input {i} of {name} is not a tensor (a scalar or a list); pass tensors only"
+                )
+            out[i] = dict(t)
+        return out
 
     def _asserted_inputs(self, func, depth: int) -> list[dict]:
         """Shape and dtype of each argument from its hal.buffer_view.assert, following
@@ -814,6 +843,50 @@ class _ProgramReader:
 
 
 _SUB_BYTE_BITS = {"int2": 2, "uint2": 2, "int4": 4, "uint4": 4, "float4_e2m1fn": 4}
+_TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([-\d,\s]*)\],\s*(\w+)>")
+_BUILTIN_TENSOR = re.compile(r"tensor<((?:\d+x)*)(\w+)>")
+
+
+def declared_inputs(text: str, function: str) -> list[dict | None] | None:
+    """Shape and dtype of each argument of `function` as the source declares it
+    (`!torch.vtensor<[3,4],f32>` or `tensor<3x4xf32>`), None for an argument that is not
+    a static-shape tensor; None when the function is not found."""
+    base = function.removesuffix("$async")
+    m = re.search(r"func\.func\s+(?:public\s+|private\s+)?@\"?" + re.escape(base)
+                  + r"\"?\s*\(", text)
+    if m is None:
+        return None
+    depth, start, args = 0, m.end(), []
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c in "(<[{":
+            depth += 1
+        elif c in ")>]}":
+            if depth == 0:
+                args.append(text[start:i])
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(text[start:i])
+            start = i + 1
+        i += 1
+    out: list[dict | None] = []
+    for arg in args:
+        typ = arg.split(":", 1)[1] if ":" in arg else arg
+        t = _TORCH_TENSOR.search(typ)
+        if t:
+            dims = [d.strip() for d in t.group(1).split(",") if d.strip()]
+            elem = t.group(2)
+        else:
+            t = _BUILTIN_TENSOR.search(typ)
+            dims = [d for d in t.group(1).split("x") if d] if t else []
+            elem = t.group(2) if t else ""
+        if not t or any(not d.isdigit() for d in dims) or elem not in _DTYPES:
+            out.append(None)
+            continue
+        out.append({"shape": [int(d) for d in dims], "dtype": _DTYPES[elem]})
+    return out if any(a.strip() for a in args) else []
 
 
 def _nbytes_of(t: dict) -> int:
@@ -934,11 +1007,19 @@ def compile_mlir(
         raise CompileError("no targets to compile for; name a gfx target or 'vulkan'")
     result = IreeResult()
     first_structure = None
+    source_text = path.read_text(errors="replace")
     jobs = [(t, _amd_device_flags(t), None) for t in gfx_targets]
     jobs += [("vulkan", vulkan_device_flags(a, vulkan_target), a) for a in vulkan_abis]
     vulkan_errors: list[CompileError] = []
+    needs_f64 = re.search(r"\bf64\b", source_text) is not None
     for target, flags, abi in jobs:
         label = target if abi is None else f"vulkan {abi}"
+        if abi is not None and needs_f64 and _lacks_f64(flags):
+            raise CompileError(
+                f"{path.name} computes in f64, which the Vulkan target {vulkan_target!r} cannot "
+                "(no shaderFloat64); run it on a device with Float64 (amdgpu-run uses the "
+                "device's own features) or an amdgpu device, or cast to f32 in the source"
+            )
         try:
             run = _run_iree(path, flags, label, extra_flags)
         except CompileError as exc:
@@ -951,6 +1032,7 @@ def compile_mlir(
                 raise vulkan_errors[0] from None
             continue
         reader = _ProgramReader(run.hal_text, _read_exports(run.targets_text))
+        reader.declared_inputs = declared_inputs(source_text, reader.entry()[0])
         try:
             read = reader.read()
         except CompileError:
