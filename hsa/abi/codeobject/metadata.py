@@ -15,6 +15,59 @@ from .descriptor import KernelDescriptor
 #: The longest kernel name the reader accepts (symbol names are C strings, kept short).
 MAX_KERNEL_NAME = 1024
 
+#: The .value_kind strings LLVM's metadata verifier accepts (AMDGPUMetadataVerifier.cpp).
+VALUE_KINDS = frozenset({
+    "by_value", "global_buffer", "dynamic_shared_pointer", "sampler", "image", "pipe",
+    "queue", "hidden_block_count_x", "hidden_block_count_y", "hidden_block_count_z",
+    "hidden_group_size_x", "hidden_group_size_y", "hidden_group_size_z",
+    "hidden_remainder_x", "hidden_remainder_y", "hidden_remainder_z",
+    "hidden_global_offset_x", "hidden_global_offset_y", "hidden_global_offset_z",
+    "hidden_grid_dims", "hidden_none", "hidden_printf_buffer", "hidden_hostcall_buffer",
+    "hidden_heap_v1", "hidden_default_queue", "hidden_completion_action",
+    "hidden_multigrid_sync_arg", "hidden_dynamic_lds_size", "hidden_private_base",
+    "hidden_shared_base", "hidden_queue_ptr",
+})
+
+#: Code object v5+ implicit arguments: (offset from the start of the hidden block, size),
+#: AMDGPUUsage's "Code Object V5 Kernel Argument Metadata" table. hidden_none pads.
+V5_HIDDEN_LAYOUT: dict[str, tuple[int, int]] = {
+    "hidden_block_count_x": (0, 4), "hidden_block_count_y": (4, 4),
+    "hidden_block_count_z": (8, 4), "hidden_group_size_x": (12, 2),
+    "hidden_group_size_y": (14, 2), "hidden_group_size_z": (16, 2),
+    "hidden_remainder_x": (18, 2), "hidden_remainder_y": (20, 2),
+    "hidden_remainder_z": (22, 2), "hidden_global_offset_x": (40, 8),
+    "hidden_global_offset_y": (48, 8), "hidden_global_offset_z": (56, 8),
+    "hidden_grid_dims": (64, 2), "hidden_printf_buffer": (72, 8),
+    "hidden_hostcall_buffer": (80, 8), "hidden_multigrid_sync_arg": (88, 8),
+    "hidden_heap_v1": (96, 8), "hidden_default_queue": (104, 8),
+    "hidden_completion_action": (112, 8), "hidden_dynamic_lds_size": (120, 4),
+    "hidden_private_base": (192, 4), "hidden_shared_base": (196, 4),
+    "hidden_queue_ptr": (200, 8),
+}
+
+#: Sizes every code object version gives these kinds (v4 lists fewer hidden kinds, all
+#: 8-byte pointers or offsets); kinds not here have free sizes (by_value, hidden_none).
+_FIXED_SIZES: dict[str, tuple[int, ...]] = {
+    **{kind: (size,) for kind, (_off, size) in V5_HIDDEN_LAYOUT.items()},
+    "global_buffer": (4, 8),  # 8; 4 for a pointer into a 32-bit address space
+    "dynamic_shared_pointer": (4, 8),
+    "sampler": (8,), "image": (8,), "pipe": (8,), "queue": (8,),
+}
+
+#: Address spaces whose pointers are 32-bit (a global_buffer argument in any other is 8).
+_SHORT_POINTER_SPACES = ("local", "private", "region")
+
+#: by_value arguments whose .type_name is a C scalar must have that scalar's size.
+SCALAR_SIZES: dict[str, int] = {
+    **dict.fromkeys(("char", "signed char", "unsigned char", "uchar", "bool", "int8_t",
+                     "uint8_t"), 1),
+    **dict.fromkeys(("short", "unsigned short", "ushort", "int16_t", "uint16_t", "half",
+                     "_Float16"), 2),
+    **dict.fromkeys(("int", "unsigned int", "uint", "int32_t", "uint32_t", "float"), 4),
+    **dict.fromkeys(("long", "unsigned long", "ulong", "long long", "unsigned long long",
+                     "size_t", "int64_t", "uint64_t", "double"), 8),
+}
+
 
 @dataclass(frozen=True)
 class KernelArg:
@@ -165,3 +218,76 @@ def _check_name(name: str, where: str) -> None:
         raise CodeObjectError(f"corrupt metadata: {where} {name[:40]!r} {why}")
 
 
+
+
+_CORRUPT = "corrupt metadata (rebuild the code object)"
+
+
+def _describe(arg: KernelArg, index: int) -> str:
+    return f"arg {index} ({arg.value_kind}, offset {arg.offset}, size {arg.size})"
+
+
+def check_arg_layout(args: list[KernelArg], segment_size: int, segment_align: int,
+                     version: int, where: str) -> None:
+    """The kernel's argument records must describe one consistent kernarg segment: known
+    kinds with their sizes, inside the segment, naturally aligned where the ABI fixes the
+    size, not overlapping, hidden arguments after the explicit ones and (v5+) at their
+    places in the implicit-argument block. A driver fills the block from these records, so
+    a wrong one would write a value where the kernel reads another."""
+    if segment_align <= 0 or segment_align & (segment_align - 1):
+        raise CodeObjectError(
+            f"{_CORRUPT}: {where} .kernarg_segment_align {segment_align} is not a "
+            f"power of two")
+    for i, a in enumerate(args):
+        what = f"{_CORRUPT}: {where} {_describe(a, i)}"
+        if a.value_kind not in VALUE_KINDS:
+            raise CodeObjectError(f"{what}: unknown .value_kind (LLVM's AMDGPUUsage lists "
+                                  f"the kinds)")
+        sizes = _FIXED_SIZES.get(a.value_kind)
+        if a.value_kind == "global_buffer" and a.address_space not in _SHORT_POINTER_SPACES:
+            sizes = (8,)
+        if sizes is not None and a.size not in sizes:
+            raise CodeObjectError(
+                f"{what}: a {a.value_kind} argument is {' or '.join(map(str, sizes))} bytes")
+        if sizes is not None and a.offset % a.size:
+            raise CodeObjectError(f"{what}: not aligned to its size")
+        if a.value_kind == "by_value" and a.type_name:
+            scalar = SCALAR_SIZES.get(a.type_name.replace("const ", "").strip())
+            if scalar is not None and scalar != a.size:
+                raise CodeObjectError(
+                    f"{what}: its type {a.type_name!r} is {scalar} bytes")
+        if a.offset + a.size > segment_size:
+            raise CodeObjectError(f"{what}: ends past .kernarg_segment_size {segment_size}")
+    ordered = sorted(((a.offset, i, a) for i, a in enumerate(args) if a.size),
+                     key=lambda t: (t[0], t[1]))
+    for (_o, i, a), (_o2, j, b) in zip(ordered, ordered[1:], strict=False):
+        if b.offset < a.offset + a.size:
+            raise CodeObjectError(
+                f"{_CORRUPT}: {where} {_describe(b, j)} overlaps {_describe(a, i)}")
+    explicit_end = max((a.offset + a.size for a in args if not a.is_hidden), default=0)
+    hidden = [(i, a) for i, a in enumerate(args) if a.is_hidden and a.value_kind != "hidden_none"]
+    for i, a in hidden:
+        if a.offset < explicit_end:
+            raise CodeObjectError(
+                f"{_CORRUPT}: {where} hidden {_describe(a, i)} lies before the end of "
+                f"the explicit arguments ({explicit_end})")
+    if version < 5:
+        return
+    base = None
+    for i, a in hidden:
+        place = V5_HIDDEN_LAYOUT.get(a.value_kind)
+        if place is None:
+            continue
+        start = a.offset - place[0]
+        if base is None:
+            base, first = start, (i, a)
+        elif start != base:
+            raise CodeObjectError(
+                f"{_CORRUPT}: {where} hidden {_describe(a, i)} is not at +{place[0]} of "
+                f"the implicit-argument block that {_describe(first[1], first[0])} places at "
+                f"{base} (code object v5 layout)")
+    if base is not None and (base < explicit_end or base % 8):
+        why = ("before the end of the explicit arguments" if base < explicit_end
+               else "not 8-byte aligned")
+        raise CodeObjectError(f"{_CORRUPT}: {where} the implicit-argument block starts at "
+                              f"{base}, {why} (code object v5 layout)")

@@ -48,6 +48,7 @@ from .metadata import (
     _field,
     _kernel_args,
     _reqd_size,
+    check_arg_layout,
 )
 
 
@@ -152,7 +153,7 @@ def _descriptor_offset(sym: ElfSymbol, elf_type: int, sections: list[_Section],
 
 def _kernels(meta: dict, data: bytes, elf_type: int, symbols: dict[str, ElfSymbol],
              sections: list[_Section], loads: list[LoadSegment], family: str | None = None,
-             processor: str = "") -> dict[str, KernelInfo]:
+             processor: str = "", version: int = 5) -> dict[str, KernelInfo]:
     raw = _field(meta, "amdhsa.kernels", list, "the root", [])
     kernels: dict[str, KernelInfo] = {}
     for i, k in enumerate(raw):
@@ -203,12 +204,8 @@ def _kernels(meta: dict, data: bytes, elf_type: int, symbols: dict[str, ElfSymbo
             raise CodeObjectError(
                 f"corrupt metadata: {where} .wavefront_size is {info.wavefront_size}"
             )
-        for arg in info.args:
-            if arg.offset + arg.size > info.kernarg_segment_size:
-                raise CodeObjectError(
-                    f"corrupt metadata: {where} arg at offset {arg.offset} size {arg.size} "
-                    f"ends past .kernarg_segment_size {info.kernarg_segment_size}"
-                )
+        check_arg_layout(info.args, info.kernarg_segment_size, info.kernarg_segment_align,
+                         version, where)
         _check_descriptor(info)
         if family is not None:
             _check_descriptor_bits(name, symbol, data[offset:offset + 64], descriptor, family,
@@ -294,7 +291,7 @@ def read_code_object(data: bytes | bytearray | memoryview) -> CodeObject:
     except CodeObjectError:  # a processor this project has no table for: fields unchecked
         family = None
     kernels = _kernels(meta, data, e_type, symbols, sections, loads, family,
-                       target_id.split(":", 1)[0])
+                       target_id.split(":", 1)[0], version)
     return CodeObject(
         target_id=target_id,
         mach=e_flags & EF_AMDGPU_MACH,
