@@ -105,16 +105,23 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
                  scope=(w1 >> 18) & 3)
         if target == "gfx1250" and (w1 >> 16) & 1:
             f["scale_offset"] = 1  # the VGPR offset is in elements of the access's size
-        return Instruction(pc, 12, enc, op, _name(enc, op, target), f, None, (w0, w1, w2))
+        name = _name(enc, op, target)
+        if "_atomic_" in name:  # TH_ATOMIC_RETURN (th bit 0): the core's glc for atomics
+            f["glc"] = f["th"] & 1
+        return Instruction(pc, 12, enc, op, name, f, None, (w0, w1, w2))
     if top6 == VBUFFER:
         w1, w2 = word(1), word(2)
         op = (w0 >> 14) & 0xFF
+        # LLVM's VBUFFER: tfe [22], th [54:52], scope [51:50], format [61:55]
         f = dict(offset=w2 >> 8, glc=0, dlc=0, slc=0, vaddr=w2 & 0xFF, vdata=w1 & 0xFF,
-                 srsrc=(w1 >> 9) & 0x1FF, tfe=(w1 >> 22) & 1, offen=(w1 >> 30) & 1,
-                 idxen=(w1 >> 31) & 1, soffset=w0 & 0x7F, format=(w1 >> 23) & 0x7F)
+                 srsrc=(w1 >> 9) & 0x1FF, tfe=(w0 >> 22) & 1, offen=(w1 >> 30) & 1,
+                 idxen=(w1 >> 31) & 1, soffset=w0 & 0x7F, format=(w1 >> 23) & 0x7F,
+                 th=(w1 >> 20) & 7, scope=(w1 >> 18) & 3)
         if target == "gfx1250":
             f["vsharp57"] = 1  # gfx1250's V#: 57-bit base, 45-bit num_records
         name = _name("VBUFFER", op, target)
+        if "_atomic_" in name:  # TH_ATOMIC_RETURN: the core's glc for atomics
+            f["glc"] = f["th"] & 1
         enc = "MTBUF" if name.startswith("tbuffer") else "MUBUF"
         return Instruction(pc, 12, enc, op, name, f, None, (w0, w1, w2))
     if w0 >> 24 == VOPD3 and target == "gfx1250":

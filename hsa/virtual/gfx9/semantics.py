@@ -336,8 +336,6 @@ def _smem_time(inst: d.Instruction):
     return run
 
 
-_NOP_MEMORY = ("s_dcache_wb", "s_dcache_inv_vol", "s_dcache_wb_vol", "buffer_wbinvl1",
-               "buffer_wbinvl1_vol", "buffer_wbl2", "buffer_inv", "s_dcache_inv")
 _GFX9_ALU: dict[str, Callable] = {
     "v_mac_f32": _alu(_mac("f32", "mac")), "v_mad_f32": _alu(_mac("f32", "mad")),
     "v_madmk_f32": _alu(_mac("f32", "madmk")), "v_madak_f32": _alu(_mac("f32", "madak")),
@@ -378,8 +376,6 @@ def make_compile(
         tr = gfx950.compile_memory(inst, base)
         if tr is not None:
             return core.Compiled(inst, core.MEMORY, tr)
-        if canon in _NOP_MEMORY:
-            return core.Compiled(inst, core.MEMORY, lambda g, ctx: None)
         if canon in ("s_memtime", "s_memrealtime"):
             return core.Compiled(inst, core.MEMORY, _smem_time(inst))
         fn = _compile_alu(renamed, samples, target)

@@ -162,6 +162,9 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
     if inst.name in ("<unknown>", "<outside code>"):
         words = " ".join(f"{w:08x}" for w in inst.words)
         return Compiled(inst, SIMPLE, None, f"unknown opcode, words {words}")
+    cache_op = mem.compile_cache_control(inst)
+    if cache_op is not None:
+        return Compiled(inst, MEMORY, cache_op)
     if enc == "SOPP" or (enc == "SOP1" and inst.name in (
             "s_getpc_b64", "s_setpc_b64", "s_swappc_b64", "s_barrier_signal")):
         return Compiled(inst, CONTROL, control_fn(inst))

@@ -81,10 +81,54 @@ def scatter_typed(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray
         raise _fault(ctx, inst, e.address, str(e.text)) from None
 
 
+# --- cache control and fences ----------------------------------------------------------------
+# The virtual GPU has no caches: every load reads, and every store and atomic writes, the
+# one memory that the host and all agents share, when the instruction executes, and a
+# wave's instructions execute in program order. So at any point there is no dirty line to
+# write back and no stale line to invalidate: each of these completes at once with its
+# memory-model effect already true (a release's prior writes are visible at system scope,
+# an acquire's later reads see every completed write). Names by family, as LLVM's
+# AMDGPU memory model (AMDGPUUsage, "Memory Model") emits them for fences and atomics:
+CACHE_CONTROL: dict[str, str] = {
+    # gfx9 (gfx90a, gfx940/942/950)
+    "buffer_wbl2": "write back the L2 (agent/system-scope release)",
+    "buffer_invl2": "invalidate the L2 of non-local memory (gfx90a system-scope acquire)",
+    "buffer_inv": "invalidate the caches of its scope (sc0/sc1: gfx940 acquire)",
+    "buffer_wbinvl1": "write back and invalidate the vector L1 (agent-scope acquire)",
+    "buffer_wbinvl1_vol": "invalidate the vector L1's volatile lines",
+    "s_dcache_wb": "write back the scalar cache",
+    "s_dcache_wb_vol": "write back the scalar cache's volatile lines",
+    "s_dcache_inv": "invalidate the scalar cache",
+    "s_dcache_inv_vol": "invalidate the scalar cache's volatile lines",
+    "s_dcache_discard": "discard scalar cache lines (their data is then undefined: keeping "
+                        "memory's is one valid outcome)",
+    "s_dcache_discard_x2": "discard scalar cache lines (as s_dcache_discard)",
+    # gfx11
+    "buffer_gl0_inv": "invalidate the GL0 (per-CU vector cache)",
+    "buffer_gl1_inv": "invalidate the GL1 (shader-array cache)",
+    "s_gl1_inv": "invalidate the GL1 from the scalar unit",
+    # gfx12 (gfx1201, gfx1250)
+    "global_inv": "invalidate the caches of its scope (acquire)",
+    "global_wb": "write back the caches of its scope (release)",
+    "global_wbinv": "write back and invalidate the caches of its scope (acq_rel)",
+}
+
+
+def compile_cache_control(inst: d.Instruction) -> Callable | None:
+    """A cache write-back/invalidate: complete when issued (see CACHE_CONTROL), or None."""
+    if inst.name not in CACHE_CONTROL:
+        return None
+    return _cache_control
+
+
+def _cache_control(g: WaveGroup, ctx: MemoryContext) -> None:
+    return None
+
+
 # --- SMEM ----------------------------------------------------------------------------------
 def compile_smem(inst: d.Instruction) -> Callable | None:
     name = inst.name
-    if name in ("s_dcache_inv", "s_gl1_inv", "s_icache_inv") or name.startswith("s_prefetch_"):
+    if name.startswith("s_prefetch_"):  # a hint: nothing to fetch ahead
         return lambda g, ctx: None
     f = inst.f
     small = _SMEM_SMALL.get(name.replace("s_buffer_load_", "s_load_"))
@@ -336,7 +380,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
     seg = inst.encoding  # FLAT, GLOBAL, SCRATCH
     prefix, _, rest = name.partition("_")
     op, _, suffix = rest.partition("_")
-    if op in ("inv", "wb", "wbinv", "prefetch"):  # gfx12 cache control: coherent here
+    if op == "prefetch":  # gfx1250 global/flat_prefetch: a hint
         return lambda g, ctx: None
     to_lds = op == "load" and suffix.startswith("lds_")  # gfx9: loads straight to LDS
     if to_lds:
@@ -573,9 +617,10 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
     """MUBUF (buffer_*) and MTBUF (tbuffer_*) instructions through V# descriptors."""
     name = inst.name
     f = inst.f
-    if name in ("buffer_gl0_inv", "buffer_gl1_inv"):  # cache invalidates: memory is coherent
-        return lambda g, ctx: None
-    _, op, suffix = name.split("_", 2)
+    parts = name.split("_", 2)
+    if len(parts) < 3:  # no buffer_<op>_<type> access (cache control is CACHE_CONTROL's)
+        return None
+    _, op, suffix = parts
     if "format" in suffix:  # formatted access: 32-bit components only (raw dwords)
         suffix = _FORMAT_AS_DWORDS.get(suffix)
         if suffix is None:

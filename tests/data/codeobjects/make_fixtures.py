@@ -169,11 +169,37 @@ extern "C" __global__ void saxpy(float a, const float* __restrict__ x,
 }
 """
 
+# System-scope atomics and fences (issue 32): LLVM's memory model emits cache write-back and
+# invalidate instructions for them on every family.
+HIP_MEMORY_MODEL = r"""
+#include <hip/hip_runtime.h>
+
+// System-scope atomics and fences: what LLVM's AMDGPU memory model turns into cache
+// write-back and invalidate instructions (buffer_wbl2/buffer_invl2 on gfx90a, buffer_wbl2
+// sc0 sc1/buffer_inv sc0 sc1 on gfx940, buffer_gl0_inv/buffer_gl1_inv on gfx1100).
+extern "C" __global__ void __launch_bounds__(256)
+hip_system_atomics(int* counters, float* fsum, unsigned* maxv, const int* x, int* out, int n) {
+  int i = __builtin_amdgcn_workgroup_id_x() * 256 + __builtin_amdgcn_workitem_id_x();
+  if (i >= n) return;
+  int v = x[i];
+  __hip_atomic_fetch_add(&counters[0], 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_fetch_add(&counters[1], v, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_fetch_max(&maxv[0], (unsigned)v, __ATOMIC_SEQ_CST, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_fetch_add(&fsum[0], (float)(v & 7), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "");  // a system-scope fence
+  int old = __hip_atomic_exchange(&out[i], v * 2, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+  out[n + i] = __hip_atomic_load(&out[i], __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM) + old;
+}
+"""
+
 HIP_BUILDS = [
     ("hipcc_builtins.hsaco", HIP_BUILTINS,
      ["--offload-arch=gfx1100", "--offload-arch=gfx90a", "-nogpulib",
       "-mcode-object-version=5"]),
     ("hipcc_saxpy.hsaco", HIP_PLAIN, ["--offload-arch=gfx1030", "--offload-arch=gfx90a"]),
+    ("hipcc_memory_model.hsaco", HIP_MEMORY_MODEL,
+     ["--offload-arch=gfx90a", "--offload-arch=gfx940", "--offload-arch=gfx1100", "-nogpulib",
+      "-mcode-object-version=5"]),
 ]
 
 
@@ -194,7 +220,11 @@ def make_hipcc() -> dict:
 
 
 def main() -> int:
-    manifest = {"triton": make_triton(), "hipcc": make_hipcc()}
+    if sys.argv[1:] == ["--hipcc"]:  # the hipcc builds only (no Triton needed)
+        manifest = json.loads((HERE / "manifest.json").read_text())
+        manifest["hipcc"] = make_hipcc()
+    else:
+        manifest = {"triton": make_triton(), "hipcc": make_hipcc()}
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     for path in sorted(HERE.glob("*.hsaco")):
         print(f"{path.name}: {path.stat().st_size} bytes")
