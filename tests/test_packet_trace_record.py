@@ -4,6 +4,7 @@ a summary line counts records and packets; traces written by amdgpu-run --trace 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -57,6 +58,30 @@ def test_record_of_a_missing_program_is_one_line(tmp_path, capsys):
     code = main(["record", "-o", str(tmp_path / "x"), "--", "/nonexistent/program"])
     err = capsys.readouterr()[1]
     assert code == 2 and err.count("\n") == 1 and "no such program" in err
+
+
+def test_an_unwritable_output_is_one_line_before_the_command_runs(tmp_path):
+    """The issue's command: the trace path cannot be created, so packet-trace says so in
+    one line and runs nothing (amdgpu-run used to fail on AMDGPU_TRACE and print its own
+    error line too)."""
+    marker = tmp_path / "ran"
+    for out in ("/proc/x.aqltrace", str(tmp_path), str(tmp_path / "no" / "x.aqltrace")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tools.packet_trace", "record", "-o", out, "--",
+             sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+            capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and not proc.stdout, proc
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+            f"packet-trace: cannot write {out}: "), proc.stderr
+        assert not marker.exists(), f"the command ran although {out} cannot be written"
+
+
+def test_an_existing_fifo_is_refused_not_removed(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    code = main(["record", "-o", str(fifo), "--", sys.executable, "-c", "pass"])
+    assert code == 2 and fifo.exists()
+    assert "is not a regular file" in capsys.readouterr()[1]
 
 
 def test_console_script_and_module_entry_points(tmp_path):

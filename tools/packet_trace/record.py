@@ -28,6 +28,28 @@ def summarize(path) -> tuple[int, int, str | None]:
     return records, packets, None
 
 
+def _check_writable(given: str, path: str) -> None:
+    """Before the command runs: `path` can be created as a regular file here (a stale
+    trace there is removed, so it cannot pass for this run's). Otherwise the command would
+    run, fail to open the trace and say so, and packet-trace would add its own line."""
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise AmdgpuError(f"cannot write {given}: folder {folder} does not exist; "
+                          "create it or choose another -o path")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise AmdgpuError(f"cannot write {given}: it exists and is not a regular file; "
+                          "choose another -o path")
+    try:
+        if os.path.lexists(path):
+            os.remove(path)
+        with open(path, "xb"):
+            pass
+        os.remove(path)  # the command's trace writer creates it
+    except OSError as e:
+        raise AmdgpuError(f"cannot write {given}: {e.strerror}; choose another -o path"
+                          ) from None
+
+
 def run(args, console: Console) -> int:
     command = list(args.command)
     if command and command[0] == "--":
@@ -35,12 +57,7 @@ def run(args, console: Console) -> int:
     if not command:
         raise AmdgpuError("record needs a command: packet-trace record -o run.aqltrace -- CMD...")
     path = os.path.abspath(args.output)
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):  # checked before the command runs, not after
-        raise AmdgpuError(f"cannot write {args.output}: folder {folder} does not exist; "
-                          "create it or choose another -o path")
-    if os.path.exists(path):
-        os.remove(path)  # a stale file must not pass for this run's trace
+    _check_writable(args.output, path)
     env = dict(os.environ, AMDGPU_TRACE=path)
     try:
         proc = subprocess.run(command, env=env)
