@@ -19,6 +19,20 @@ from hsa.virtual.memory import MemoryMap
 
 
 @dataclass(frozen=True)
+class ShaderRegisters:
+    """A dispatch that a PM4 stream programmed (hsa/virtual/pm4.py): the command processor
+    starts its waves from the shader registers instead of a kernel descriptor. The first
+    RSRC2.USER_SGPR user SGPRs are COMPUTE_USER_DATA_0.. as written (the driver put the
+    kernarg pointer, a dispatch pointer or a scratch V# there itself)."""
+
+    program_address: int  # COMPUTE_PGM_HI:LO << 8, the first instruction
+    rsrc1: int
+    rsrc2: int
+    rsrc3: int
+    user_data: tuple[int, ...]  # COMPUTE_USER_DATA_0..15
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """Everything the hardware knows when it starts a kernel-dispatch packet."""
 
@@ -39,6 +53,9 @@ class Dispatch:
     # gfx1250 workgroup clusters (the extended dispatch packet's cluster_size); (1, 1, 1)
     # for a classic packet. See cluster_ids for what the kernel sees.
     cluster_size: tuple[int, int, int] = (1, 1, 1)
+    # A PM4 dispatch: program, resources and user SGPRs from the shader registers, and
+    # kernel_object is the program address (no kernel descriptor is read). None: AQL.
+    registers: ShaderRegisters | None = None
 
 
 def cluster_ids(workgroup_id: tuple[int, int, int], cluster_size: tuple[int, int, int]

@@ -41,8 +41,10 @@ from hsa.virtual import executor as executor_registry
 from hsa.virtual.agents import Agent
 from hsa.virtual.executor import Dispatch
 from hsa.virtual.memory import Allocation
+from hsa.virtual.pm4 import Pm4Processor, Pm4Stopped
 from hsa.virtual.signals import W_END_TS, W_START_TS, W_VALUE, SignalTable, condition_holds
 from packets import AmdVendorFormat, PacketType
+from packets import pm4 as pm4_packets
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ AGENT_DISPATCH = int(PacketType.AGENT_DISPATCH)
 BARRIER_OR = int(PacketType.BARRIER_OR)
 AMD_BARRIER_VALUE = int(AmdVendorFormat.BARRIER_VALUE)
 AMD_EXT_KERNEL_DISPATCH = int(AmdVendorFormat.EXT_KERNEL_DISPATCH)
+AMD_PM4_IB = pm4_packets.AMD_AQL_FORMAT_PM4_IB  # ROCr's AMD_AQL_FORMAT_PM4_IB
 _TYPE_NAMES = {int(t): t.name for t in PacketType}
 _M16, _M32, _M64 = 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 # CPython 3.10+ with a GIL: see VirtualQueue's write-index methods (3.13t may run without
@@ -268,6 +271,7 @@ class PacketProcessor:
         self._failure_note = ""
         self._thread: threading.Thread | None = None
         self._executor = None
+        self._pm4: Pm4Processor | None = None  # this queue's PM4 register state, on first use
         self._ring64 = memoryview(queue.ring).cast("Q")
         self._ring16 = memoryview(queue.ring).cast("H")
         self._mask = queue.size - 1
@@ -410,11 +414,14 @@ class PacketProcessor:
             if amd_format == AMD_EXT_KERNEL_DISPATCH:
                 self._ext_dispatch(packet_id, slot, words)
                 return
+            if amd_format == AMD_PM4_IB:
+                self._pm4_ib(packet_id, words)
+                return
             if amd_format != AMD_BARRIER_VALUE:
                 raise self._bad_packet(
                     packet_id, words,
-                    f"vendor-specific packet with AmdFormat {amd_format} (BARRIER_VALUE=2 and "
-                    "EXT_KERNEL_DISPATCH=3 are known)",
+                    f"vendor-specific packet with AmdFormat {amd_format} (PM4_IB=1, "
+                    "BARRIER_VALUE=2 and EXT_KERNEL_DISPATCH=3 are known)",
                 )
             self._barrier_value(packet_id, words)
         elif ptype == AGENT_DISPATCH:
@@ -518,6 +525,26 @@ class PacketProcessor:
             raise self._signal_error(packet_id, "dependency signal", bad, exc) from exc
         if result is None:
             raise _Stopped
+
+    def _pm4_ib(self, packet_id: int, words: list[int]) -> None:
+        """ROCr's PM4_IB vendor packet: the command processor runs the PM4 indirect buffer
+        its INDIRECT_BUFFER jump names (hsa/virtual/pm4.py), with this queue's registers."""
+        try:
+            address, dwords = pm4_packets.parse_pm4_ib_aql_packet(_packet_bytes(words))
+        except PacketError as exc:
+            raise self._bad_packet(packet_id, words, str(exc)) from None
+        proc = self._pm4
+        if proc is None:
+            info = self.agent.info
+            proc = self._pm4 = Pm4Processor(
+                self.memory, target=info.isa, agent=info.handle,
+                label=f"queue {self.queue.id}", queue_address=self.queue.handle,
+                lds_size=self.agent.lds_size, stop=self._stopped)
+        proc.label = f"queue {self.queue.id} packet {packet_id}"
+        try:
+            proc.run_ib(address, dwords)
+        except Pm4Stopped:
+            raise _Stopped from None
 
     def _ext_dispatch(self, packet_id: int, slot: int, words: list[int]) -> None:
         """gfx1250's extended dispatch packet: ROCr's rules, then dep_signal (0: none) must

@@ -23,7 +23,7 @@ from ground.status import (
     HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
 )
-from hsa.virtual.executor import Dispatch
+from hsa.virtual.executor import Dispatch, ShaderRegisters
 from hsa.virtual.isa import mem, salu, sfloat, valu, vop3p
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.heap import keep_freed_memory
@@ -55,6 +55,13 @@ class Descriptor:
         r3, r1, r2 = struct.unpack_from("<III", b, 44)
         props, preload = struct.unpack_from("<HH", b, 56)
         return cls(g, p, k, entry, r1, r2, r3, props, preload)
+
+    @classmethod
+    def from_registers(cls, regs: ShaderRegisters, wave_size: int) -> Descriptor:
+        """What a PM4 dispatch's shader registers say (no fixed segment sizes: they come
+        from the dispatch; no user-SGPR enables: the registers give the values)."""
+        return cls(0, 0, 0, 0, regs.rsrc1, regs.rsrc2, regs.rsrc3,
+                   (1 << 10) if wave_size == 32 else 0)
 
     @property
     def wave_size(self) -> int:
@@ -419,8 +426,11 @@ class Executor:
         return prog
 
     def run(self, dispatch: Dispatch, memory: MemoryMap) -> None:
-        desc_bytes = memory.read(dispatch.kernel_object, 64, dispatch.agent)
-        desc = Descriptor.from_bytes(desc_bytes)
+        if dispatch.registers is not None:  # PM4: the shader registers, no descriptor
+            desc = Descriptor.from_registers(dispatch.registers, dispatch.wavefront_size)
+        else:
+            desc_bytes = memory.read(dispatch.kernel_object, 64, dispatch.agent)
+            desc = Descriptor.from_bytes(desc_bytes)
         lanes = desc.wave_size
         if lanes not in self.isa.wave_sizes:
             if lanes == 64:
@@ -491,6 +501,10 @@ class Executor:
             k += 2
 
         props = desc.properties
+        if dispatch.registers is not None:  # PM4: s0.. = COMPUTE_USER_DATA_0.., as written
+            k = desc.user_sgpr_count
+            s[:, :k] = np.array(dispatch.registers.user_data[:k], dtype=np.uint32)
+            props = 0
         if props & 1:  # private segment buffer V#: not used with architected flat scratch
             if self.isa.private_buffer is not None:
                 s[:, k: k + 4] = self.isa.private_buffer(private)
