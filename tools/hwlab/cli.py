@@ -218,6 +218,39 @@ def cmd_merge(args) -> int:
     return 1 if report.failed else 0
 
 
+def cmd_fleet(args) -> int:
+    """Partial reports are written whatever happens: a Slurm that does not answer, an unknown
+    partition, nodes that fail or time out are rows and one line each, not a lost report."""
+    from pathlib import Path
+
+    from tools.hwlab import fleet
+
+    _check_outputs(args)
+    console = Console()
+    run = fleet.FleetRun(args.slurm, args.level, args.nodes or 0)
+    status = 0
+    try:
+        nodes = fleet.partition_nodes(args.slurm)
+        run.requested = args.nodes or len(nodes)
+        run = fleet.submit_and_collect(args.slurm, run.requested, args.level, args.device or [],
+                                       Path(args.logs), args.timeout)
+    except fleet.FleetError as e:
+        run.problems.append(str(e))
+        run.requested = run.requested or 1
+        run.outcomes = [fleet.NodeOutcome(i, why=str(e)) for i in range(run.requested)]
+        status = 2
+    report = fleet.merged_report(run, args.tolerance)
+    _write_reports(report, args, console)
+    from tools.hwlab import render
+
+    render.fleet_terminal(report, console)
+    for line in run.problems:
+        print(f"hwlab: {line}", file=sys.stderr)
+    if status:
+        return status
+    return 1 if report.failed or report.extra["fleet"]["missing"] else 0
+
+
 def cmd_bench(args) -> int:
     from tools.hwlab.bench import bench
 
@@ -286,6 +319,23 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("reports", nargs="+", metavar="REPORT.json")
     outputs(m)
     m.set_defaults(fn=cmd_merge)
+
+    f = sub.add_parser("fleet", help="run a level on every node of a Slurm partition and "
+                       "merge the reports")
+    f.add_argument("--slurm", required=True, metavar="PARTITION")
+    f.add_argument("--nodes", type=_positive, metavar="N", help="array size (default: the "
+                   "partition's node count)")
+    f.add_argument("--level", type=_positive, default=1, metavar="N")
+    f.add_argument("--device", action="append", metavar="SPEC", help="devices on each node "
+                   "(default: every device hwlab finds there)")
+    f.add_argument("--timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds to wait for the nodes (default 1800); late ones are cancelled")
+    f.add_argument("--tolerance", type=float, default=0.2, help="flag figures worse than the "
+                   "fleet median by more than this fraction (default 0.2)")
+    f.add_argument("--logs", default="hwlab-fleet-logs", metavar="DIR",
+                   help="submitit's folder for the jobs' pickles and logs (shared by the nodes)")
+    outputs(f)
+    f.set_defaults(fn=cmd_fleet)
 
     b = sub.add_parser("bench", help="dispatch latency, replay cost and throughput per device")
     b.add_argument("--device", action="append", metavar="SPEC")

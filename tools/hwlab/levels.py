@@ -19,6 +19,7 @@ module cannot read is one LevelFileError naming the file and line.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from amdgpu.errors import AmdgpuError
 
-LEVEL_DIR = Path(__file__).with_name("levels")
+# HWLAB_LEVEL_DIR points hwlab (and a fleet's nodes) at another folder of level files.
+LEVEL_DIR = Path(os.environ.get("HWLAB_LEVEL_DIR") or Path(__file__).with_name("levels"))
 
 
 class LevelFileError(AmdgpuError):

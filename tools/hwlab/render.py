@@ -67,6 +67,32 @@ def terminal(report: LabReport, console: Console | None = None) -> None:
             console.print(f"  {escape(r.test)} on {escape(r.device)}: {escape(text)}")
 
 
+def fleet_terminal(report: LabReport, console: Console | None = None) -> None:
+    """A fleet run's nodes, what is missing, and the figures off the fleet's median."""
+    info = report.extra.get("fleet")
+    if not info:
+        return
+    console = console or Console()
+    console.print(f"[bold]fleet[/]: partition {escape(info['partition'])}, level "
+                  f"{info['level']}, {len(info['nodes_reported'])} of "
+                  f"{info['requested_nodes']} node(s) reported "
+                  f"({', '.join(info['nodes_reported']) or 'none'})")
+    if info["missing"]:
+        console.print(f"[red]missing[/]: {info['missing']} node(s) sent no report (their rows "
+                      "say why)")
+    if info["outliers"]:
+        table = Table(title=f"outliers: worse than the fleet median by more than "
+                      f"{info['tolerance'] * 100:.0f}%")
+        for col in ("check", "device", "metric", "figure", "median", "ratio"):
+            table.add_column(col, overflow="fold")
+        for o in info["outliers"]:
+            table.add_row(escape(o["test"]), escape(o["device"]), o["metric"],
+                          f"{o['value']:.4g}", f"{o['median']:.4g}", f"{o['ratio']:.2f}")
+        console.print(table)
+    else:
+        console.print("no outliers against the fleet median")
+
+
 def junit_xml(report: LabReport, path: str | Path) -> None:
     """One <testsuite> per device, one <testcase> per test, as CI systems read them."""
     suites = ET.Element("testsuites", name="hwlab")
@@ -107,6 +133,63 @@ td.passed{background:#dff5df}td.failed,td.error{background:#f9d6d6;font-weight:b
 td.skipped{background:#fff6d0}
 pre{white-space:pre-wrap;background:#f8f8f8;padding:.5em;border:1px solid #ddd}
 """
+
+
+def _fleet_html(report: LabReport) -> list[str]:
+    info = report.extra.get("fleet")
+    if not info:
+        return []
+    e = html.escape
+    parts = [f"<h2>Fleet</h2><p>partition {e(info['partition'])}, level {info['level']}: "
+             f"{len(info['nodes_reported'])} of {info['requested_nodes']} node(s) reported"
+             f"{'; ' + str(info['missing']) + ' missing' if info['missing'] else ''}</p>"]
+    if info["outliers"]:
+        parts.append("<table><tr><th>check</th><th>device</th><th>metric</th><th>figure</th>"
+                     "<th>fleet median</th><th>ratio</th></tr>")
+        for o in info["outliers"]:
+            parts.append(f"<tr><td>{e(o['test'])}</td><td>{e(o['device'])}</td>"
+                         f"<td>{e(o['metric'])}</td><td class='failed'>{o['value']:.4g}</td>"
+                         f"<td>{o['median']:.4g}</td><td>{o['ratio']:.2f}</td></tr>")
+        parts.append("</table>")
+    return parts
+
+
+def _heat(value: float, top: float) -> str:
+    """A cell colour from white (0) to deep green (the table's best figure)."""
+    share = 0.0 if top <= 0 else max(0.0, min(1.0, value / top))
+    low, mid = int(255 - 180 * share), int(255 - 60 * share)
+    return f"background:rgb({low},{mid},{low})"
+
+
+def _matrix_html(report: LabReport) -> list[str]:
+    """Every transfer matrix a level check recorded: a bandwidth table as a heat map."""
+    e = html.escape
+    parts: list[str] = []
+    for r in report.results:
+        m = (r.figures or {}).get("matrix")
+        if not m:
+            continue
+        top = max((c["gbps"] for c in m["cells"] if c.get("gbps")), default=0.0)
+        parts.append(f"<h2>Transfer matrix: {e(r.device)}</h2><p>GB/s, {e(m['bytes_text'])} "
+                     f"per transfer, every transfer validated; executor per cell</p>"
+                     "<table><tr><th>source \\ destination</th>")
+        parts += [f"<th>{e(d)}</th>" for d in m["endpoints"]]
+        parts.append("</tr>")
+        cells = {(c["src"], c["dst"]): c for c in m["cells"]}
+        for src in m["endpoints"]:
+            parts.append(f"<tr><th>{e(src)}</th>")
+            for dst in m["endpoints"]:
+                c = cells.get((src, dst))
+                if c is None:
+                    parts.append("<td>-</td>")
+                elif c.get("error"):
+                    parts.append(f"<td class='failed' title='{e(c['error'])}'>error</td>")
+                else:
+                    parts.append(f"<td style='{_heat(c['gbps'], top)}' title='{e(c['executor'])}'>"
+                                 f"{c['gbps']:.3g}<br><small>{e(c['executor'])}</small></td>")
+            parts.append("</tr>")
+        parts.append("</table>")
+    return parts
 
 
 def html_report(report: LabReport, path: str | Path) -> None:
@@ -155,7 +238,10 @@ def html_report(report: LabReport, path: str | Path) -> None:
                     f"<td class='{r.outcome}'><a href='#{anchor}'>{SYMBOL[r.outcome]}</a></td>"
                 )
         parts.append("</tr>")
-    parts.append("</table><h2>Details</h2>")
+    parts.append("</table>")
+    parts += _fleet_html(report)
+    parts += _matrix_html(report)
+    parts.append("<h2>Details</h2>")
     for i, r in enumerate(report.results):
         if r.outcome == "passed" and not r.message:
             continue

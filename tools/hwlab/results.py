@@ -41,6 +41,7 @@ class LabReport:
     machines: list[dict] = field(default_factory=list)  # {"name", "platform", "python", "time"}
     devices: list[dict] = field(default_factory=list)  # inventory rows, plus "machine", "key"
     results: list[CellResult] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # e.g. "fleet": a fleet run's nodes and outliers
 
     # --- views ---------------------------------------------------------------------------
     def device_keys(self) -> list[str]:
@@ -77,6 +78,7 @@ class LabReport:
             "devices": self.devices,
             "results": [asdict(r) for r in self.results],
             "summary": self.counts(),
+            **({"extra": self.extra} if self.extra else {}),
         }
 
     def save(self, path: str | Path) -> None:
@@ -95,7 +97,8 @@ class LabReport:
         try:
             results = [CellResult(**r) for r in data["results"]]
             return cls(
-                machines=list(data["machines"]), devices=list(data["devices"]), results=results
+                machines=list(data["machines"]), devices=list(data["devices"]), results=results,
+                extra=dict(data.get("extra", {})),
             )
         except (KeyError, TypeError) as e:
             raise ReportError(f"{source}: malformed hwlab report ({e})") from None
