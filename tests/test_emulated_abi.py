@@ -13,13 +13,11 @@ trailing fields an older header lacks; every field the header has must sit where
 from __future__ import annotations
 
 import ctypes
-import glob
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from uapi_headers import c_layout, read_defines, read_structs, sid_file
 
 from hsa.emulated import abi
 
@@ -34,66 +32,8 @@ RENAMED = {("kfd_ioctl_set_memory_policy_args", "pad"): "misc_process_flag"}
 
 def _headers() -> list:
     out = [pytest.param(DEBIAN_HEADER, id="debian12")]
-    sid = sorted(glob.glob("/var/cache/amdgpu-direct/rocm6-sid-*/usr/include/linux/kfd_ioctl.h"))
-    out.append(pytest.param(Path(sid[-1]) if sid else None, id="sid"))
+    out.append(pytest.param(sid_file("usr/include/linux/kfd_ioctl.h"), id="sid"))
     return out
-
-
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
-
-
-def read_structs(text: str) -> dict[str, list[str]]:
-    """struct name -> the names offsetof can reach (members of anonymous unions/structs
-    count as the struct's own), in declaration order."""
-    text = _strip_comments(text)
-    out: dict[str, list[str]] = {}
-    for m in re.finditer(r"^struct (\w+) \{", text, flags=re.M):
-        depth, i, start = 1, m.end(), m.end()
-        while depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        out[m.group(1)] = _members(text[start:i - 1])
-    return out
-
-
-def _members(body: str) -> list[str]:
-    names: list[str] = []
-    depth, inner, pos = 0, "", 0
-    for tok in re.finditer(r"[{};]", body):
-        chunk = body[pos:tok.start()]
-        pos = tok.end()
-        if tok.group() == "{":
-            depth += 1
-            if depth == 1:
-                inner = ""
-            continue
-        if depth >= 1 and tok.group() == ";":
-            inner += chunk + ";"
-            continue
-        if tok.group() == "}":
-            depth -= 1
-            if depth == 0:
-                if not body[pos:].split(";")[0].strip():  # "};": anonymous, its members
-                    names.extend(_members(inner))  # are ours ("} name;": name is ours)
-            else:
-                inner += chunk + "}"
-            continue
-        decl = chunk.strip()
-        if decl and not decl.startswith("}"):
-            m = re.search(r"(\w+)\s*(\[[^\]]*\])?\s*$", decl)
-            if m and m.group(2) != "[]":  # a flexible array member has no size
-                names.append(m.group(1))
-    return names
-
-
-def read_defines(text: str) -> set[str]:
-    text = _strip_comments(text)
-    names = set(re.findall(r"^#define\s+(\w+)\s+\S", text, flags=re.M))
-    for body in re.findall(r"enum\s+\w*\s*\{(.*?)\}", text, flags=re.S):
-        names.update(re.findall(r"^\s*(\w+)\s*(?:=|,|$)", body, flags=re.M))
-    return {n for n in names if not n.endswith("_H_INCLUDED")}
 
 
 @pytest.fixture(scope="module", params=_headers())
@@ -115,31 +55,8 @@ def oracle(request, tmp_path_factory):
     # it includes <drm/drm.h> only for the __u32/__u64 types (Debian ships drm.h in libdrm-dev)
     (work / "drm").mkdir()
     (work / "drm" / "drm.h").write_text("#include <linux/types.h>\n")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <linux/kfd_ioctl.h>",
-             "int main(void) {"]
-    for name, fields in structs.items():
-        lines.append(f'printf("S {name} - 0 %zu\\n", sizeof(struct {name}));')
-        for f in fields:
-            lines.append(f'printf("S {name} {f} %zu %zu\\n", offsetof(struct {name}, {f}), '
-                         f"sizeof(((struct {name} *)0)->{f}));")
     constants = sorted(n for n in defines if isinstance(getattr(abi, n, None), int))
-    for n in constants:
-        lines.append(f'printf("C {n} %lld\\n", (long long)({n}));')
-    lines += ["return 0;", "}"]
-    (work / "oracle.c").write_text("\n".join(lines) + "\n")
-    exe = work / "oracle"
-    built = subprocess.run(["gcc", "-I", str(work), "-o", str(exe), str(work / "oracle.c")],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-3000:]
-    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
-    layout: dict[str, dict[str, tuple[int, int]]] = {}
-    values: dict[str, int] = {}
-    for line in out.splitlines():
-        kind, *rest = line.split()
-        if kind == "S":
-            layout.setdefault(rest[0], {})[rest[1]] = (int(rest[2]), int(rest[3]))
-        else:
-            values[rest[0]] = int(rest[1])
+    layout, values = c_layout(work, "linux/kfd_ioctl.h", structs, constants)
     return structs, defines, layout, values
 
 
@@ -173,9 +90,9 @@ def test_every_field_sits_where_the_header_puts_it(oracle):
 
 def test_the_layout_checks_can_fail():
     # a reader that found no fields, or abi fields that moved, must show up
-    fields = read_structs("struct a { __u32 x; union { __u64 y; __u32 z; }; "
-                          "struct { __u32 p; } q; __u32 flex[]; };")
-    assert fields == {"a": ["x", "y", "z", "q"]}
+    fields = read_structs("struct a { __u32 x; union { __u64 y; struct { __u32 r; } s; }; "
+                          "struct { __u32 p; } q; __u32 m[4][4]; __u32 flex[]; };")
+    assert fields == {"a": ["x", "y", "s", "q", "m"]}
     assert abi.kfd_ioctl_create_queue_args.doorbell_offset.offset == 24
 
 
@@ -222,4 +139,4 @@ def test_decode_follows_the_kernel():
     assert args.ctl_stack_size == 0x01010101 and args.sdma_engine_id == 0
     assert abi.decode(abi._IOWR(ord("K"), 0x7F, abi.kfd_ioctl_get_version_args)) is None
     assert abi.decode(abi._IOWR(ord("d"), 0x02, abi.kfd_ioctl_get_version_args)) is None
-    assert len(abi.IOCTLS) == len(abi.IOCTLS_BY_NR) == 44
+    assert len(abi.IOCTLS) == len(abi.IOCTLS_BY_NR) == 46

@@ -9,12 +9,12 @@ libdrm's own amdgpu.ids (Debian 12's; sid's, newer, once the ROCm 6 root filesys
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 from pathlib import Path
 
 import pytest
+from uapi_headers import sid_file
 
 from amdgpu.errors import DeviceError
 from hsa.abi.targets import TargetId
@@ -82,9 +82,8 @@ def read_tree(root: Path) -> dict:
 
 def _ids_files() -> list[Path]:
     found = [Path("/usr/share/libdrm/amdgpu.ids")]
-    found += [Path(p) for p in sorted(glob.glob(
-        "/var/cache/amdgpu-direct/rocm6-sid-*/usr/share/libdrm/amdgpu.ids"))]
-    return [p for p in found if p.exists()]
+    found.append(sid_file("usr/share/libdrm/amdgpu.ids"))
+    return [p for p in found if p is not None and p.exists()]
 
 
 def _amdgpu_ids() -> dict[tuple[int, int], str]:

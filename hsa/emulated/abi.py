@@ -2,8 +2,8 @@
 argument struct (names as in the header), the request numbers, and the constants a server
 of /dev/kfd needs.
 
-Source: the Linux UAPI header include/uapi/linux/kfd_ioctl.h at KFD interface 1.18
-(upstream ioctls 0x01..0x26), plus the ROCm DKMS driver's extra ioctls (0x80..0x85, "non
+Source: the Linux UAPI header include/uapi/linux/kfd_ioctl.h at KFD interface 1.23
+(upstream ioctls 0x01..0x28, Linux 7.2 as Debian sid ships it), plus the ROCm DKMS driver's extra ioctls (0x80..0x85, "non
 upstream" in ROCm's copy of the header). tests/test_emulated_abi.py compiles a C oracle
 against Debian 12's /usr/include/linux/kfd_ioctl.h (KFD 1.11) and, where the ROCm 6 root
 filesystem is built, sid's newer header, and compares every size, offset, request number
@@ -26,7 +26,7 @@ from ctypes import c_uint64 as u64
 from typing import NamedTuple
 
 KFD_IOCTL_MAJOR_VERSION = 1
-KFD_IOCTL_MINOR_VERSION = 18  # what the emulated kernel reports through GET_VERSION
+KFD_IOCTL_MINOR_VERSION = 23  # what the emulated kernel reports through GET_VERSION
 
 # --- linux/ioctl.h (asm-generic): the request number's fields --------------------------------
 _IOC_NRBITS, _IOC_TYPEBITS, _IOC_SIZEBITS, _IOC_DIRBITS = 8, 8, 14, 2
@@ -108,7 +108,8 @@ class kfd_ioctl_create_queue_args(KfdArgs):
         ("eop_buffer_address", u64), ("eop_buffer_size", u64),
         ("ctx_save_restore_address", u64), ("ctx_save_restore_size", u32),
         ("ctl_stack_size", u32),
-        ("sdma_engine_id", u32), ("pad", u32),  # KFD 1.17
+        ("sdma_engine_id", u32),  # KFD 1.17
+        ("metadata_ring_size", u32),  # KFD 1.22 ("pad" in 1.17..1.21)
     ]
 
 
@@ -143,7 +144,7 @@ class kfd_dbg_device_info_entry(KfdArgs):
         ("subsystem_device_id", u32), ("fw_version", u32), ("gfx_target_version", u32),
         ("simd_count", u32), ("max_waves_per_simd", u32), ("array_count", u32),
         ("simd_arrays_per_engine", u32), ("num_xcc", u32), ("capability", u32),
-        ("debug_prop", u32),
+        ("debug_prop", u32), ("capability2", u32), ("pad", u32),  # KFD 1.20
     ]
 
 
@@ -376,6 +377,8 @@ KFD_SMI_EVENT_PAGE_FAULT_END = 8
 KFD_SMI_EVENT_QUEUE_EVICTION = 9
 KFD_SMI_EVENT_QUEUE_RESTORE = 10
 KFD_SMI_EVENT_UNMAP_FROM_GPU = 11
+KFD_SMI_EVENT_PROCESS_START = 12
+KFD_SMI_EVENT_PROCESS_END = 13
 KFD_SMI_EVENT_ALL_PROCESS = 64
 KFD_SMI_EVENT_MSG_SIZE = 96
 KFD_MIGRATE_TRIGGER_PREFETCH = 0
@@ -496,11 +499,27 @@ class kfd_ioctl_set_xnack_mode_args(KfdArgs):
 # --- the debugger interface (KFD 1.13): runtime enable and dbg trap ---------------------------
 KFD_DBG_TRAP_OVERRIDE_OR = 0
 KFD_DBG_TRAP_OVERRIDE_REPLACE = 1
+KFD_DBG_TRAP_MASK_FP_INVALID = 1
+KFD_DBG_TRAP_MASK_FP_INPUT_DENORMAL = 2
+KFD_DBG_TRAP_MASK_FP_DIVIDE_BY_ZERO = 4
+KFD_DBG_TRAP_MASK_FP_OVERFLOW = 8
+KFD_DBG_TRAP_MASK_FP_UNDERFLOW = 16
+KFD_DBG_TRAP_MASK_FP_INEXACT = 32
+KFD_DBG_TRAP_MASK_INT_DIVIDE_BY_ZERO = 64
+KFD_DBG_TRAP_MASK_DBG_ADDRESS_WATCH = 128
+KFD_DBG_TRAP_MASK_DBG_MEMORY_VIOLATION = 256
+KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_START = 1 << 30
+KFD_DBG_TRAP_MASK_TRAP_ON_WAVE_END = 1 << 31
+KFD_DBG_TRAP_ADDRESS_WATCH_MODE_READ = 0
+KFD_DBG_TRAP_ADDRESS_WATCH_MODE_NONREAD = 1
+KFD_DBG_TRAP_ADDRESS_WATCH_MODE_ATOMIC = 2
+KFD_DBG_TRAP_ADDRESS_WATCH_MODE_ALL = 3
 KFD_DBG_TRAP_WAVE_LAUNCH_MODE_NORMAL = 0
 KFD_DBG_TRAP_WAVE_LAUNCH_MODE_HALT = 1
 KFD_DBG_TRAP_WAVE_LAUNCH_MODE_DEBUG = 3
 KFD_DBG_TRAP_FLAG_SINGLE_MEM_OP = 1
 KFD_DBG_TRAP_FLAG_SINGLE_ALU_OP = 2
+KFD_DBG_TRAP_FLAG_LDS_OUT_OF_ADDR_RANGE = 4
 EC_NONE = 0
 EC_QUEUE_WAVE_ABORT = 1
 EC_QUEUE_WAVE_TRAP = 2
@@ -525,6 +544,7 @@ EC_DEVICE_FATAL_HALT = 35
 EC_DEVICE_NEW = 36
 EC_PROCESS_RUNTIME = 48
 EC_PROCESS_DEVICE_REMOVE = 49
+EC_MAX = 50
 
 
 def KFD_EC_MASK(code: int) -> int:
@@ -670,6 +690,37 @@ class kfd_ioctl_dbg_trap_args(KfdArgs):
     _fields_ = [("pid", u32), ("op", u32), ("_op", _dbg_trap_op_args)]
 
 
+# --- profiler control (KFD 1.23) -------------------------------------------------------------
+KFD_IOC_PROFILER_VERSION_NUM = 1
+KFD_IOC_PROFILER_PMC = 0
+KFD_IOC_PROFILER_VERSION = 2
+KFD_IOC_PROFILER_PTL_CONTROL = 3
+
+
+class kfd_ioctl_pmc_settings(KfdArgs):
+    _fields_ = [("gpu_id", u32), ("lock", u32), ("perfcount_enable", u32)]
+
+
+class kfd_ioctl_ptl_control(KfdArgs):
+    _fields_ = [("gpu_id", u32), ("enable", u32)]
+
+
+class _profiler_op_args(ctypes.Union):
+    _fields_ = [("pmc", kfd_ioctl_pmc_settings), ("ptl", kfd_ioctl_ptl_control),
+                ("version", u32)]
+
+
+class kfd_ioctl_profiler_args(KfdArgs):
+    _anonymous_ = ("_op",)
+    _fields_ = [("op", u32), ("_op", _profiler_op_args)]
+
+
+class kfd_ioctl_create_process_args(KfdArgs):
+    """AMDKFD_IOC_CREATE_PROCESS (KFD 1.19) takes no argument (_IO): an empty struct."""
+
+    _fields_: list = []
+
+
 # --- mmap offsets (kfd_priv.h, not UAPI: the kernel's own encoding of the offsets it hands out
 # in create_queue's doorbell_offset, create_event's event_page_offset and alloc's
 # mmap_offset; libhsakmt only passes them back to mmap on /dev/kfd) ----------------------------
@@ -696,6 +747,10 @@ AMDKFD_IOCTL_BASE = ord("K")
 
 
 _R, _W, _WR = _IOR, _IOW, _IOWR
+
+
+def _IO(kind: int, nr: int, struct: type) -> int:
+    return _IOC(_IOC_NONE, kind, nr, 0)
 
 _STRUCTS: dict[int, type] = {}  # request -> struct, named below
 
@@ -744,8 +799,10 @@ AMDKFD_IOC_AVAILABLE_MEMORY = _ioctl(_WR, 0x23, kfd_ioctl_get_available_memory_a
 AMDKFD_IOC_EXPORT_DMABUF = _ioctl(_WR, 0x24, kfd_ioctl_export_dmabuf_args)
 AMDKFD_IOC_RUNTIME_ENABLE = _ioctl(_WR, 0x25, kfd_ioctl_runtime_enable_args)
 AMDKFD_IOC_DBG_TRAP = _ioctl(_WR, 0x26, kfd_ioctl_dbg_trap_args)
+AMDKFD_IOC_CREATE_PROCESS = _ioctl(_IO, 0x27, kfd_ioctl_create_process_args)
+AMDKFD_IOC_PROFILER = _ioctl(_WR, 0x28, kfd_ioctl_profiler_args)
 AMDKFD_COMMAND_START = 0x01
-AMDKFD_COMMAND_END = 0x27
+AMDKFD_COMMAND_END = 0x29
 # ROCm's DKMS driver only (its header's "non-upstream ioctls"); upstream kernels answer EINVAL
 AMDKFD_IOC_IPC_IMPORT_HANDLE = _ioctl(_WR, 0x80, kfd_ioctl_ipc_import_handle_args)
 AMDKFD_IOC_IPC_EXPORT_HANDLE = _ioctl(_WR, 0x81, kfd_ioctl_ipc_export_handle_args)

@@ -59,8 +59,8 @@ _NUM_SDMA_QUEUES_PER_ENGINE = 8
 _NUM_CP_QUEUES = 24
 _GWS_GFX9 = 64  # global wave sync entries: gfx9's MEC firmware has them, MES parts do not
 # MEC firmware version: below 1000 so ROCr 6.4 leaves its gfx94x async scratch reclaim off
-_FW_VERSION = 150
-_SDMA_FW_VERSION = 20
+FW_VERSION = 150
+SDMA_FW_VERSION = 20
 _SIMD_ID_BASE = 0x80000000  # KFD numbers GPU SIMDs from here (kfd_topology.c)
 
 
@@ -177,7 +177,7 @@ def _gpu_caches(model: GpuModel, simd_base: int) -> list[str]:
     return out
 
 
-def _total_ram() -> int:
+def total_ram() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -222,8 +222,8 @@ def _gpu_node(node: NodeInfo, simd_base: int, links: int, caches: int, hive: int
         ("num_sdma_queues_per_engine", _NUM_SDMA_QUEUES_PER_ENGINE),
         ("num_cp_queues", _NUM_CP_QUEUES), ("max_engine_clk_fcompute", m.max_engine_clock_mhz),
         ("local_mem_size", 0),  # KFD prints 0: the size is in mem_banks
-        ("fw_version", _FW_VERSION), ("capability", capability), ("debug_prop", 0),
-        ("sdma_fw_version", _SDMA_FW_VERSION), ("unique_id", node.unique_id),
+        ("fw_version", FW_VERSION), ("capability", capability), ("debug_prop", 0),
+        ("sdma_fw_version", SDMA_FW_VERSION), ("unique_id", node.unique_id),
         ("num_xcc", m.num_xcc), ("max_engine_clk_ccompute", 2000),
     ])
 
@@ -250,7 +250,7 @@ def _write_drm(root: pathlib.Path, node: NodeInfo) -> None:
         "max_link_width": "16", "unique_id": f"{node.unique_id:016x}",
         "mem_info_vram_total": str(m.vram_bytes), "mem_info_vram_used": "0",
         "mem_info_vis_vram_total": str(m.vram_bytes), "mem_info_vis_vram_used": "0",
-        "mem_info_gtt_total": str(_total_ram()), "mem_info_gtt_used": "0",
+        "mem_info_gtt_total": str(total_ram()), "mem_info_gtt_used": "0",
         "gpu_busy_percent": "0", "mem_busy_percent": "0",
     }
     for name, text in files.items():
@@ -307,7 +307,7 @@ def write_topology(root: pathlib.Path, gpus: list[GpuModel]) -> list[NodeInfo]:
     _write(cpu / "gpu_id", "0\n")
     _write(cpu / "name", "\n")
     _write(cpu / "properties", _cpu_node(gpus))
-    _write(cpu / "mem_banks/0/properties", _mem_bank(_HEAP_SYSTEM, _total_ram(), 64, 3200))
+    _write(cpu / "mem_banks/0/properties", _mem_bank(_HEAP_SYSTEM, total_ram(), 64, 3200))
     (cpu / "caches").mkdir(parents=True, exist_ok=True)
     for k, node in enumerate(nodes):
         _write(cpu / f"io_links/{k}/properties", _iolink(0, node.index,
