@@ -5,7 +5,7 @@ packet-trace show FILE [--queue Q] [--kernel NAME] [--type T] [--since T] [--unt
                        [--limit N] [--raw] [--format auto|rich|plain]
 packet-trace stats FILE [--json]
 packet-trace diff A B [--ignore FIELD,...] [--ids] [--max N]
-packet-trace export [--perfetto OUT.pftrace|OUT.json] [--csv OUT.csv] FILE
+packet-trace export [--perfetto OUT.pftrace|OUT.json] [--csv OUT.csv] [--rocpd OUT.db] FILE
 packet-trace graph FILE [-o OUT.dot] [--svg OUT.svg] [--limit N]
 
 Exit status: 0 success (diff: identical), 1 diff found differences, 2 a bad trace file or a
@@ -77,11 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ids", action="store_true", help="also compare packet ids")
     p.add_argument("--max", type=int, default=50, help="differing packets to print (50)")
 
-    p = sub.add_parser("export", help="Perfetto (protobuf or JSON) trace, rocprofv3-style CSV")
+    p = sub.add_parser("export", help="Perfetto (protobuf or JSON) trace, rocprofv3-style "
+                       "CSV or rocpd database")
     p.add_argument("--perfetto", metavar="OUT",
                    help="OUT.pftrace: Perfetto protobuf; any other name (OUT.json): Chrome JSON")
     p.add_argument("--csv", metavar="OUT.csv",
                    help="one row per kernel dispatch, rocprofv3 kernel_trace.csv columns")
+    p.add_argument("--rocpd", metavar="OUT.db",
+                   help="rocprofv3's rocpd SQLite database (its kernel dispatch, agent, queue "
+                        "and string tables)")
     p.add_argument("file")
 
     p = sub.add_parser("graph", help="dependency graph as DOT (and SVG)")

@@ -44,30 +44,32 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def agent_ids(queue_info: dict[int, dict]) -> dict[int, str]:
+def agent_numbers(queue_info: dict[int, dict]) -> dict[int, int]:
+    """Queue id -> agent number: 1, 2, ... per distinct `agent` name of the QUEUE_CREATED
+    records, 0 for a queue whose record names none."""
     names: dict[str, int] = {}
     out = {}
     for q, info in sorted(queue_info.items()):
         agent = info.get("agent")
-        if agent is None:
-            out[q] = '"Agent 0"'
-            continue
-        n = names.setdefault(str(agent), len(names) + 1)
-        out[q] = f'"Agent {n}"'
+        out[q] = 0 if agent is None else names.setdefault(str(agent), len(names) + 1)
     return out
 
 
-class CsvExporter:
-    def __init__(self, out, first) -> None:
-        self.out = out
+class DispatchRows:
+    """The kernel-dispatch rows of a trace, a chunk of whole submissions at a time, as
+    columns (what the CSV and the rocpd database both write): `sink(cols)` gets numpy arrays
+    or lists keyed agent, queue, dispatch_id, kernel_id, name, correlation, timed, start,
+    end, lds, scratch, wg_x/y/z, grid_x/y/z."""
+
+    def __init__(self, first, sink) -> None:
         self.first = first
+        self.sink = sink
         self.kernel_id = kernel_ids(first.symbols)
-        self.agents = agent_ids(first.queue_info)
+        self.agents = agent_numbers(first.queue_info)
         self.rows = 0
         self.with_times = 0
         self.submissions = 0  # submissions closed so far (correlation ids before this chunk)
-        self._chunks = SubmissionChunks(self._write)
-        out.write(HEADER)
+        self._chunks = SubmissionChunks(self._rows)
 
     def add(self, packets: np.ndarray) -> None:
         self._chunks.add(packets)
@@ -75,7 +77,7 @@ class CsvExporter:
     def finish(self) -> None:
         self._chunks.finish()
 
-    def _write(self, packets: np.ndarray, starts: np.ndarray) -> None:
+    def _rows(self, packets: np.ndarray, starts: np.ndarray) -> None:
         """Whole submissions of PACKET_RECORD rows (starts: where each begins)."""
         if not packets.size:
             return
@@ -89,28 +91,60 @@ class CsvExporter:
         if not sel.any():
             return
         d = packets.view(DISPATCH_VIEW)[sel]
-        correlation = correlation[sel]
         n = d.shape[0]
         found, start, end, _ = self.first.completions.lookup(d["queue_id"], d["packet_id"])
         self.with_times += int(found.sum())
-        start_text = np.where(found, start.astype(str), "")
-        end_text = np.where(found, end.astype(str), "")
         objects, inverse = np.unique(d["kernel_object"], return_inverse=True)
-        names = np.array([_quote(self.first.symbols.name(o)) for o in objects.tolist()],
+        names = np.array([self.first.symbols.name(o) for o in objects.tolist()],
                          dtype=object)[inverse]
         kids = np.array([self.kernel_id.get(o, 0) for o in objects.tolist()],
                         np.int64)[inverse]
         queues = d["queue_id"]
-        agents = np.array([self.agents.get(q, '"Agent 0"') for q in
-                           np.unique(queues).tolist()], dtype=object)
-        agent_col = agents[np.searchsorted(np.unique(queues), queues)]
-        dispatch_ids = np.arange(self.rows + 1, self.rows + n + 1)
+        distinct = np.unique(queues)
+        agents = np.array([self.agents.get(q, 0) for q in distinct.tolist()],
+                          np.int64)[np.searchsorted(distinct, queues)]
+        self.sink({
+            "agent": agents, "queue": queues, "name": names, "kernel_id": kids,
+            "dispatch_id": np.arange(self.rows + 1, self.rows + n + 1),
+            "correlation": correlation[sel], "timed": found, "start": start, "end": end,
+            "lds": d["group_segment_size"], "scratch": d["private_segment_size"],
+            "wg_x": d["wg_x"], "wg_y": d["wg_y"], "wg_z": d["wg_z"],
+            "grid_x": d["grid_x"], "grid_y": d["grid_y"], "grid_z": d["grid_z"],
+        })
         self.rows += n
-        columns = (agent_col, queues.tolist(), dispatch_ids.tolist(), kids.tolist(), names,
-                   correlation.tolist(), start_text.tolist(), end_text.tolist(),
-                   d["group_segment_size"].tolist(), d["private_segment_size"].tolist(),
-                   d["wg_x"].tolist(), d["wg_y"].tolist(), d["wg_z"].tolist(),
-                   d["grid_x"].tolist(), d["grid_y"].tolist(), d["grid_z"].tolist())
+
+
+class CsvExporter:
+    def __init__(self, out, first) -> None:
+        self.out = out
+        self.dispatches = DispatchRows(first, self._write)
+        out.write(HEADER)
+
+    @property
+    def rows(self) -> int:
+        return self.dispatches.rows
+
+    @property
+    def with_times(self) -> int:
+        return self.dispatches.with_times
+
+    def add(self, packets: np.ndarray) -> None:
+        self.dispatches.add(packets)
+
+    def finish(self) -> None:
+        self.dispatches.finish()
+
+    def _write(self, c: dict) -> None:
+        start_text = np.where(c["timed"], c["start"].astype(str), "")
+        end_text = np.where(c["timed"], c["end"].astype(str), "")
+        names = [_quote(n) for n in c["name"]]
+        agents = [f'"Agent {a}"' for a in c["agent"].tolist()]
+        columns = (agents, c["queue"].tolist(), c["dispatch_id"].tolist(),
+                   c["kernel_id"].tolist(), names, c["correlation"].tolist(),
+                   start_text.tolist(), end_text.tolist(), c["lds"].tolist(),
+                   c["scratch"].tolist(), c["wg_x"].tolist(), c["wg_y"].tolist(),
+                   c["wg_z"].tolist(), c["grid_x"].tolist(), c["grid_y"].tolist(),
+                   c["grid_z"].tolist())
         line = ('"KERNEL_DISPATCH",{},{},0,0,{},{},{},{},{},{},{},{},0,0,0,{},{},{},{},{},{}\n'
                 .format)
         self.out.write("".join(line(*r) for r in zip(*columns, strict=True)))

@@ -189,10 +189,13 @@ PROTOBUF_SUFFIXES = (".pftrace", ".perfetto-trace", ".pb")
 
 def run(args, console: Console) -> int:
     """`export`: --perfetto (protobuf by suffix, else JSON) and/or --csv."""
-    if not args.perfetto and not args.csv:
+    if not args.perfetto and not args.csv and not getattr(args, "rocpd", None):
         raise AmdgpuError("export needs an output: --perfetto OUT.pftrace (Perfetto protobuf), "
-                          "--perfetto OUT.json (Chrome JSON) or --csv OUT.csv (rocprofv3 "
-                          "kernel_trace columns)")
+                          "--perfetto OUT.json (Chrome JSON), --csv OUT.csv (rocprofv3 "
+                          "kernel_trace columns) or --rocpd OUT.db (rocprofv3's database)")
+    if getattr(args, "rocpd", None):
+        from .rocpd import run as run_rocpd
+        run_rocpd(args, console)
     if args.csv:
         from .kernel_csv import run as run_csv
         run_csv(args, console)
