@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from amdgpu.errors import DeviceError
+from ground.errors import DeviceError
 from hsa.abi.targets import lookup
 from hsa.virtual.provider import _COMPUTE_UNITS
 from hsa.virtual.topology import XGMI_TARGETS
