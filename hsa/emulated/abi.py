@@ -5,9 +5,10 @@ of /dev/kfd needs.
 Source: the Linux UAPI header include/uapi/linux/kfd_ioctl.h at KFD interface 1.23
 (upstream ioctls 0x01..0x28, Linux 7.2 as Debian sid ships it), plus the ROCm DKMS
 driver's extra ioctls (0x80..0x85, "non upstream" in ROCm's copy of the header).
-tests/test_emulated_abi.py compiles a C oracle against Debian 12's /usr/include/linux/kfd_ioctl.h (KFD 1.11) and, where the ROCm 6 root
-filesystem is built, sid's newer header, and compares every size, offset, request number
-and constant byte for byte.
+tests/test_emulated_abi.py compiles a C oracle against Debian 12's
+/usr/include/linux/kfd_ioctl.h (KFD 1.11) and, where the ROCm 6 root filesystem is built,
+sid's newer header, and compares every size, offset, request number and constant byte for
+byte.
 
 Structs only grow at their end between interface versions (create_queue_args gained
 sdma_engine_id in 1.17), so one request number per ioctl is not enough: the kernel
