@@ -104,6 +104,15 @@ def decode(data) -> dict:
         if raw[2] == AmdVendorFormat.EXT_KERNEL_DISPATCH:
             del fields["AmdFormat"], fields["reserved"]
             fields.update(_ext_dispatch_fields(raw))
+        elif raw[2] == AmdVendorFormat.PM4_IB:
+            # ROCr's PM4_IB packet: an INDIRECT_BUFFER jump at dwords 1-4 (packets.pm4)
+            w = struct.unpack_from("<16I", raw)
+            fields.update(
+                kind="pm4_ib", ib_jump_header=w[1],
+                ib_address=(w[3] & 0xFFFF) << 32 | (w[2] & 0xFFFF_FFFC),
+                ib_dwords=w[4] & 0xFFFFF, dw_cnt_remain=w[5],
+                completion_signal=struct.unpack_from("<Q", raw, 56)[0], raw=raw,
+            )
         elif raw[2] == AmdVendorFormat.BARRIER_VALUE:
             v = _BARRIER_VALUE.unpack(raw)
             fields.update(
@@ -210,10 +219,12 @@ def format_packet(data, multiline: bool = False) -> str:
         name = "AMD_BARRIER_VALUE"
     elif fields["kind"] == "ext_kernel_dispatch":
         name = "AMD_EXT_KERNEL_DISPATCH"
+    elif fields["kind"] == "pm4_ib":
+        name = "AMD_PM4_IB"
     if multiline:
         lines = [f"{name} (header 0x{fields['header']:04x})"]
         for key, value in fields.items():
-            if key in ("kind", "type", "header"):
+            if key in ("kind", "type", "header") or (key == "raw" and name == "AMD_PM4_IB"):
                 continue
             lines.append(f"  {key}: {_value(key, value)}")
         return "\n".join(lines)
@@ -257,6 +268,8 @@ def format_packet(data, multiline: bool = False) -> str:
         parts.append(f"agent_type={fields['agent_type']}")
         parts.append(f"return=0x{fields['return_address']:x}")
         parts.append("args=[" + ",".join(f"0x{a:x}" for a in fields["arg"]) + "]")
+    elif kind == "pm4_ib":
+        parts.append(f"ib=0x{fields['ib_address']:x} dwords={fields['ib_dwords']}")
     elif kind == "barrier_value":
         parts.append(f"signal=0x{fields['signal']:x}")
         parts.append(f"(value & 0x{fields['mask'] & (2**64 - 1):x}) "

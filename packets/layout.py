@@ -44,8 +44,10 @@ class BarrierValueCondition(IntEnum):
 
 
 class AmdVendorFormat(IntEnum):
-    """hsa_amd_packet_type_t: the AmdFormat byte of an AMD vendor-specific packet."""
+    """hsa_amd_packet_type_t: the AmdFormat byte of an AMD vendor-specific packet (PM4_IB is
+    ROCr's internal AMD_AQL_FORMAT_PM4_IB: see packets.pm4.pm4_ib_aql_packet)."""
 
+    PM4_IB = 1
     BARRIER_VALUE = 2
     EXT_KERNEL_DISPATCH = 3
 

@@ -496,3 +496,36 @@ def describe(pkt: Pm4Packet, family: str | None = None) -> str:
         return f"{name} dst_sel={b[0] >> 8 & 0xF} addr=0x{b[2] << 32 | b[1]:x} " + \
             " ".join(f"0x{v:x}" for v in b[3:])
     return f"{name} " + " ".join(f"0x{v:x}" for v in b)
+
+
+def describe_stream(dwords: Sequence[int], family: str = "gfx11") -> list[str]:
+    """One line per packet of a PM4 buffer (`offset: packet`), and after each dispatch what
+    the command processor launches from the registers set so far: program address, grid in
+    workgroups of NUM_THREAD_X/Y/Z, wave size, LDS and the user SGPRs (COMPUTE_USER_DATA_*,
+    the kernarg pointer among them). Raises PacketError for a malformed stream."""
+    regs: dict[int, int] = {}
+    table = SH_REGISTERS.get(family, SH_REGISTERS["gfx11"])
+    lines = []
+    for p in decode(dwords):
+        lines.append(f"{p.offset:5d}: {describe(p, family)}")
+        if p.op in REG_SPACES and p.type == 3 and p.body:
+            start = REG_SPACES[p.op][0] + (p.body[0] & 0xFFFF)
+            regs.update({start + i: v for i, v in enumerate(p.body[1:])})
+        if p.op in (Op.DISPATCH_DIRECT, Op.DISPATCH_INDIRECT) and p.type == 3:
+            def r(name: str) -> int:
+                return regs.get(table[name], 0)
+            program = (r("COMPUTE_PGM_HI") << 32 | r("COMPUTE_PGM_LO")) << 8
+            wg = "x".join(str(r(f"COMPUTE_NUM_THREAD_{d}") & 0xFFFF) for d in "XYZ")
+            init = p.body[3] if p.op == Op.DISPATCH_DIRECT and len(p.body) > 3 else (
+                p.body[2] if len(p.body) > 2 else 0)
+            grid = ("x".join(str(v) for v in p.body[:3]) if p.op == Op.DISPATCH_DIRECT
+                    else "indirect")
+            unit = "threads" if init & INITIATOR_USE_THREAD_DIMENSIONS else "workgroups"
+            wave = 32 if family != "gfx9" and init & INITIATOR_CS_W32_EN else 64
+            rsrc2 = r("COMPUTE_PGM_RSRC2")
+            n_user = (rsrc2 >> 1) & 0x1F
+            user = ", ".join(f"0x{r(f'COMPUTE_USER_DATA_{i}'):x}" for i in range(n_user))
+            lds = ((rsrc2 >> 15) & 0x1FF) * 512
+            lines.append(f"       -> dispatch program 0x{program:x}: {grid} {unit} of {wg}, "
+                         f"wave{wave}, lds {lds} B, user SGPRs [{user}]")
+    return lines

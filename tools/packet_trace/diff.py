@@ -1,7 +1,9 @@
 """`packet-trace diff A B`: packet-by-packet differences between two traces (two replays of
 one command buffer, two runs of one program). Packets are paired by position; timestamps are
 never compared, packet ids only with --ids. For a dispatch with kernarg bytes in both
-traces, arguments are compared by name through each trace's KERNEL_SYMBOL layout.
+traces, arguments are compared by name through each trace's KERNEL_SYMBOL layout; for a
+PM4_IB packet with its indirect buffer recorded in both, the buffers are compared packet by
+packet (the lines `packet-trace show` prints, dispatches decoded).
 
 Exit status like diff(1): 0 identical, 1 different, 2 trouble.
 """
@@ -13,12 +15,38 @@ import itertools
 from rich.console import Console
 from rich.markup import escape
 
-from packets import DISPATCH_KINDS, decode
+from ground.errors import PacketError
+from packets import DISPATCH_KINDS, decode, pm4
 
 from .model import SymbolTable, decode_kernargs, packet_records, type_name
 
 # Fields of a decoded packet that are not compared one by one (derived from others).
-_DERIVED = {"header", "kind", "setup"}
+_DERIVED = {"header", "kind", "setup", "raw"}
+PM4_LINES_SHOWN = 4  # differing PM4 lines listed per packet pair
+
+
+def pm4_changes(ra, rb) -> list[tuple[str, str, str]]:
+    """(where, old line, new line) for the PM4 buffer lines that differ."""
+    if ra.kernarg == rb.kernarg:
+        return []
+    if ra.kernarg is None or rb.kernarg is None:
+        return [("pm4 buffer", "absent" if ra.kernarg is None else "recorded",
+                 "absent" if rb.kernarg is None else "recorded")]
+
+    def lines(raw: bytes) -> list[str]:
+        words = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw) - 3, 4)]
+        try:
+            return pm4.describe_stream(words)
+        except PacketError as exc:
+            return [f"malformed: {exc}"]
+
+    la, lb = lines(ra.kernarg), lines(rb.kernarg)
+    out = [(f"pm4 line {i}", x or "absent", y or "absent")
+           for i, (x, y) in enumerate(itertools.zip_longest(la, lb)) if x != y]
+    if len(out) > PM4_LINES_SHOWN:
+        out = out[:PM4_LINES_SHOWN] + [("pm4", f"{len(out) - PM4_LINES_SHOWN} more lines",
+                                        "differ")]
+    return out
 
 
 def field_changes(a: dict, b: dict, ignore: set[str]) -> list[tuple[str, object, object]]:
@@ -131,6 +159,8 @@ def run(args, console: Console) -> int:
                 if name_a != name_b and "kernel" not in ignore:
                     changes.append(("kernel", name_a, name_b))
                 changes += kernarg_changes(ra, fa, sa, rb, fb, sb, ignore)
+            elif fa["kind"] == "pm4_ib" and "pm4" not in ignore:
+                changes += pm4_changes(ra, rb)
         if not changes:
             continue
         differing += 1

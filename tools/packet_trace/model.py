@@ -21,18 +21,19 @@ from packets.layout import AmdVendorFormat, PacketType
 # EXT_KERNEL_DISPATCH (gfx1250's dispatch packet), and UNKNOWN.
 TYPE_NAMES = (
     "vendor_specific", "invalid", "kernel_dispatch", "barrier_and", "agent_dispatch",
-    "barrier_or", "barrier_value", "unknown", "ext_kernel_dispatch",
+    "barrier_or", "barrier_value", "unknown", "ext_kernel_dispatch", "pm4_ib",
 )
 BARRIER_VALUE_CODE = 6
 UNKNOWN_CODE = 7
 EXT_DISPATCH_CODE = 8
+PM4_IB_CODE = 9
 # Codes of the packets that launch a kernel.
 DISPATCH_CODES = (int(PacketType.KERNEL_DISPATCH), EXT_DISPATCH_CODE)
 TYPE_ALIASES = {
     "dispatch": "kernel_dispatch", "kernel": "kernel_dispatch", "and": "barrier_and",
     "or": "barrier_or", "value": "barrier_value", "agent": "agent_dispatch",
     "ext": "ext_kernel_dispatch", "ext_dispatch": "ext_kernel_dispatch",
-    "vendor": "vendor_specific",
+    "vendor": "vendor_specific", "pm4": "pm4_ib",
 }
 
 # Packet record fields a vectorised view needs: the record of packets.trace.PACKET_RECORD
@@ -58,6 +59,8 @@ def type_codes(header: np.ndarray, amd_format: np.ndarray) -> np.ndarray:
     code[vendor_value] = BARRIER_VALUE_CODE
     code[(code == int(PacketType.VENDOR_SPECIFIC)) & (
         amd_format == int(AmdVendorFormat.EXT_KERNEL_DISPATCH))] = EXT_DISPATCH_CODE
+    code[(code == int(PacketType.VENDOR_SPECIFIC)) & (
+        amd_format == int(AmdVendorFormat.PM4_IB))] = PM4_IB_CODE
     return code
 
 

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from packets import DISPATCH_KINDS, decode, trace
+from ground.errors import PacketError
+from packets import DISPATCH_KINDS, decode, pm4, trace
 
 from .model import (
     SymbolTable,
@@ -90,7 +91,8 @@ def kernarg_text(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) ->
     return "\n".join(parts)
 
 
-def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
+def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable,
+            family: str = "gfx11") -> str:
     kind = fields["kind"]
     done = fields.get("completion_signal", 0)
     tail = f"\ncompletion_signal=0x{done:x}" if done else ""
@@ -114,7 +116,25 @@ def details(rec: trace.PacketRecord, fields: dict, symbols: SymbolTable) -> str:
     if kind == "agent_dispatch":
         args = ", ".join(f"0x{a:x}" for a in fields["arg"])
         return f"agent_type={fields['agent_type']} args=[{args}]" + tail
+    if kind == "pm4_ib":
+        return pm4_text(rec, fields, family) + tail
     return f"header=0x{fields['header']:04x}"
+
+
+def pm4_text(rec: trace.PacketRecord, fields: dict, family: str) -> str:
+    """A PM4_IB packet: its indirect buffer's packets and dispatches when the record carries
+    the buffer (a PM4 publisher attaches it as the record's payload, where a dispatch has its
+    kernarg bytes), else where it lives."""
+    where = f"IB 0x{fields['ib_address']:x}, {fields['ib_dwords']} dwords"
+    if rec.kernarg is None:
+        return where + " (contents not recorded)"
+    words = [int.from_bytes(rec.kernarg[i:i + 4], "little")
+             for i in range(0, len(rec.kernarg) - 3, 4)]
+    try:
+        lines = pm4.describe_stream(words, family)
+    except PacketError as exc:
+        lines = [f"malformed: {exc}"]
+    return "\n".join([where + ":", *lines])
 
 
 def shape(fields: dict) -> str:
@@ -240,6 +260,7 @@ def run(args, console: Console) -> int:
         del held[:count]
 
     last = -1
+    families: dict[int, str] = {}  # queue id -> PM4 register family, from queue records
     records = Records(args.file)
     try:
         for rec in records:
@@ -247,6 +268,12 @@ def run(args, console: Console) -> int:
                 release(sum(1 for h in held if records.verified(h[0])))
             if isinstance(rec, trace.KernelSymbolRecord):
                 symbols.add(rec)
+                continue
+            if isinstance(rec, trace.QueueCreatedRecord):  # its agent names the PM4 registers
+                try:
+                    families[rec.queue_id] = pm4.family_of(str(rec.info.get("agent", "")))
+                except ValueError:
+                    pass
                 continue
             if isinstance(rec, trace.VulkanSubmissionRecord) and filters.accept_vulkan(rec):
                 t_us = (rec.time_ns - filters.origin) / 1000
@@ -285,7 +312,8 @@ def run(args, console: Console) -> int:
                     "B" if fields["barrier"] else "-",
                     f"{scope_name(fields['acquire_fence_scope'])}/"
                     f"{scope_name(fields['release_fence_scope'])}",
-                    kernel or "", shape(fields), details(rec, fields, symbols)])
+                    kernel or "", shape(fields),
+                    details(rec, fields, symbols, families.get(rec.queue_id, "gfx11"))])
             shown += 1
             last = rec.offset
             if args.limit is not None and shown >= args.limit:
