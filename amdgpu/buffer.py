@@ -9,33 +9,97 @@ waits for its lanes first, as a synchronous copy on a default stream would.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 import numpy as np
 
-from ground.errors import BufferRangeError, DeviceError
+from ground.errors import BufferRangeError, BufferStateError, DeviceError
 
 
-class _Lifetime:
+class Lifetime:
     """Whether a root allocation is freed; shared by the root, its views and its finalizer,
-    so memory is released exactly once: by free(), or when the buffer is dropped."""
+    so memory is released exactly once: by free(), or when the buffer is dropped.
 
-    __slots__ = ("freed",)
+    `owner` is the device's token (owner_token) while the memory is live and None once
+    freed, so one identity test (`buffer._life.owner is token`) says "alive and this
+    device's" on the dispatch path; `where` is the file:line that freed it, for the error.
+    `Lifetime.ends` counts every lifetime ended in the process: a cache of checked
+    arguments (the launch cache's last arguments) stays valid while it is unchanged."""
 
-    def __init__(self) -> None:
+    __slots__ = ("freed", "owner", "where")
+    ends = 0
+
+    def __init__(self, owner: Any) -> None:
         self.freed = False
+        self.owner = owner
+        self.where = ""
+
+    def end(self, where: str) -> None:
+        self.freed = True
+        self.owner = None
+        self.where = where
+        Lifetime.ends += 1
 
 
-def _release_dropped(device_ref: weakref.ref, handle: Any, life: _Lifetime) -> None:
+def _caller(depth: int) -> str:
+    """file:line of the frame `depth` levels above the caller (where a buffer was freed)."""
+    try:
+        frame = sys._getframe(depth + 1)
+    except ValueError:
+        return "?"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def owner_token(device: Any) -> Any:
+    """The token a live buffer of `device` carries as `Lifetime.owner`: the device's weak
+    reference (kept on it, so it is one object), never the device itself, so a buffer does
+    not keep a closed device alive."""
+    token = device.__dict__.get("_owner_token")
+    if token is None:
+        token = device._owner_token = weakref.ref(device)
+    return token
+
+
+def _release_dropped(device_ref: weakref.ref, handle: Any, life: Lifetime) -> None:
     """A root buffer was garbage-collected without free(). Runs in any thread at any
     point, so it only hands the handle to the device, which frees it at its next
     allocation or synchronize, once the lanes have finished the work submitted before.
     A device already gone released the memory when it closed."""
     device = device_ref()
     if device is not None and not life.freed:
-        life.freed = True
+        life.end("(dropped without free())")
         device._dropped_buffer(handle)
+
+
+def check_usable(buffer: Buffer, device: Any, what: str) -> int:
+    """The one check of a buffer handed to `device` (a dispatch argument, a binding, a
+    recorded operand), on every path: alive, and this device's or an open peer's it can
+    reach. Returns the address; BufferStateError names the buffer and where it was freed or
+    which device owns it. `what` says which argument ("argument 0 'x' of kernel saxpy")."""
+    life = buffer._life
+    owner = buffer.device
+    spec = getattr(owner, "spec", repr(owner))
+    if owner is not device and getattr(owner, "_closed", False):
+        raise BufferStateError(
+            f"{what}: buffer at 0x{buffer.address:x} belongs to another device ({spec}), "
+            f"which was closed: allocate it on {getattr(device, 'spec', '?')}"
+        )
+    if life.freed:
+        raise BufferStateError(
+            f"{what}: buffer at 0x{buffer.address:x} ({buffer.nbytes} bytes) was freed at "
+            f"{life.where or '?'}: allocate a new one"
+        )
+    if owner is not device:
+        reach = getattr(device, "can_access_peer", None)
+        if reach is None or not reach(owner):
+            raise BufferStateError(
+                f"{what}: buffer at 0x{buffer.address:x} belongs to another device ({spec}), "
+                f"which {getattr(device, 'spec', '?')} cannot reach: allocate it on this one "
+                f"(or enable peer access)"
+            )
+    return buffer.address
 
 
 class Buffer:
@@ -61,7 +125,7 @@ class Buffer:
         self.root = root if root is not None else self
         self.handle = handle  # backend object of the root allocation
         if root is None:
-            self._life = _Lifetime()
+            self._life = Lifetime(owner_token(device))
             track = getattr(device, "_track_root", None)
             if handle is not None and track is not None:
                 track(self)  # close() frees what is still held
@@ -80,7 +144,8 @@ class Buffer:
 
     @_freed.setter
     def _freed(self, value: bool) -> None:
-        self._life.freed = bool(value)
+        if value and not self._life.freed:
+            self._life.end(_caller(1))
 
     # --- views ---------------------------------------------------------------------------
     def view(self, offset: int, nbytes: int | None = None) -> Buffer:
@@ -158,17 +223,17 @@ class Buffer:
     def free(self) -> None:
         if self.is_view:
             raise DeviceError("a buffer view cannot be freed on its own: free the buffer it views")
-        if not self._freed:
-            self._freed = True
+        if not self._life.freed:
+            self._life.end(_caller(1))
             self.device._free_buffer(self)
 
     # --- checks --------------------------------------------------------------------------
     def _check_alive(self) -> None:
-        if self.root._freed:
+        if self._life.freed:
             spec = getattr(self.device, "spec", "?")
-            raise DeviceError(
-                f"buffer at 0x{self.address:x} ({self.nbytes} bytes) on {spec} was freed: "
-                f"allocate a new one"
+            raise BufferStateError(
+                f"buffer at 0x{self.address:x} ({self.nbytes} bytes) on {spec} was freed at "
+                f"{self._life.where or '?'}: allocate a new one"
             )
 
     def _check_range(self, offset: int, nbytes: int) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.buffer import Buffer
+from amdgpu.buffer import Buffer, Lifetime, check_usable
 from amdgpu.fill import check_fill_length, fill_pattern
 from ground.errors import BufferRangeError, DeviceError, KernelArgumentError
 
@@ -265,6 +265,7 @@ class CommandBuffer(abc.ABC):
                 )
             nbytes = target.nbytes if nbytes is None else nbytes
             target._check_range(0, nbytes)
+            self.keep_recorded(target)
             return nbytes
         raise KernelArgumentError(
             f"{what} wants a Buffer or a binding slot (cb.binding(i)), got {target!r}"
@@ -300,9 +301,26 @@ class CommandBuffer(abc.ABC):
     def finalized_(self) -> bool:  # overridden by each backend from its own state
         return False
 
+    def keep_recorded(self, buffer: Buffer) -> None:
+        """A buffer recorded into the commands (not through a slot): checked again at each
+        submit (check_recorded), since it may be freed after recording."""
+        self.__dict__.setdefault("_recorded", []).append(buffer)
+
+    def check_recorded(self) -> None:
+        """The recorded buffers are still alive and usable (check_usable): looked at again
+        only when some buffer's lifetime ended since the last look (Lifetime.ends), so a
+        replay pays one identity test; the compiled submit reads `_recorded_checked` too."""
+        ends = Lifetime.ends
+        if self.__dict__.get("_recorded_checked") is ends:
+            return
+        for b in self.__dict__.get("_recorded", ()):
+            check_usable(b, self.device, "a buffer recorded into this command buffer")
+        self._recorded_checked = ends
+
     def check_bindings(self, bindings: Any, slots: int) -> None:
         """A binding table at submit: `slots` buffers of this device, alive, each as large
-        as the ranges recorded for its slot."""
+        as the ranges recorded for its slot; and the buffers recorded directly, alive."""
+        self.check_recorded()
         if not isinstance(bindings, (list, tuple)):
             raise KernelArgumentError(
                 f"bindings must be a list or tuple of buffers, got {type(bindings).__name__}"
@@ -314,12 +332,11 @@ class CommandBuffer(abc.ABC):
         need = self.__dict__.get("_slot_bytes") or {}
         device = self.device
         for i, b in enumerate(bindings):
-            if not isinstance(b, Buffer) or b.device is not device:
+            if not isinstance(b, Buffer):
                 raise KernelArgumentError(
                     f"binding {i} ({b!r}) is not a buffer of {getattr(device, 'spec', '?')}"
                 )
-            if b._life.freed:  # the root's (a view shares its root's lifetime)
-                raise KernelArgumentError(f"binding {i} ({b!r}) was freed: allocate a new one")
+            check_usable(b, device, f"binding {i}")  # alive, this device's or a peer's
             if b.nbytes < need.get(i, 0):
                 raise KernelArgumentError(
                     f"binding {i} ({b!r}) is smaller than the {need[i]} bytes the command "

@@ -7,6 +7,7 @@ users' `import amdgpu.errors` and `except amdgpu.errors.DeviceError` keep workin
 from ground.errors import (
     AmdgpuError,
     BufferRangeError,
+    BufferStateError,
     BundleError,
     CodeObjectError,
     CompileError,
@@ -25,7 +26,8 @@ from ground.errors import (
 )
 
 __all__ = [
-    "AmdgpuError", "BufferRangeError", "BundleError", "CodeObjectError", "CompileError",
+    "AmdgpuError", "BufferRangeError", "BufferStateError", "BundleError", "CodeObjectError",
+    "CompileError",
     "DeviceError", "HsaError", "HsaUnavailable", "IllegalInstruction", "KernelArgumentError",
     "MemoryFault", "PacketError", "QueueError", "QueueFullError", "SignalTimeout",
     "TraceFormatError", "VulkanError",

@@ -80,6 +80,12 @@ class DeviceError(AmdgpuError):
     """An unknown device spec, or a backend that is not available for it."""
 
 
+class BufferStateError(DeviceError, BufferError):
+    """A buffer handed to a dispatch, submit or copy cannot be used there: it was freed
+    (the message says where), or it belongs to a closed device or to one this device cannot
+    reach (the message names the owner)."""
+
+
 class KernelArgumentError(AmdgpuError, TypeError):
     """A dispatch got the wrong number or kind of arguments for its kernel."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 
 import numpy as np
@@ -21,6 +22,7 @@ import amdgpu
 import compiler
 import packets
 from amdgpu.errors import (
+    BufferStateError,
     DeviceError,
     HsaUnavailable,
     KernelArgumentError,
@@ -470,3 +472,71 @@ def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     assert hotpath.is_stale(lib)
     stamp.unlink()
     assert hotpath.is_stale(lib)
+
+
+# --- one set of checks on every path (issue 35) ----------------------------------------------
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_freed_foreign_and_closed_buffers_are_refused_on_every_path(code, monkeypatch, compiled):
+    """A freed buffer (its address may already be another buffer's), a closed device's and
+    an unreachable device's buffer: one line naming the buffer and where it was freed or
+    which device owns it, on the launch cache's path, the converters' path and replays."""
+    dev = _open(compiled, monkeypatch)
+    other = amdgpu.open("amdgpu:virtual:2xgfx1100:1", lanes=1)
+    try:
+        k = dev.load(code).kernel("saxpy_hidden")
+        x = dev.buffer(np.ones(N, dtype=np.float32))
+        y = dev.buffer(np.zeros(N, dtype=np.float32))
+        args = (y, x, np.float32(1.0), N)
+        dev.dispatch(k, N, 64, args).wait()  # cached: launch and the argument tuple's bytes
+        dev.dispatch(k, N, 64, args).wait()
+        freed_line = _next_line()
+        x.free()
+        for call_args in (args, (y, x, np.float32(1.0), N), [y, x, np.float32(1.0), N]):
+            with pytest.raises(BufferStateError) as e:  # the same tuple: the cached bytes too
+                dev.dispatch(k, N, 64, call_args)
+            msg = str(e.value)
+            assert isinstance(e.value, BufferError) and "\n" not in msg
+            assert f"test_hot_path.py:{freed_line}" in msg and f"0x{x.address:x}" in msg
+            assert "argument 1 " in msg
+        z = dev.buffer(N * 4)
+        view = z.view(64, 256)
+        z.free()
+        with pytest.raises(BufferStateError, match="was freed at"):  # a view of a freed root
+            dev.dispatch(k, N, 64, (view, y, np.float32(1.0), N))
+        foreign = other.buffer(N * 4)  # another system's GPU: not reachable from dev
+        with pytest.raises(BufferStateError, match="belongs to another device.*cannot reach"):
+            dev.dispatch(k, N, 64, (y, foreign, np.float32(1.0), N))
+        sibling = amdgpu.open("amdgpu:virtual", lanes=1)  # the same GPU: its buffers work
+        kept = sibling.buffer(np.zeros(N, dtype=np.float32))
+        dev.dispatch(k, N, 64, (kept, y, np.float32(1.0), N)).wait()
+        np.testing.assert_array_equal(kept.to_numpy(np.float32), y.to_numpy(np.float32))
+        sibling.close()  # ... until it is closed: its memory is gone
+        with pytest.raises(BufferStateError, match="belongs to another device.*was closed"):
+            dev.dispatch(k, N, 64, (kept, y, np.float32(1.0), N))
+        for bad in (None, 3, y):  # not an argument tuple: a project error, not Python's
+            with pytest.raises(KernelArgumentError, match="tuple or list"):
+                dev.dispatch(k, N, 64, bad)
+        # a replay whose recorded (not bound) buffer was freed after recording
+        w = dev.buffer(np.ones(N, dtype=np.float32))
+        cb = dev.command_buffer()
+        cb.dispatch(k, N, 64, (cb.binding(0), w, np.float32(1.0), N))
+        cb.finalize()
+        for _ in range(3):  # the ring path, then the kept instance (the compiled short way)
+            dev.submit(cb, [y]).wait()
+        w.free()
+        with pytest.raises(BufferStateError, match="recorded into this command buffer.*freed"):
+            dev.submit(cb, [y])
+        bound = dev.command_buffer()
+        bound.dispatch(k, N, 64, (bound.binding(0), bound.binding(1), np.float32(1.0), N))
+        bound.finalize()
+        with pytest.raises(BufferStateError, match="binding 1.*freed"):
+            dev.submit(bound, [y, x])
+        dev.dispatch(k, N, 64, (y, y, np.float32(1.0), N)).wait()  # the device keeps working
+    finally:
+        other.close()
+        dev.close()
+
+
+def _next_line() -> int:
+    """The line after the caller's (where it frees a buffer)."""
+    return sys._getframe(1).f_lineno + 1

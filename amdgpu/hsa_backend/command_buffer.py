@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 import packets
+from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import BindingSlot, CommandBuffer, Param, split_grid
 from amdgpu.device import TimelinePoint
 from amdgpu.geometry import MAX_SIZE
@@ -264,7 +265,11 @@ class HsaCommandBuffer(CommandBuffer):
                 return 0
             return None
 
-        vals = layout.values(args, g, b, dims, dynamic_lds, 0, resolve_buffer=slot)
+        vals = layout.values(args, g, b, dims, dynamic_lds, 0, resolve_buffer=slot,
+                             device=self.device)
+        for value in args:
+            if isinstance(value, Buffer):
+                self.keep_recorded(value)
         template = layout.struct.pack(*vals)
         for off, _, _ in sites:
             if off % 8:

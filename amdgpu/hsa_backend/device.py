@@ -16,7 +16,15 @@ from typing import Any
 import numpy as np
 
 import packets
-from amdgpu.buffer import Buffer, HostBuffer, PinnedBuffer, as_host_array, check_memory_kind
+from amdgpu.buffer import (
+    Buffer,
+    HostBuffer,
+    Lifetime,
+    PinnedBuffer,
+    as_host_array,
+    check_memory_kind,
+    owner_token,
+)
 from amdgpu.device import Device, DeviceSpec, TimelinePoint
 from amdgpu.fill import check_fill_length, fill_pattern
 from amdgpu.hsa_backend import hotpath
@@ -59,6 +67,7 @@ class HsaDevice(Device):
         self._system_key = spec.system
         self.provider = systems.acquire(self._system_key)
         self._closed = False
+        self._owner_token = owner_token(self)  # what its live buffers carry (Lifetime.owner)
         self.lanes_: list[QueueLane] = []
         try:
             self._setup(spec, lanes, queue_size, kernarg_bytes, use_barrier_value, default_timeout)
@@ -73,11 +82,13 @@ class HsaDevice(Device):
                 # dispatch's launch-cache fast path in C (hotpath.c): it calls the method
                 # below, unchanged, for everything else, so both give the same results
                 self.dispatch = hotpath.MODULE.Dispatch(  # type: ignore[method-assign]
-                    self, type(self).dispatch, HsaKernel, TimelinePoint, _TRACE
+                    self, type(self).dispatch, HsaKernel, TimelinePoint, _TRACE, Lifetime,
+                    self._owner_token,
                 )
                 # and submit's kept-instance short way (HsaCommandBuffer._submit's)
                 self.submit = hotpath.MODULE.Submit(  # type: ignore[method-assign]
-                    self, type(self).submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE
+                    self, type(self).submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE,
+                    Lifetime,
                 )
         except BaseException:
             self.close()
@@ -281,7 +292,7 @@ class HsaDevice(Device):
         peer._peers.add(self.agent.handle)
 
     def can_access_peer(self, peer: Any) -> bool:
-        return isinstance(peer, HsaDevice) and (
+        return isinstance(peer, HsaDevice) and peer.provider is self.provider and (
             peer.agent.handle == self.agent.handle or peer.agent.handle in self._peers)
 
     def links(self, peer: Any = None) -> list:
@@ -592,21 +603,23 @@ class HsaDevice(Device):
                 self.check_wait(wait)
         size, explicit, fast, _start, hidden, words, body, header, geom, _ln, publish = launch
         # The kernarg bytes first: a refused argument raises before anything is reserved.
-        last = kernel.last  # (args, launch, bytes): one tuple, so threads see a whole one
-        if args is last[0] and launch is last[1]:
+        # (args, launch, bytes, Lifetime.ends): one tuple, so threads see a whole one; its
+        # buffers were checked live while no buffer's lifetime has ended since
+        last = kernel.last
+        if args is last[0] and launch is last[1] and last[3] is Lifetime.ends:
             data = last[2]  # the same tuple again: its bytes are known
         else:
-            try:  # one pack for the explicit args, then the cached hidden-args bytes
-                data = explicit.pack(*fast(args)) + hidden
+            ends = Lifetime.ends
+            try:  # one pack for the explicit args (live buffers of this device), then the
+                data = explicit.pack(*fast(args, self._owner_token)) + hidden  # cached hidden bytes
             except (ValueError, TypeError, AttributeError, struct.error):
                 # the checked path: converts what it can, else names the bad argument
                 g, b, dims = geom
                 layout = kernel.layout
-                data = layout.struct.pack(
-                    *layout.values(args, g, b, dims, dynamic_lds, ln.queue.handle)
-                )
+                data = layout.struct.pack(*layout.values(
+                    args, g, b, dims, dynamic_lds, ln.queue.handle, device=self))
             if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
-                kernel.last = (args, launch, data)
+                kernel.last = (args, launch, data, ends)
         if wait or self._timer is not None or _TRACE.sink is not None:
             return self._dispatch_slow(kernel, ln, data, size, words, body, header, wait)
         # One atomic step under the lane's lock: timeline value, kernarg block, packet,

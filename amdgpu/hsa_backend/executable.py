@@ -45,7 +45,7 @@ class HsaKernel:
         self._launches: dict[Any, tuple] = {}
         # the last immediate dispatch's (args tuple, launch entry, kernarg bytes): one tuple,
         # replaced whole, so a thread never pairs one dispatch's args with another's bytes
-        self.last: tuple = (None, None, b"")
+        self.last: tuple = (None, None, b"", None)  # (args, launch, bytes, Lifetime.ends)
         # the trace sink this kernel's KERNEL_SYMBOL record went to last (a weakref; see
         # amdgpu.hsa_backend.tracing)
         self.trace_announced: Any = None

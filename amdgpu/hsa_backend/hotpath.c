@@ -40,7 +40,7 @@
 static PyObject *s_head, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
     *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
     *s_args_cacheable, *s_timer, *s_sink, *s_lane, *s_value, *s_timeline, *s_index,
-    *s_pack, *one;
+    *s_pack, *s_ends, *s_recorded_checked, *one;
 
 /* ---- Python int helpers: the ids are u64 (ROCr's write index), the arithmetic Python's ---- */
 
@@ -977,7 +977,7 @@ static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *dev, *slow, *kernel_type, *point_type, *trace_state;
+    PyObject *dev, *slow, *kernel_type, *point_type, *trace_state, *lifetime_type, *owner;
     Attrs dev_a, trace_a;
     int kernel_dicts;                 /* HsaKernel's attributes may be read from its __dict__ */
     Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
@@ -989,6 +989,8 @@ static int dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(self->kernel_type);
     Py_VISIT(self->point_type);
     Py_VISIT(self->trace_state);
+    Py_VISIT(self->lifetime_type);
+    Py_VISIT(self->owner);
     Py_VISIT(self->dev_a.dict);
     Py_VISIT(self->trace_a.dict);
     return 0;
@@ -1002,6 +1004,8 @@ static int dispatch_clear(Dispatch *self) {
     Py_CLEAR(self->kernel_type);
     Py_CLEAR(self->point_type);
     Py_CLEAR(self->trace_state);
+    Py_CLEAR(self->lifetime_type);
+    Py_CLEAR(self->owner);
     return 0;
 }
 
@@ -1038,12 +1042,20 @@ static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
  * same tuple comes again, else explicit.pack(*fast(args)) + hidden. NULL without an error
  * set: let the Python path do it (it converts what it can, else names the argument). */
-static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_args) {
+static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_args,
+                               PyObject *owner, PyObject *lifetime_type) {
     PyObject *last = attr_get(kernel_a, s_last);
     if (last == NULL)
         return NULL;
-    if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) >= 3 &&
-        PyTuple_GET_ITEM(last, 0) == call_args && PyTuple_GET_ITEM(last, 1) == entry) {
+    /* Lifetime.ends: unchanged since `last` was kept, so its buffers are still live */
+    PyObject *ends = _PyType_Lookup((PyTypeObject *)lifetime_type, s_ends); /* borrowed */
+    if (ends == NULL) {
+        Py_DECREF(last);
+        return NULL; /* no error set: the Python path */
+    }
+    if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) >= 4 &&
+        PyTuple_GET_ITEM(last, 0) == call_args && PyTuple_GET_ITEM(last, 1) == entry &&
+        PyTuple_GET_ITEM(last, 3) == ends) {
         PyObject *data = PyTuple_GET_ITEM(last, 2);
         Py_INCREF(data);
         Py_DECREF(last);
@@ -1054,7 +1066,9 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
     PyObject *hidden = PyTuple_GET_ITEM(entry, 4);
     if (explicit == Py_None || fast == Py_None || !PyBytes_CheckExact(hidden))
         return NULL;
-    PyObject *values = PyObject_CallOneArg(fast, call_args);
+    Py_INCREF(ends); /* held: `fast` may run other threads, which may free a buffer */
+    PyObject *fast_argv[2] = {call_args, owner}; /* fast(args, owner): live buffers of dev */
+    PyObject *values = PyObject_Vectorcall(fast, fast_argv, 2, NULL);
     if (values == NULL)
         goto refused;
     PyObject *tup = PySequence_Tuple(values);
@@ -1077,6 +1091,7 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
     PyObject *data = PyBytes_FromStringAndSize(NULL, a + b);
     if (data == NULL) {
         Py_DECREF(packed);
+        Py_DECREF(ends);
         return NULL;
     }
     memcpy(PyBytes_AS_STRING(data), PyBytes_AS_STRING(packed), (size_t)a);
@@ -1088,20 +1103,24 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
         Py_XDECREF(cacheable);
         if (yes < 0) {
             Py_DECREF(data);
+            Py_DECREF(ends);
             return NULL;
         }
         if (yes) {
-            PyObject *t = PyTuple_Pack(3, call_args, entry, data);
+            PyObject *t = PyTuple_Pack(4, call_args, entry, data, ends);
             if (t == NULL || attr_set(kernel_a, s_last, t) < 0) {
                 Py_XDECREF(t);
                 Py_DECREF(data);
+                Py_DECREF(ends);
                 return NULL;
             }
             Py_DECREF(t);
         }
     }
+    Py_DECREF(ends);
     return data;
 refused:
+    Py_DECREF(ends);
     PyErr_Clear(); /* the Python path raises the one-line error for it */
     return NULL;
 }
@@ -1181,7 +1200,8 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *empty = NULL;
     if (call_args == NULL)
         call_args = empty = PyTuple_New(0);
-    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args) : NULL;
+    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args, self->owner,
+                                               self->lifetime_type) : NULL;
     Py_XDECREF(empty);
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
@@ -1210,10 +1230,11 @@ error:
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"device", "slow", "kernel_type", "point_type", "trace_state", NULL};
-    PyObject *dev, *slow, *kt, *pt, *ts;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O", names, &dev, &slow, &PyType_Type, &kt,
-                                     &PyType_Type, &pt, &ts))
+    static char *names[] = {"device", "slow", "kernel_type", "point_type", "trace_state",
+                            "lifetime_type", "owner", NULL};
+    PyObject *dev, *slow, *kt, *pt, *ts, *lt, *ow;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!OO!O", names, &dev, &slow, &PyType_Type,
+                                     &kt, &PyType_Type, &pt, &ts, &PyType_Type, &lt, &ow))
         return NULL;
     Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -1241,6 +1262,8 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     self->kernel_type = Py_NewRef(kt);
     self->point_type = Py_NewRef(pt);
     self->trace_state = Py_NewRef(ts);
+    self->lifetime_type = Py_NewRef(lt);
+    self->owner = Py_NewRef(ow);
     return (PyObject *)self;
 }
 
@@ -1270,7 +1293,7 @@ static PyTypeObject DispatchType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *dev, *slow, *cb_type, *buffer_type, *point_type, *trace_state;
+    PyObject *dev, *slow, *cb_type, *buffer_type, *point_type, *trace_state, *lifetime_type;
     Attrs dev_a, trace_a;
     Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
 } Submit;
@@ -1324,6 +1347,7 @@ static int submit_traverse(Submit *self, visitproc visit, void *arg) {
     Py_VISIT(self->buffer_type);
     Py_VISIT(self->point_type);
     Py_VISIT(self->trace_state);
+    Py_VISIT(self->lifetime_type);
     Py_VISIT(self->dev_a.dict);
     Py_VISIT(self->trace_a.dict);
     return 0;
@@ -1336,6 +1360,7 @@ static int submit_clear(Submit *self) {
     Py_CLEAR(self->slow);
     Py_CLEAR(self->cb_type);
     Py_CLEAR(self->buffer_type);
+    Py_CLEAR(self->lifetime_type);
     Py_CLEAR(self->point_type);
     Py_CLEAR(self->trace_state);
     return 0;
@@ -1606,6 +1631,11 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     PyObject *only = owner ? PyDict_GetItemWithError(cb_dict, s_only) : NULL;
     if (owner != self->dev || only == NULL || only == Py_None)
         goto slow_clear;
+    /* its recorded buffers checked live since the last Lifetime end (Recording's
+     * check_recorded, in the Python method, checks them again otherwise) */
+    PyObject *checked = PyDict_GetItemWithError(cb_dict, s_recorded_checked);
+    if (checked == NULL || checked != _PyType_Lookup((PyTypeObject *)self->lifetime_type, s_ends))
+        goto slow_clear;
     PyObject *used = PyDict_GetItemWithError(cb_dict, s_used_params);
     if (used != NULL) {
         int t = PyObject_IsTrue(used);
@@ -1696,10 +1726,11 @@ error:
 
 static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     static char *names[] = {"device", "slow", "cb_type", "buffer_type", "point_type",
-                            "trace_state", NULL};
-    PyObject *dev, *slow, *cbt, *bt, *pt, *ts;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O!O", names, &dev, &slow, &PyType_Type,
-                                     &cbt, &PyType_Type, &bt, &PyType_Type, &pt, &ts))
+                            "trace_state", "lifetime_type", NULL};
+    PyObject *dev, *slow, *cbt, *bt, *pt, *ts, *lt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O!OO!", names, &dev, &slow, &PyType_Type,
+                                     &cbt, &PyType_Type, &bt, &PyType_Type, &pt, &ts,
+                                     &PyType_Type, &lt))
         return NULL;
     Submit *self = (Submit *)type->tp_alloc(type, 0);
     if (self == NULL)
@@ -1719,6 +1750,7 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     self->buffer_type = Py_NewRef(bt);
     self->point_type = Py_NewRef(pt);
     self->trace_state = Py_NewRef(ts);
+    self->lifetime_type = Py_NewRef(lt);
     return (PyObject *)self;
 }
 
@@ -1748,6 +1780,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_head, "_head");
+    INTERN(s_ends, "ends");
+    INTERN(s_recorded_checked, "_recorded_checked");
     INTERN(s_limit, "_limit");
     INTERN(s_submitted, "submitted");
     INTERN(s_hint, "_hint");

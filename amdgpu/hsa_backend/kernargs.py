@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from amdgpu.buffer import Buffer, check_usable
 from ground.errors import KernelArgumentError, SignalTimeout
 from hsa.abi.hidden_args import GEOMETRY_KINDS, geometry_value
 
@@ -241,12 +242,12 @@ class KernargLayout:
         self._fast = self._generate_fast_path(fields)
 
     def _generate_fast_path(self, fields: list) -> Callable[[Sequence[Any]], tuple] | None:
-        """A function `args -> explicit struct values` for the common case: buffers are
-        Buffers, values have exactly the accepted types. Anything else (or a wrong count)
+        """A function `(args, owner) -> explicit struct values` for the common case: buffers
+        are live Buffers of `owner` (the dispatching device), values have exactly the
+        accepted types. Anything else (or a wrong count)
         raises, and the caller falls back to `values()`, which converts or names the
         problem. Generated once per layout, like a namedtuple's methods. None when explicit
         and hidden args interleave (then every dispatch takes the general path)."""
-        from amdgpu.buffer import Buffer
 
         hidden_start = min((o for _, o, _ in self.hidden), default=self.size)
         if any(a.offset + a.size > hidden_start for a in self.explicit):
@@ -264,8 +265,9 @@ class KernargLayout:
             fmt += code
             pos = a.offset + struct.calcsize("<" + code)
             v = names[role]
-            if a.kind == "buffer":
-                exprs.append(f"({v}.address if type({v}) is _Buffer else _bad)")
+            if a.kind == "buffer":  # alive and the owner's: one identity test (Lifetime)
+                exprs.append(f"({v}.address if type({v}) is _Buffer and {v}._life.owner is "
+                             f"owner else _bad)")
             elif a.kind == "value" and a.is_float:
                 exprs.append(f"({v} if type({v}) in _F else _bad)")
             elif a.kind == "value":
@@ -281,7 +283,9 @@ class KernargLayout:
             body = f"    {', '.join(names)}{comma} = args\n    return ({', '.join(exprs)}{comma})\n"
         else:
             body = "    if args:\n        raise ValueError\n    return ()\n"
-        exec(compile("def fast(args):\n" + body, f"<kernargs {self.kernel_name}>", "exec"), ns)  # noqa: S102
+        where = f"<kernargs {self.kernel_name}>"
+        source = compile("def fast(args, owner):\n" + body, where, "exec")
+        exec(source, ns)  # noqa: S102
         return ns["fast"]
 
     def hidden_bytes(
@@ -312,14 +316,16 @@ class KernargLayout:
         dims: int,
         dynamic_lds: int = 0,
         queue_ptr: int = 0,
+        device: Any = None,
     ) -> None:
         """Write one dispatch's whole block at `offset` of `memory` (a writable buffer):
         the explicit args with one `pack_into`, the hidden args as one cached byte run.
-        Raises KernelArgumentError naming the kernel and argument when args are wrong."""
+        Raises KernelArgumentError naming the kernel and argument when args are wrong, and
+        BufferStateError for a buffer not usable on `device`."""
         fast = self._fast
         if fast is not None:
             try:
-                self.explicit_struct.pack_into(memory, offset, *fast(args))
+                self.explicit_struct.pack_into(memory, offset, *fast(args, device))
                 start = offset + self.hidden_start
                 memory[start : offset + self.size] = self.hidden_bytes(
                     grid, block, dims, dynamic_lds, queue_ptr
@@ -327,9 +333,8 @@ class KernargLayout:
                 return
             except (ValueError, TypeError, AttributeError, struct.error):
                 pass
-        self.struct.pack_into(
-            memory, offset, *self.values(args, grid, block, dims, dynamic_lds, queue_ptr)
-        )
+        self.struct.pack_into(memory, offset, *self.values(
+            args, grid, block, dims, dynamic_lds, queue_ptr, device=device))
 
     # --- filling -------------------------------------------------------------------------
     def values(
@@ -341,9 +346,16 @@ class KernargLayout:
         dynamic_lds: int = 0,
         queue_ptr: int = 0,
         resolve_buffer: Callable[[int, Any], int] | None = None,
+        device: Any = None,
     ) -> list:
-        """The struct values of one dispatch (explicit args checked and converted)."""
+        """The struct values of one dispatch (explicit args checked and converted); with
+        `device`, each Buffer is checked to be alive and usable there (check_usable)."""
         explicit = self.explicit
+        if not isinstance(args, (tuple, list)):
+            raise KernelArgumentError(
+                f"kernel {self.kernel_name!r} takes its arguments as a tuple or list, got "
+                f"{type(args).__name__}: pass args=(...)"
+            )
         if len(args) != len(explicit):
             names = ", ".join(a.name for a in explicit)
             raise KernelArgumentError(
@@ -354,7 +366,11 @@ class KernargLayout:
         pos = self._explicit_pos
         for a, v in zip(explicit, args, strict=False):
             if a.kind == "buffer":
-                addr = getattr(v, "address", None)
+                if device is not None and isinstance(v, Buffer):
+                    addr = check_usable(
+                        v, device, f"argument {a.index} {a.name!r} of kernel {self.kernel_name!r}")
+                else:
+                    addr = getattr(v, "address", None)
                 if addr is None:
                     if resolve_buffer is not None:
                         addr = resolve_buffer(a.index, v)
