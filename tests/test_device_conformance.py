@@ -15,6 +15,7 @@ import pytest
 
 from amdgpu.errors import (
     BufferRangeError,
+    BufferStateError,
     DeviceError,
     HsaError,
     KernelArgumentError,
