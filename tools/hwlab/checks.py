@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from tools.hwlab import kernels
 
 WAIT_S = 300.0

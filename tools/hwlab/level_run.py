@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import traceback
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from tools.hwlab import checks as checks_mod
 from tools.hwlab import levels as levels_mod
 from tools.hwlab.results import CellResult, LabReport, this_machine

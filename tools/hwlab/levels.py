@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 # HWLAB_LEVEL_DIR points hwlab (and a fleet's nodes) at another folder of level files.
 LEVEL_DIR = Path(os.environ.get("HWLAB_LEVEL_DIR") or Path(__file__).with_name("levels"))
