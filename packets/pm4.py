@@ -60,6 +60,7 @@ class Op(IntEnum):
     SET_CONFIG_REG = 0x68
     SET_SH_REG = 0x76
     SET_UCONFIG_REG = 0x79
+    WAIT_REG_MEM64 = 0x93  # nvd.h (gfx10+); IREE's AMDGPU driver waits on 64-bit signals with it
 
 
 # register spaces: (opcode, first absolute dword address, end)
@@ -356,6 +357,18 @@ def wait_reg_mem(address: int, reference: int, mask: int = 0xFFFF_FFFF,
     return packet(Op.WAIT_REG_MEM, control, lo, hi, reference, mask, poll_interval)
 
 
+def wait_reg_mem64(address: int, reference: int, mask: int = (1 << 64) - 1,
+                   function: int = WaitFunction.LT, poll_interval: int = 4) -> list[int]:
+    """WAIT_REG_MEM64 on memory: wait until (qword at `address` & mask) <function>
+    reference (IREE's epoch-signal wait: LT, interval 4 | OPTIMIZE_ACE_OFFLOAD_MODE)."""
+    lo, hi = _lo_hi(address)
+    if lo & 7:
+        raise PacketError(f"WAIT_REG_MEM64 address 0x{address:x} is not 8-byte aligned")
+    r, m = int(reference) & ((1 << 64) - 1), int(mask) & ((1 << 64) - 1)
+    return packet(Op.WAIT_REG_MEM64, (int(function) & 7) | (1 << 4), lo, hi, r & 0xFFFF_FFFF,
+                  r >> 32, m & 0xFFFF_FFFF, m >> 32, poll_interval)
+
+
 def event_write(event: int, event_index: int = 0) -> list[int]:
     """EVENT_WRITE of an event without data (CS_PARTIAL_FLUSH: wait for prior dispatches)."""
     return packet(Op.EVENT_WRITE, (event & 0x3F) | ((event_index & 0xF) << 8))
@@ -492,6 +505,9 @@ def describe(pkt: Pm4Packet, family: str | None = None) -> str:
         where = (f"mem 0x{b[2] << 32 | b[1]:x}" if b[0] >> 4 & 1 else f"reg 0x{b[1]:x}")
         return (f"{name} {where} {WaitFunction(b[0] & 7).name} 0x{b[3]:x} "
                 f"mask=0x{b[4]:x}")
+    if op == Op.WAIT_REG_MEM64 and len(b) >= 8:
+        return (f"{name} mem 0x{b[2] << 32 | b[1]:x} {WaitFunction(b[0] & 7).name} "
+                f"0x{b[4] << 32 | b[3]:x} mask=0x{b[6] << 32 | b[5]:x}")
     if op == Op.WRITE_DATA and len(b) >= 3:
         return f"{name} dst_sel={b[0] >> 8 & 0xF} addr=0x{b[2] << 32 | b[1]:x} " + \
             " ".join(f"0x{v:x}" for v in b[3:])

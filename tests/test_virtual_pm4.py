@@ -12,6 +12,7 @@ register, a malformed packet, a bad IB) are checked on hand-built streams.
 from __future__ import annotations
 
 import ctypes
+import time
 import types
 
 import numpy as np
@@ -282,3 +283,64 @@ def test_nested_and_chained_ibs_release_mem_and_waits(vp):
         loop = [*pm4.indirect_buffer(buf + 512, 4)]
         mem.view(buf + 512, 16).view(np.uint32)[:] = loop
         cp.run_stream(loop)
+
+
+def _iree_header(opcode: int, dword_count: int) -> int:
+    """IREE's iree_hal_amdgpu_pm4_make_header: the packet's total dword count - 2."""
+    return (3 << 30) | (opcode << 8) | ((dword_count - 2) << 16)
+
+
+def test_iree_pm4_emitter_forms_run(vp):
+    """The dwords IREE's AMDGPU driver (util/pm4_emitter.h) writes into PM4 IB slots, word
+    for word: WRITE_DATA32/64 to TC_L2 with write confirm, COPY_DATA64 TC_L2 -> TC_L2, the
+    COPY_DATA GPU-clock timestamp (DST_SEL 5 with stream cache policies), WAIT_REG_MEM64 on an
+    epoch signal (LT, poll 4 | OPTIMIZE_ACE_OFFLOAD_MODE) and EVENT_WRITE CS_PARTIAL_FLUSH."""
+    host = next(x.handle for x in vp.agent_pools(vp.cpu_agents()[0].handle) if x.is_kernarg)
+    buf = vp.memory_pool_allocate(host, 4096)
+    mem = vp.memory
+    lo, hi = buf & 0xFFFFFFFF, buf >> 32
+    mem.view(buf + 64, 8).view(np.uint64)[0] = 0x0123456789ABCDEF  # copy source
+    mem.view(buf + 128, 8).view(np.int64)[0] = 3  # epoch signal value
+    words = [
+        _iree_header(0x37, 5), (2 << 8) | (1 << 20), lo, hi, 0xCAFE,           # write_data32
+        _iree_header(0x37, 6), (2 << 8) | (1 << 20), lo + 8, hi, 0x11, 0x22,   # write_data64
+        _iree_header(0x40, 6), 2 | (2 << 8) | (1 << 16) | (1 << 20),           # copy_data64
+        lo + 64, hi, lo + 16, hi,
+        _iree_header(0x40, 6), 9 | (1 << 16) | (1 << 20) | (1 << 13) | (5 << 8) | (1 << 25),
+        0, 0, lo + 24, hi,                                                     # timestamp
+        _iree_header(0x93, 9), 1 | (1 << 4), lo + 128, hi, 4, 0,               # wait < 4
+        0xFFFFFFFF, 0xFFFFFFFF, 4 | 0x80000000,
+        _iree_header(0x46, 2), 7 | (4 << 8),                                   # CS flush
+    ]
+    # our builders write the same words for the packets both have
+    assert words[:5] == pm4.write_data(buf, [0xCAFE], dst_sel=pm4.SEL_TC_L2)
+    assert words[-2:] == pm4.event_write(pm4.EventType.CS_PARTIAL_FLUSH, 4)
+    at = words.index(_iree_header(0x93, 9))
+    assert words[at:at + 9] == [*pm4.wait_reg_mem64(buf + 128, 4)[:8], 4 | 0x80000000]
+    mem.view(buf + 1024, 4 * len(words)).view(np.uint32)[:] = words
+    queue = vp.queue_create(vp.gpu_agents()[0].handle, 64)
+    done = vp.signal_create(1)
+    publish(queue, pm4.pm4_ib_aql_packet(buf + 1024, len(words), completion_signal=done))
+    vp.signal_wait(done, SignalCondition.LT, 1, 10.0)
+    assert queue.error is None
+    got = mem.view(buf, 32).view(np.uint32)
+    assert got[0] == 0xCAFE and got[2:4].tolist() == [0x11, 0x22]
+    assert int(mem.view(buf + 16, 8).view(np.uint64)[0]) == 0x0123456789ABCDEF
+    assert int(mem.view(buf + 24, 8).view(np.uint64)[0]) > 0
+
+
+def test_a_bad_pm4_ib_faults_the_aql_queue_with_the_offset(vp):
+    host = next(x.handle for x in vp.agent_pools(vp.cpu_agents()[0].handle) if x.is_kernarg)
+    buf = vp.memory_pool_allocate(host, 4096)
+    words = [*pm4.nop(2), *pm4.set_sh_reg("gfx11", "COMPUTE_THREAD_TRACE_ENABLE", 1)]
+    vp.memory.view(buf, 4 * len(words)).view(np.uint32)[:] = words
+    gfx1100 = next(a.handle for a in vp.gpu_agents() if a.name == "gfx1100")
+    queue = vp.queue_create(gfx1100, 64)
+    publish(queue, pm4.pm4_ib_aql_packet(buf, len(words)))
+    deadline = time.monotonic() + 10
+    while queue.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(queue.error, UnmodeledRegister)
+    assert str(queue.error).startswith(
+        f"queue {queue.id} packet 0: PM4 IB1 at 0x{buf:x} dword 2: SET_SH_REG writes "
+        "COMPUTE_THREAD_TRACE_ENABLE")

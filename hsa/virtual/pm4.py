@@ -41,7 +41,8 @@ complete when DISPATCH_DIRECT returns):
   the packet's INT_CTXID (KFD's event id).
 - WRITE_DATA to memory, or to registers (dst_sel 0) like SET_*_REG; COPY_DATA of memory,
   immediates and clocks into memory or registers.
-- WAIT_REG_MEM on memory: polls until the compare holds (or the processor is stopped). On
+- WAIT_REG_MEM (32-bit) and WAIT_REG_MEM64 (64-bit, IREE's signal wait) on memory: poll
+  until the compare holds (or the processor is stopped). On
   registers: the write-then-wait form (OPERATION 1, drivers' HDP flush) completes at once
   (there is no HDP cache here); a plain register wait stops with the register's address.
 - ACQUIRE_MEM, EVENT_WRITE (CS_PARTIAL_FLUSH, cache flushes), NOP, type-2 fillers: no work.
@@ -262,6 +263,10 @@ class Pm4Processor:
             self._need(b, 6, op, where)
             self._wait_reg_mem(b, where)
             return None
+        if op == Op.WAIT_REG_MEM64:
+            self._need(b, 8, op, where)
+            self._wait_reg_mem64(b, where)
+            return None
         if op == Op.COPY_DATA:
             self._need(b, 5, op, where)
             self._copy_data(b, where)
@@ -444,6 +449,19 @@ class Pm4Processor:
                 f"the virtual {self.family} GPU does not model; the queue is stopped")
         address = int(b[2]) << 32 | int(b[1])
         view = self._read(address, 4, where, "WAIT_REG_MEM").view(np.uint32)
+        wait_until(lambda: compare(int(view[0]) & mask, function, reference), self.stop)
+
+
+    def _wait_reg_mem64(self, b: np.ndarray, where: _Where) -> None:
+        control = int(b[0])
+        function = control & 7
+        if not control >> 4 & 1:
+            raise Pm4Fault(f"{self.label}: {where}: WAIT_REG_MEM64 on registers is not modeled "
+                           "(memory waits are)")
+        address = int(b[2]) << 32 | (int(b[1]) & ~7 & _M32)
+        reference = int(b[4]) << 32 | int(b[3])
+        mask = int(b[6]) << 32 | int(b[5])
+        view = self._read(address, 8, where, "WAIT_REG_MEM64").view(np.uint64)
         wait_until(lambda: compare(int(view[0]) & mask, function, reference), self.stop)
 
 
