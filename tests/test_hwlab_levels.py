@@ -77,7 +77,8 @@ def test_every_shipped_level_file_parses_and_names_its_sources():
         for f in files:
             names = {c.name for c in f.checks}
             assert names >= {"properties", "hbm_bandwidth", "host_bandwidth", "peer_bandwidth",
-                             "gemm", "dispatch_latency", "replay_cost", "stress"}, f.path
+                             "gemm", "dispatch_latency", "replay_cost", "stress",
+                             "transfer_matrix"}, f.path
             assert {c.params.get("dtype") for c in f.checks if c.name == "gemm"} == \
                 {"f32", "f16", "bf16"}
             assert {(c.params["mode"], c.params["direction"]) for c in f.checks
@@ -172,5 +173,6 @@ def test_level_1_passes_on_the_virtual_gpu_and_vulkan(tmp_path):
     assert outcomes[("amdgpu:virtual", "level1::gemm[bf16]")] == "passed"
     assert outcomes[("amdgpu:virtual", "level1::peer_bandwidth")] == "passed"
     assert outcomes[("vulkan:0", "level1::hbm_bandwidth")] == "passed"
+    assert outcomes[("amdgpu:virtual", "level1::transfer_matrix")] == "passed"
     assert sum(v == "passed" for v in outcomes.values()) >= 22
     assert "failed" not in outcomes.values()

@@ -288,6 +288,10 @@ def transfer_matrix(device, params, lab_device) -> Measured:
 
     matrix = measure(lab_device, int(params.get("bytes", 4 << 20)),
                      int(params.get("repeat", 3)), params.get("pair"))  # type: ignore[arg-type]
+    failed = [c for c in matrix.cells if "error" in c]
+    if failed:
+        raise AssertionError("; ".join(f"{c['src']} -> {c['dst']} ({c['executor']}) failed: "
+                                       f"{c['error']}" for c in failed))
     return Measured({"min_bandwidth": matrix.min_bandwidth(), "mismatches": matrix.mismatches},
                     matrix.summary(), {"matrix": matrix.to_json()})
 

@@ -102,6 +102,7 @@ def _write_reports(report, args, console: Console) -> None:
     from tools.hwlab import render
 
     render.terminal(report, console)
+    render.matrix_terminal(report, console)
     if args.json:
         report.save(args.json)
         console.print(f"JSON report: {args.json}")

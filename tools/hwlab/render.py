@@ -161,34 +161,70 @@ def _heat(value: float, top: float) -> str:
     return f"background:rgb({low},{mid},{low})"
 
 
-def _matrix_html(report: LabReport) -> list[str]:
-    """Every transfer matrix a level check recorded: a bandwidth table as a heat map."""
-    e = html.escape
-    parts: list[str] = []
+def _matrices(report: LabReport):
+    """(device key, matrix dict) of every transfer matrix a level check recorded."""
     for r in report.results:
         m = (r.figures or {}).get("matrix")
-        if not m:
-            continue
-        top = max((c["gbps"] for c in m["cells"] if c.get("gbps")), default=0.0)
-        parts.append(f"<h2>Transfer matrix: {e(r.device)}</h2><p>GB/s, {e(m['bytes_text'])} "
-                     f"per transfer, every transfer validated; executor per cell</p>"
-                     "<table><tr><th>source \\ destination</th>")
-        parts += [f"<th>{e(d)}</th>" for d in m["endpoints"]]
-        parts.append("</tr>")
-        cells = {(c["src"], c["dst"]): c for c in m["cells"]}
+        if m:
+            yield r.device, m
+
+
+def matrix_tables(m: dict) -> list[tuple[str, list[list[str]], float]]:
+    """Per executor: (executor, rows of [source, GB/s per destination], best figure)."""
+    cells = {(c["src"], c["dst"], c["executor"]): c for c in m["cells"]}
+    out = []
+    for executor in m["executors"]:
+        best = max((c.get("gbps", 0.0) for c in m["cells"] if c["executor"] == executor),
+                   default=0.0)
+        rows = []
         for src in m["endpoints"]:
-            parts.append(f"<tr><th>{e(src)}</th>")
+            row = [src]
             for dst in m["endpoints"]:
-                c = cells.get((src, dst))
-                if c is None:
-                    parts.append("<td>-</td>")
-                elif c.get("error"):
-                    parts.append(f"<td class='failed' title='{e(c['error'])}'>error</td>")
-                else:
-                    parts.append(f"<td style='{_heat(c['gbps'], top)}' title='{e(c['executor'])}'>"
-                                 f"{c['gbps']:.3g}<br><small>{e(c['executor'])}</small></td>")
+                c = cells.get((src, dst, executor))
+                row.append("-" if c is None else "error" if "error" in c
+                           else f"{c['gbps']:.3g}")
+            rows.append(row)
+        out.append((executor, rows, best))
+    return out
+
+
+def matrix_terminal(report: LabReport, console: Console | None = None) -> None:
+    console = console or Console()
+    for device, m in _matrices(report):
+        for executor, rows, _ in matrix_tables(m):
+            table = Table(title=f"transfer matrix, {escape(device)}, {executor} (GB/s, "
+                          f"{m['bytes_text']} each, every transfer validated)")
+            table.add_column("source \\ destination")
+            for dst in m["endpoints"]:
+                table.add_column(dst, justify="right")
+            for row in rows:
+                table.add_row(*row)
+            console.print(table)
+
+
+def _matrix_html(report: LabReport) -> list[str]:
+    """Every transfer matrix a level check recorded: per executor, a bandwidth table
+    coloured as a heat map (white = 0, deep green = the table's best figure)."""
+    e = html.escape
+    parts: list[str] = []
+    for device, m in _matrices(report):
+        parts.append(f"<h2>Transfer matrix: {e(device)}</h2><p>GB/s, {e(m['bytes_text'])} per "
+                     "transfer, every transfer validated byte for byte</p>")
+        for executor, rows, best in matrix_tables(m):
+            parts.append(f"<h3>{e(executor)}</h3><table class='heat'><tr>"
+                         "<th>source \\ destination</th>")
+            parts += [f"<th>{e(d)}</th>" for d in m["endpoints"]]
             parts.append("</tr>")
-        parts.append("</table>")
+            for row in rows:
+                parts.append(f"<tr><th>{e(row[0])}</th>")
+                for text in row[1:]:
+                    if text in ("-", "error"):
+                        cls = " class='failed'" if text == "error" else ""
+                        parts.append(f"<td{cls}>{text}</td>")
+                    else:
+                        parts.append(f"<td style='{_heat(float(text), best)}'>{text}</td>")
+                parts.append("</tr>")
+            parts.append("</table>")
     return parts
 
 
