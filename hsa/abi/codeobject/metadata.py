@@ -265,7 +265,10 @@ def check_arg_layout(args: list[KernelArg], segment_size: int, segment_align: in
             raise CodeObjectError(
                 f"{_CORRUPT}: {where} {_describe(b, j)} overlaps {_describe(a, i)}")
     explicit_end = max((a.offset + a.size for a in args if not a.is_hidden), default=0)
-    hidden = [(i, a) for i, a in enumerate(args) if a.is_hidden and a.value_kind != "hidden_none"]
+    for i, a in enumerate(args):
+        if a.is_hidden and a.size == 0:
+            raise CodeObjectError(f"{_CORRUPT}: {where} hidden {_describe(a, i)} has no bytes")
+    hidden = [(i, a) for i, a in enumerate(args) if a.is_hidden]
     for i, a in hidden:
         if a.offset < explicit_end:
             raise CodeObjectError(
