@@ -18,6 +18,7 @@ import numpy as np
 
 from ground.errors import AmdgpuError
 from tools.hwlab import kernels
+from tools.hwlab.levels import size_text
 
 WAIT_S = 300.0
 
@@ -45,13 +46,6 @@ def _median_s(fn, repeat: int) -> float:
 
 def _gbps(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / 1e9
-
-
-def size_text(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift} {unit}"
-    return f"{n} B"
 
 
 # --- device facts -----------------------------------------------------------------------

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 from tools.hwlab.results import CellResult, LabReport, merge
 
 OUTLIER_TOLERANCE = 0.2  # a figure more than 20% worse than the fleet's median is flagged

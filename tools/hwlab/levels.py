@@ -61,6 +61,13 @@ def parse_quantity(text: str, quantity: str) -> float:
     return float(m.group(1)) * units[m.group(2)]
 
 
+def size_text(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
 # --- what each check accepts -------------------------------------------------------------
 @dataclass(frozen=True)
 class CheckKind:

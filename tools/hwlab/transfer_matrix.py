@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
+from tools.hwlab.levels import size_text
 
 WAIT_S = 300.0
 HOST_PINNED, HOST_PAGEABLE = "host pinned", "host pageable"
@@ -46,7 +47,7 @@ class Matrix:
             return f"no transfer ran: {failed[0]['error'] if failed else 'no endpoints'}"
         slow = min(timed, key=lambda c: c["gbps"])
         fast = max(timed, key=lambda c: c["gbps"])
-        text = (f"{len(timed)} transfers of {_size(self.nbytes)} over {len(self.endpoints)} "
+        text = (f"{len(timed)} transfers of {size_text(self.nbytes)} over {len(self.endpoints)} "
                 f"endpoints, all validated ({self.mismatches} byte(s) wrong); slowest "
                 f"{slow['src']} -> {slow['dst']} ({slow['executor']}) {slow['gbps']:.3g} GB/s, "
                 f"fastest {fast['src']} -> {fast['dst']} ({fast['executor']}) "
@@ -58,15 +59,9 @@ class Matrix:
 
     def to_json(self) -> dict:
         return {"endpoints": self.endpoints, "bytes": self.nbytes,
-                "bytes_text": _size(self.nbytes),
+                "bytes_text": size_text(self.nbytes),
                 "executors": sorted({c["executor"] for c in self.cells}),
                 "cells": self.cells}
-
-
-def _size(n: int) -> str:
-    from tools.hwlab.checks import size_text
-
-    return size_text(n)
 
 
 def _median_s(fn, repeat: int) -> float:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from amdgpu.errors import AmdgpuError
+from ground.errors import AmdgpuError
 
 from .interop import first_pass
 from .kernel_csv import DispatchRows
