@@ -40,6 +40,19 @@ __kernel void axpy(__global float *y, __global const float *x, float a) {
     y[i] = a * x[i] + y[i];
 }
 """
+# LDS (a __local tile) and scratch (a volatile private array): LDS_SIZE and TMPRING_SIZE
+STAGE = """
+__kernel void stage(__global float *y, __global const float *x, __global const int *idx) {
+    __local float tile[64];
+    volatile float priv[48];
+    uint l = __builtin_amdgcn_workitem_id_x();
+    uint g = __builtin_amdgcn_workgroup_id_x() * 64 + l;
+    for (int k = 0; k < 48; k++) priv[k] = x[g] * (float)k;
+    tile[l] = priv[idx[g] % 48];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    y[g] = tile[l ^ 63];  /* 63 - l: clang's (0 - 4l) + offset:252 needs 32-bit LDS wrap */
+}
+"""
 # target -> (tinygrad target tuple, gc IP version, nbio IP name and version)
 TARGETS = {
     "gfx1100": ((11, 0, 0), (11, 0, 0), ("nbio", (4, 3, 0))),
@@ -57,9 +70,12 @@ def fma(a: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def code_objects(tmp_path_factory):
     from compiler.clang import compile_opencl
-    src = tmp_path_factory.mktemp("pm4") / "axpy.cl"
-    src.write_text(AXPY)
-    return {t: compile_opencl(str(src), t) for t in TARGETS}
+    out = {}
+    for name, text in (("axpy", AXPY), ("stage", STAGE)):
+        src = tmp_path_factory.mktemp("pm4") / f"{name}.cl"
+        src.write_text(text)
+        out.update({(name, t): compile_opencl(str(src), t) for t in TARGETS})
+    return out
 
 
 @pytest.fixture
@@ -115,6 +131,19 @@ class System:
             aql_prog_addr=self.code + rodata, group_segment_size=desc.group_segment_fixed_size,
             private_segment_size=desc.private_segment_fixed_size)
 
+    def scratch(self) -> None:
+        """Scratch as tinygrad's _ensure_has_local_memory sizes it: COMPUTE_TMPRING_SIZE
+        encoded with its own register bitfields (lanes_per_wave 64, 1 KiB / 256 B units)."""
+        from tinygrad.helpers import ceildiv, round_up
+        from tinygrad.runtime.autogen import hsa
+        gfx9 = self.dev.target[0] == 9
+        align = 1024 if gfx9 else 256
+        per_thread = round_up(self.prg.private_segment_size, align // 64)
+        wave_scratch = ceildiv(64 * per_thread, align)
+        t = getattr(hsa, "union_COMPUTE_TMPRING_SIZE" + (
+            "" if gfx9 else f"_GFX{self.dev.target[0]}") + "_bitfields")
+        self.dev.tmpring_size = int.from_bytes(t(WAVES=32, WAVESIZE=wave_scratch), "little")
+
     def alloc(self, size: int, device: bool = False) -> int:
         return self.p.memory_pool_allocate(self.device_pool if device else self.host_pool, size)
 
@@ -149,7 +178,7 @@ class System:
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_tinygrads_pm4_launch_runs_on_a_pm4_ring(vp, code_objects, target):
-    s = System(vp, target, code_objects[target])
+    s = System(vp, target, code_objects['axpy', target])
     x, y, by, args = s.axpy_buffers(np.random.default_rng(7))
     sig = s.alloc(64)
     q = s.launch(AMDComputeQueue, args, sig, 0x1234)
@@ -171,11 +200,36 @@ def test_tinygrads_pm4_launch_runs_on_a_pm4_ring(vp, code_objects, target):
     assert seen == [] and cp.dispatches == 1
 
 
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_lds_and_scratch_follow_rsrc2_and_tmpring(vp, code_objects, target):
+    s = System(vp, target, code_objects["stage", target])
+    assert s.prg.private_segment_size >= 48 * 4 and s.prg.rsrc2 >> 15 & 0x1FF == 1
+    s.scratch()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(N).astype(np.float32)
+    idx = rng.integers(0, 1000, N).astype(np.int32)
+    bx, by, bi = (s.alloc(4 * N, device=True) for _ in range(3))
+    s.write(bx, x.tobytes())
+    s.write(bi, idx.tobytes())
+    args = s.alloc(64)
+    s.view(args, 24).view(np.uint64)[:] = [by, bx, bi]
+    q = s.launch(AMDComputeQueue, args, s.alloc(64), 1)
+    Pm4Processor(vp.memory, target=target, agent=s.gpu).run_stream(list(q._q))
+    staged = x * (idx % 48).astype(np.float32)  # what each work-item put in the tile
+    want = staged.reshape(-1, 64)[:, ::-1].reshape(-1)  # read back mirrored in its group
+    np.testing.assert_array_equal(s.view(by, 4 * N).view(np.float32), want)
+    # without scratch (TMPRING_SIZE 0) the kernel's private array has nowhere to go
+    s.dev.tmpring_size = 0
+    q = s.launch(AMDComputeQueue, args, s.alloc(64), 1)
+    with pytest.raises(MemoryFault, match="outside the 0-byte private segment"):
+        Pm4Processor(vp.memory, target=target, agent=s.gpu).run_stream(list(q._q))
+
+
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
 def test_tinygrads_aql_queue_runs_pm4_through_the_pm4_ib_packet(vp, code_objects, target):
     """AMDComputeAQLQueue (tinygrad's path on multi-XCC GPUs) puts PM4 in an IB and jumps to
     it with ROCr's PM4_IB vendor packet; the dispatch itself stays an AQL packet."""
-    s = System(vp, target, code_objects[target])
+    s = System(vp, target, code_objects['axpy', target])
     x, y, by, args = s.axpy_buffers(np.random.default_rng(3))
     sig = s.alloc(64)
     q = s.launch(AMDComputeAQLQueue, args, sig, 77)

@@ -331,10 +331,11 @@ class Pm4Processor:
         wave32 = self.family != "gfx9" and bool(initiator & pm4.INITIATOR_CS_W32_EN)
         wave = 32 if wave32 else 64
         tmpring = self.reg("COMPUTE_TMPRING_SIZE")
+        # WAVESIZE: bits 12-24 in 1 KiB units (gfx9), 12-26 (gfx11) / 12-29 (gfx12) in 256 B
         if self.family == "gfx9":
             wave_scratch = ((tmpring >> 12) & 0x1FFF) * 1024
         else:
-            wave_scratch = ((tmpring >> 12) & 0x3FFFF) * 256
+            wave_scratch = ((tmpring >> 12) & (0x7FFF if self.family == "gfx11" else 0x3FFFF)) * 256
         user = tuple(self.reg(f"COMPUTE_USER_DATA_{i}") for i in range(16))
         name = self.kernel_name(program) if self.kernel_name else f"PM4 program 0x{program:x}"
         dispatch = Dispatch(
