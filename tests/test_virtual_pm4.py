@@ -262,7 +262,7 @@ def test_an_unmodeled_register_stops_with_its_name(vp):
     with pytest.raises(UnmodeledRegister) as err:
         cp.run_stream(stream)
     assert str(err.value).splitlines()[0].startswith(
-        "queue 3: PM4 ring dword 3: SET_SH_REG writes COMPUTE_THREAD_TRACE_ENABLE (dword "
+        "queue 3: PM4 stream dword 3: SET_SH_REG writes COMPUTE_THREAD_TRACE_ENABLE (dword "
         "address 0x2e1e), a register the virtual gfx11 GPU does not model")
     with pytest.raises(UnmodeledRegister, match="register 0x2c80"):
         cp.run_stream(pm4.set_reg(0x2C80, 1))

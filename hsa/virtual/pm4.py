@@ -131,7 +131,7 @@ class _Where:
     depth: int
 
     def __str__(self) -> str:
-        level = "ring" if self.depth == 0 else f"IB{self.depth}"
+        level = f"IB{self.depth}" if self.depth else ("ring" if self.base else "stream")
         at = f" at 0x{self.base:x}" if self.base else ""
         return f"PM4 {level}{at} dword {self.offset}"
 
