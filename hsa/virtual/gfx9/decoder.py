@@ -220,6 +220,8 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
         f["vdst"] = scalar(f["vdst"])
     if enc in ("VOP1", "VOP2", "VOP3"):
         f["zero_hi16"] = 1  # gfx9 16-bit ALU results zero the high half (unless op_sel)
+    if enc in ("VOP1", "VOP2", "VOPC"):
+        f["no_true16"] = 1  # v128-v255 are whole registers (gfx11's bit 7 means .h there)
     if base.startswith("v_cmpx"):
         f["cmpx_sdst"] = 1  # gfx9 v_cmpx writes VCC (or the VOP3 sdst) as well as EXEC
     return Instruction(pc, size, enc, op, name, f, literal,

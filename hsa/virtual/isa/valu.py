@@ -777,8 +777,9 @@ class AluForm:
 
     def true16(self, in_types: tuple[str, ...], out_type: str | None) -> None:
         """VOP1/VOP2/VOPC 16-bit operands name a half register: bit 7 of the VGPR number
-        selects the high half (v2.h). Fold that into opsel, as VOP3 encodes it."""
-        if self.enc not in ("VOP1", "VOP2", "VOPC"):
+        selects the high half (v2.h). Fold that into opsel, as VOP3 encodes it. Not on gfx9
+        (its decoder marks no_true16), where v128-v255 are registers of their own."""
+        if self.enc not in ("VOP1", "VOP2", "VOPC") or self.inst.f.get("no_true16"):
             return
         for k, t in enumerate(in_types[: len(self.srcs)]):
             code = self.srcs[k]
