@@ -4,8 +4,8 @@ tinygrad (PyPI, a test extra) is the client: its AMDComputeQueue emits the PM4 o
 launch (ACQUIRE_MEM, the COMPUTE_* registers, user data with the kernarg pointer,
 DISPATCH_DIRECT, EVENT_WRITE) and of its signal (RELEASE_MEM with an interrupt), its own ELF
 loader places the code object, and its AMDComputeAQLQueue builds the PM4_IB AQL packet ROCr
-defines. The kernel is OpenCL C compiled by the project's clang 22 for gfx1100, gfx942 and
-gfx1201; results are checked with numpy. The processor's own failure lines (an unmodeled
+defines. The kernel is OpenCL C compiled by the project's clang 22 for gfx1100, gfx942, gfx950
+and gfx1201; results are checked with numpy. The processor's own failure lines (an unmodeled
 register, a malformed packet, a bad IB) are checked on hand-built streams.
 """
 
@@ -57,6 +57,7 @@ __kernel void stage(__global float *y, __global const float *x, __global const i
 TARGETS = {
     "gfx1100": ((11, 0, 0), (11, 0, 0), ("nbio", (4, 3, 0))),
     "gfx942": ((9, 4, 2), (9, 4, 3), ("nbio", (7, 9, 0))),
+    "gfx950": ((9, 5, 0), (9, 5, 0), ("nbio", (7, 9, 0))),
     "gfx1201": ((12, 0, 1), (12, 0, 0), ("nbif", (6, 3, 1))),
 }
 N = 256
