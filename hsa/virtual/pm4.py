@@ -466,6 +466,14 @@ class Pm4Processor:
         wait_until(lambda: compare(int(view[0]) & mask, function, reference), self.stop)
 
 
+def ring_slice(ring: np.ndarray, at: int, n: int) -> np.ndarray:
+    """`n` dwords of a ring from index `at`, wrapping at its end: a view unless they wrap."""
+    end = at + n
+    if end <= len(ring):
+        return ring[at:end]
+    return np.concatenate((ring[at:], ring[:end - len(ring)]))
+
+
 def compare(value: int, function: int, reference: int) -> bool:
     """WAIT_REG_MEM / POLL_REGMEM functions: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >."""
     if function == 0:
@@ -528,11 +536,9 @@ class Pm4Ring:
         try:
             while rptr < wptr:
                 at = rptr % self.dwords
-                # a packet may wrap the ring's end: copy it out whole
-                avail = wptr - rptr
-                window = np.concatenate((self.ring[at:], self.ring[:at]))[:avail]
                 where = _Where(self.base, at, 0)
-                size = self.cp._size(window, 0, len(window), where)
+                size = self.cp._size(self.ring[at:at + 1], 0, wptr - rptr, where)
+                window = ring_slice(self.ring, at, size)  # a copy only where it wraps
                 outcome = self.cp._one(window, 0, size, where)
                 if outcome is not None:
                     if outcome[0] == "chain":

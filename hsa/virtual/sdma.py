@@ -41,7 +41,14 @@ import numpy as np
 
 from ground.errors import HsaError, MemoryFault, QueueError
 from ground.status import HSA_STATUS_ERROR_INVALID_PACKET_FORMAT
-from hsa.virtual.pm4 import Interrupt, Pm4Stopped, clock_ticks, compare, wait_until
+from hsa.virtual.pm4 import (
+    Interrupt,
+    Pm4Stopped,
+    clock_ticks,
+    compare,
+    ring_slice,
+    wait_until,
+)
 from packets import sdma
 from packets.sdma import Op
 
@@ -92,8 +99,17 @@ class SdmaEngine:
         try:
             while rptr < wptr:
                 at = (rptr % self.ring_bytes) // 4
-                window = np.concatenate((self.ring[at:], self.ring[:at]))[:(wptr - rptr) // 4]
-                size = self._run_packet(window, 0, f"ring at 0x{self.base:x} byte {4 * at}")
+                avail = (wptr - rptr) // 4
+                if self.ring[at] == 0:  # a run of one-dword NOPs (padding): skip it at once
+                    run = self.ring[at:at + min(avail, len(self.ring) - at)]
+                    nonzero = np.flatnonzero(run)
+                    rptr += 4 * (int(nonzero[0]) if nonzero.size else run.size)
+                    self._rptr[0] = rptr
+                    continue
+                where = f"ring at 0x{self.base:x} byte {4 * at}"
+                size = self._size(ring_slice(self.ring, at, min(avail, 4)), 0, where, avail)
+                window = ring_slice(self.ring, at, size)  # a copy only where it wraps
+                self._run_packet(window, 0, where)
                 rptr += 4 * size
                 self._rptr[0] = rptr
         except HsaError as exc:
@@ -104,14 +120,18 @@ class SdmaEngine:
     run_until_idle = process
 
     # --- packets --------------------------------------------------------------------------
-    def _size(self, words: np.ndarray, i: int, where: str) -> int:
+    def _size(self, words: np.ndarray, i: int, where: str, available: int | None = None
+              ) -> int:
+        """Dwords of the packet at words[i]; `available` dwords are there (default: the
+        rest of `words`)."""
+        n = len(words) - i if available is None else available
         try:
             size = sdma.packet_size(words, i)
         except Exception as exc:  # PacketError
             raise SdmaFault(f"{self.label}: {where}: {exc}; the queue is stopped") from None
-        if i + size > len(words):
+        if size > n:
             raise SdmaFault(f"{self.label}: {where}: packet 0x{int(words[i]):08x} needs {size} "
-                            f"dwords, {len(words) - i} are there; the queue is stopped")
+                            f"dwords, {n} are there; the queue is stopped")
         return size
 
     def _run_packet(self, words: np.ndarray, i: int, where: str, depth: int = 0) -> int:
