@@ -540,3 +540,20 @@ def test_freed_foreign_and_closed_buffers_are_refused_on_every_path(code, monkey
 def _next_line() -> int:
     """The line after the caller's (where it frees a buffer)."""
     return sys._getframe(1).f_lineno + 1
+
+
+def test_the_launch_plan_fields_are_where_the_c_code_reads_them(code, monkeypatch):
+    """hotpath.c reads executable.LaunchPlan by position (its LAUNCH_* enum): each name
+    there is the field at that position, and HsaKernel.launch builds one."""
+    from amdgpu.hsa_backend.executable import LaunchPlan
+
+    source = hotpath.SOURCE.read_text()
+    enum = dict(re.findall(r"\bLAUNCH_([A-Z]+) = (\d+)", source))
+    assert enum.pop("FIELDS") == str(len(LaunchPlan._fields)) and len(enum) >= 5
+    for name, index in enum.items():
+        assert LaunchPlan._fields[int(index)] == name.lower(), name
+    dev = _open(True, monkeypatch)
+    k = dev.load(code).kernel("saxpy_hidden")
+    plan = k.launch(N, 64, 0, dev.lanes_[0])
+    assert type(plan) is LaunchPlan and plan.lane is dev.lanes_[0] and plan.size == k.layout.size
+    dev.close()

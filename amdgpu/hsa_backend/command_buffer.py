@@ -544,7 +544,7 @@ class HsaCommandBuffer(CommandBuffer):
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
         seg = self._only
-        if (seg is not None and not values and not wait and self.device._timer is None
+        if (seg is not None and not values and not wait and self.device.timer is None
                 and _TRACE.sink is None):  # the short way: one kept instance, published
             with self._replay_lock, lane.lock:
                 value = lane.submitted + 1
@@ -588,7 +588,7 @@ class HsaCommandBuffer(CommandBuffer):
         """One segment's packets for `value`: a kept instance's (the instance path) or a
         fresh kernarg block's (the ring path)."""
         # no waits in front, no timer, no trace sink: what publish_rows can do alone
-        plain = pre is None and self.device._timer is None and _TRACE.sink is None
+        plain = pre is None and self.device.timer is None and _TRACE.sink is None
         if plain and seg.dispatches and self._publish_instance(lane, seg, addrs, value):
             return
         seg.last_block = seg.last_rows = None
@@ -623,7 +623,7 @@ class HsaCommandBuffer(CommandBuffer):
             block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
                 packets.INVALID_HEADER
             )
-        timer = self.device._timer
+        timer = self.device.timer
         if timer is not None and rows:  # per-dispatch device time (hsa_backend.timing)
             timer.publish_replay(lane, block, headers, len(block) - len(seg.block), rows,
                                  seg.symbols, seg.kernels)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from ground.errors import DeviceError, HsaError, HsaUnavailable, KernelArgumentE
 from hsa.provider import Capability
 from hsa.virtual.topology import expand_gpus
 
+if TYPE_CHECKING:
+    from amdgpu.hsa_backend.timing import DispatchTimer
+
 _KARG = struct.Struct("<Q")
 _new_point = object.__new__  # a TimelinePoint without its __init__ call (dispatch)
 _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
@@ -48,7 +51,7 @@ HSA_PATHS = ("barrier_value", "profiling", "async_copy")
 class HsaDevice(Device):
     backend = "hsa"
     driver = "amdgpu"
-    _timer = None  # the active DispatchTimer (dev.time_dispatches())
+    timer: DispatchTimer | None = None  # the active one (dev.time_dispatches(), set_timer)
 
     def __init__(
         self,
@@ -63,7 +66,7 @@ class HsaDevice(Device):
     ):
         self._spec = spec
         self.spec = str(spec)
-        self._timer = None  # (an instance attribute: the compiled hot path reads __dict__)
+        self.timer = None  # an instance attribute: the compiled hot path reads __dict__
         self._system_key = spec.system
         self.provider = systems.acquire(self._system_key)
         self._closed = False
@@ -596,7 +599,7 @@ class HsaDevice(Device):
                 self.check_wait(wait)
             launch = kernel.launch(grid, block, dynamic_lds, ln, cluster)
         else:
-            ln = launch[9]  # the entry is per lane
+            ln = launch.lane  # the plan is per lane
             if ln.failed:  # set by the queue's error callback
                 ln.check()
             if wait:
@@ -620,7 +623,7 @@ class HsaDevice(Device):
                     args, g, b, dims, dynamic_lds, ln.queue.handle, device=self))
             if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
                 kernel.last = (args, launch, data, ends)
-        if wait or self._timer is not None or _TRACE.sink is not None:
+        if wait or self.timer is not None or _TRACE.sink is not None:
             return self._dispatch_slow(kernel, ln, data, size, words, body, header, wait)
         # One atomic step under the lane's lock: timeline value, kernarg block, packet,
         # counter (QueueLane.dispatcher: bound once per launch and lane).
@@ -656,12 +659,12 @@ class HsaDevice(Device):
             words[5] = ln.kernarg_address + off  # the launch's packet template, in place
             if proxies:
                 ln.hold_proxies(value, proxies)
-            if pre is None and self._timer is None and _TRACE.sink is None:
+            if pre is None and self.timer is None and _TRACE.sink is None:
                 ln.ring.publish_parts(body, header)  # (tracing switched off meanwhile)
             else:
                 pkt = header.to_bytes(4, "little") + body.tobytes()
-                if self._timer is not None:  # per-dispatch device time (hsa_backend.timing)
-                    self._timer.publish(ln, kernel, pkt, pre)
+                if self.timer is not None:  # per-dispatch device time (hsa_backend.timing)
+                    self.timer.publish(ln, kernel, pkt, pre)
                 elif _TRACE.sink is not None:
                     self._publish_traced(ln, kernel, pkt, data, pre)
                 else:
@@ -747,6 +750,20 @@ class HsaDevice(Device):
         self._check_open()
         return DispatchTimer(self)
 
+    def set_timer(self, timer: DispatchTimer | None) -> None:
+        """Start (a DispatchTimer) or stop (None) timing the immediate dispatches: what
+        DispatchTimer's `with` does; every dispatch then takes the timed path."""
+        self.timer = timer
+
+    def kernel_name(self, kernel_object: int) -> str | None:
+        """The name of the loaded kernel whose code is at `kernel_object`, else None (a
+        queue error names the kernel it stopped at)."""
+        for exe in self._executables:
+            for k in exe.kernels.values():
+                if k.kernel_object == kernel_object:
+                    return k.name
+        return None
+
     def mark(self, lane: int = 0) -> int:
         """A timestamp mark on `lane`: a barrier-AND (barrier bit, no deps) whose completion
         signal (from the pool, not the timeline) records when everything before it on the
@@ -759,9 +776,7 @@ class HsaDevice(Device):
             )
         ln = self._timeline(lane)
         ln.check()
-        if not getattr(ln, "profiling", False):
-            self.provider.profiling_set_enabled(ln.queue, True)
-            ln.profiling = True
+        ln.enable_profiling()
         sig = self.signal_pool.take(1)
         with ln.lock:
             ln.ring.publish(

@@ -9,7 +9,7 @@ its `KernargLayout`.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,24 @@ from ground.errors import DeviceError, HsaError, KernelArgumentError, PacketErro
 
 _KARG_AND_SIGNAL = struct.Struct("<Q8xQ")  # kernarg_address@40, reserved2@48, completion@56
 _KARG = struct.Struct("<Q")
+
+
+class LaunchPlan(NamedTuple):
+    """What every immediate dispatch of one kernel, shape and lane reuses (HsaKernel.launch
+    builds it once and caches it). A tuple, so the compiled dispatch (hotpath.c) reads its
+    fields by position: the order is part of that contract (`LAUNCH_*` there)."""
+
+    size: int  # kernarg bytes of the launch
+    explicit: Any  # struct.Struct of the explicit args, or None (no fast converter)
+    fast: Any  # (args, owner token) -> explicit values; raises for anything unusual
+    hidden_start: int  # byte offset of the hidden args in the kernarg block
+    hidden: bytes  # the hidden args' bytes for this shape and lane
+    words: memoryview  # the AQL packet template as u64 words (word 5 patched per dispatch)
+    body: memoryview  # its 60 bytes after the header word
+    header: int  # its header word (header | setup << 16)
+    geometry: tuple  # (grid, block, dims), normalised
+    lane: Any  # the QueueLane it publishes on
+    publish: Any  # lane.dispatcher(...): the untraced publish step, (kernarg bytes) -> value
 
 
 class HsaKernel:
@@ -42,7 +60,7 @@ class HsaKernel:
         self.max_workgroup_size = info.max_flat_workgroup_size or 1024
         self._geometry: dict[Any, tuple] = {}
         self._packets: dict[Any, bytes] = {}
-        self._launches: dict[Any, tuple] = {}
+        self._launches: dict[Any, LaunchPlan] = {}
         # the last immediate dispatch's (args tuple, launch entry, kernarg bytes): one tuple,
         # replaced whole, so a thread never pairs one dispatch's args with another's bytes
         self.last: tuple = (None, None, b"", None)  # (args, launch, bytes, Lifetime.ends)
@@ -161,12 +179,9 @@ class HsaKernel:
             raise KernelArgumentError(f"kernel {self.name!r}: {exc}") from None
 
     def launch(self, grid: Any, block: Any, dynamic_lds: int, lane: Any,
-               cluster: Any = None) -> tuple:
-        """Everything an immediate dispatch of this shape on this lane reuses, cached:
-        (kernarg size, explicit struct or None, fast arg converter, hidden-args start,
-        hidden-args bytes, the packet template as u64 words, its 60 body bytes, its header
-        word, (grid, block, dims), the lane, the lane's untraced publish step for it:
-        QueueLane.dispatcher). `cluster` (gfx1250): workgroups per cluster.
+               cluster: Any = None) -> LaunchPlan:
+        """Everything an immediate dispatch of this shape on this lane reuses (a
+        LaunchPlan), cached. `cluster` (gfx1250): workgroups per cluster.
         Cached under (grid, block, dynamic_lds, lane index[, cluster]): dispatch looks the
         entry up itself by the lane's index, before it resolves the lane."""
         if dynamic_lds.__class__ is not int:
@@ -196,24 +211,15 @@ class HsaKernel:
         words = memoryview(template).cast("Q")
         header = int.from_bytes(pkt[:4], "little")
         body = memoryview(template)[4:]
+        publish = lane.dispatcher(layout.size, words, body, header)
         if layout._fast is not None:
             hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
-            entry = (
-                layout.size,
-                layout.explicit_struct,
-                layout._fast,
-                layout.hidden_start,
-                hidden,
-                words,
-                body,
-                header,
-                (g, b, dims),
-                lane,
-                lane.dispatcher(layout.size, words, body, header),
-            )
+            entry = LaunchPlan(layout.size, layout.explicit_struct, layout._fast,
+                               layout.hidden_start, hidden, words, body, header, (g, b, dims),
+                               lane, publish)
         else:
-            entry = (layout.size, None, None, 0, b"", words, body, header, (g, b, dims), lane,
-                     lane.dispatcher(layout.size, words, body, header))
+            entry = LaunchPlan(layout.size, None, None, 0, b"", words, body, header,
+                               (g, b, dims), lane, publish)
         if key is not None:
             if len(self._launches) > 1024:
                 self._launches.clear()

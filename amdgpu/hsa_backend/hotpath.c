@@ -958,7 +958,7 @@ static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t val
     return point;
 }
 
-/* 1 when the device has a DispatchTimer (`_timer`) or a trace sink is set (both take the
+/* 1 when the device has a DispatchTimer (`timer`) or a trace sink is set (both take the
  * Python methods), 0 when neither, -1 on error. */
 static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
     int timed = attr_true(dev_a, s_timer);
@@ -973,6 +973,16 @@ static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
 }
 
 /* ---- Dispatch ---------------------------------------------------------------------------- */
+
+/* The fields of executable.LaunchPlan (a NamedTuple) this file reads, by position. */
+enum {
+    LAUNCH_EXPLICIT = 1,
+    LAUNCH_FAST = 2,
+    LAUNCH_HIDDEN = 4,
+    LAUNCH_LANE = 9,
+    LAUNCH_PUBLISH = 10,
+    LAUNCH_FIELDS = 11,
+};
 
 typedef struct {
     PyObject_HEAD
@@ -1062,8 +1072,9 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
         return data;
     }
     Py_DECREF(last);
-    PyObject *explicit = PyTuple_GET_ITEM(entry, 1), *fast = PyTuple_GET_ITEM(entry, 2);
-    PyObject *hidden = PyTuple_GET_ITEM(entry, 4);
+    PyObject *explicit = PyTuple_GET_ITEM(entry, LAUNCH_EXPLICIT);
+    PyObject *fast = PyTuple_GET_ITEM(entry, LAUNCH_FAST);
+    PyObject *hidden = PyTuple_GET_ITEM(entry, LAUNCH_HIDDEN);
     if (explicit == Py_None || fast == Py_None || !PyBytes_CheckExact(hidden))
         return NULL;
     Py_INCREF(ends); /* held: `fast` may run other threads, which may free a buffer */
@@ -1183,11 +1194,12 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
             goto error;
         goto slow;
     }
-    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 11) {
+    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != LAUNCH_FIELDS) {
         Py_DECREF(entry);
         goto slow;
     }
-    PyObject *ln = PyTuple_GET_ITEM(entry, 9), *publisher = PyTuple_GET_ITEM(entry, 10);
+    PyObject *ln = PyTuple_GET_ITEM(entry, LAUNCH_LANE);
+    PyObject *publisher = PyTuple_GET_ITEM(entry, LAUNCH_PUBLISH);
     PyObject *failed = PyObject_GetAttr(ln, s_failed);
     int bad = failed ? PyObject_IsTrue(failed) : -1;
     Py_XDECREF(failed);
@@ -1794,7 +1806,7 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_failed, "failed");
     INTERN(s_last, "last");
     INTERN(s_args_cacheable, "args_cacheable");
-    INTERN(s_timer, "_timer");
+    INTERN(s_timer, "timer");
     INTERN(s_sink, "sink");
     INTERN(s_lane, "lane");
     INTERN(s_value, "value");

@@ -73,8 +73,9 @@ class LaneHost(Protocol):
     use_barrier_value: bool
     paths: dict[str, Any]
     lanes_: list[QueueLane]
-    _executables: list[Any]
-    _timer: Any
+    timer: Any
+
+    def kernel_name(self, kernel_object: int) -> str | None: ...
 
 
 class SignalPool:
@@ -235,6 +236,13 @@ class QueueLane:
 
     failed = False  # True once the queue reported an error (dispatch checks only this)
     closed = False  # the device was closed (failed is set too)
+    profiling = False  # the queue records dispatch timestamps (enable_profiling)
+
+    def enable_profiling(self) -> None:
+        """Have the queue record each dispatch's start and end time (idempotent)."""
+        if not self.profiling:
+            self.provider.profiling_set_enabled(self.queue, True)
+            self.profiling = True
 
     @property
     def doorbells(self) -> int:
@@ -284,11 +292,8 @@ class QueueLane:
             return pid, {3: "barrier_and", 5: "barrier_or", 0: "vendor packet"}.get(
                 kind, "packet")
         obj = int.from_bytes(raw[32:40], "little")
-        for exe in self.device._executables:
-            for k in exe.kernels.values():
-                if k.kernel_object == obj:
-                    return pid, f"kernel {k.name}"
-        return pid, f"kernel object 0x{obj:x}"
+        name = self.device.kernel_name(obj)
+        return pid, f"kernel {name}" if name else f"kernel object 0x{obj:x}"
 
     _error_traced = False
 

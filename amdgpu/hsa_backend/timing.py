@@ -99,19 +99,17 @@ class DispatchTimer:
             raise DeviceError(
                 f"{dev.spec} has no profiling timestamps ({dev.paths['profiling'].reason}): "
                 "per-dispatch device time needs them; use host times (packet-trace) instead")
-        if dev._timer is not None:
+        if dev.timer is not None:
             raise DeviceError("a dispatch timer is already active on this device: "
                               "end the other `with dev.time_dispatches()` first")
         self.offset_ns, self.offset_error_ns = _clock_offset(dev.provider)
         for ln in dev.lanes_:
-            if not getattr(ln, "profiling", False):
-                dev.provider.profiling_set_enabled(ln.queue, True)
-                ln.profiling = True
-        dev._timer = self
+            ln.enable_profiling()
+        dev.set_timer(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.device._timer = None
+        self.device.set_timer(None)
         try:
             if exc[0] is None:
                 self.collect()
