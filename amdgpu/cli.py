@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--size",
         default=None,
-        help="problem size where the workload has one: N for chain-N (chain --size 100)",
+        help="problem size where the workload has one: N for chain-N (chain --size 100), "
+        "small|default for the models",
     )
     ap.add_argument("--repeat", type=int, default=1, help="runs to time (median is reported)")
     ap.add_argument(
@@ -69,6 +70,13 @@ class UsageError(ValueError):
 
 
 def _workload_name(workload: str, size: str | None) -> str:
+    from amdgpu.model_zoo import MODELS
+
+    if workload in MODELS:
+        if size is not None and size not in MODELS[workload].sizes:
+            raise UsageError(f"--size {size}: {workload} has sizes "
+                             f"{', '.join(MODELS[workload].sizes)}")
+        return workload
     if size is not None and not (size.isdigit() and int(size) > 0):
         raise UsageError(f"--size {size}: use a positive whole number (chain --size 100)")
     if workload in ("chain", "chain-N") or (workload.startswith("chain") and size):
@@ -78,12 +86,23 @@ def _workload_name(workload: str, size: str | None) -> str:
     return workload
 
 
+def run_any(dev: Any, workload: str, size: str | None, **kw: Any) -> Any:
+    """A model of the zoo (amdgpu.model_zoo) or any other workload (amdgpu.workloads)."""
+    from amdgpu import model_zoo
+    from amdgpu.workloads import run_workload
+
+    if model_zoo.is_model(workload):
+        return model_zoo.run_model(dev, workload, size=size or "default", **kw)
+    return run_workload(dev, workload, **kw)
+
+
 def _list(out: Any) -> int:
     import amdgpu
+    from amdgpu.model_zoo import list_models
     from amdgpu.workloads import list_workloads
 
     print("workloads:", file=out)
-    for name, text in list_workloads():
+    for name, text in [*list_workloads(), *list_models()]:
         print(f"  {name:<14} {text}", file=out)
     print("devices:", file=out)
     for r in amdgpu.devices():
@@ -130,6 +149,20 @@ def _summary(result: Any, console: Any) -> None:
     if result.host_device_ratio is not None:
         rows.append(("host / device", f"{result.host_device_ratio:.3f} (host us per dispatch "
                      "/ mean device us per dispatch)"))
+    pc = result.per_call
+    if pc:
+        dev_us = pc["device_us_per_call"]
+        rows.append((f"per call ({pc['mode']})",
+                     f"{pc['calls']} call(s) of {pc['dispatches_per_call']} dispatches"
+                     + (f" ({pc['call']})" if pc.get("call") else "")))
+        rows.append(("host us / call", f"{pc['host_us_per_call']:.1f} (median; "
+                     f"{pc['host_us_per_dispatch']:.2f} per dispatch)"))
+        rows.append(("device us / call", f"{dev_us:.1f} (median)" if dev_us is not None
+                     else f"{pc['wall_us_per_call']:.1f} (median, submit to done)"))
+        if pc["host_share"] is not None:
+            rows.append(("host share", f"{pc['host_share']:.3f} (host / (host + device))"))
+    for note in result.notes:
+        rows.append(("", note))
     rows.append(("compile / run s", f"{result.compile_s:.2f} / {result.run_s:.2f}"))
     for k, v in rows:
         t.add_row(k, v)
@@ -173,7 +206,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import amdgpu
-    from amdgpu.workloads import run_workload
 
     workload = _workload_name(args.workload, args.size)
     if args.repeat < 1:
@@ -193,15 +225,17 @@ def _run(args: argparse.Namespace) -> int:
         with amdgpu.open(args.device, driver=args.driver) as dev:
             steps = args.repeat * (2 if args.replay else 1)
             if args.json or steps < 20 or not sys.stderr.isatty():
-                result = run_workload(dev, workload, repeat=args.repeat, replay=args.replay)
+                result = run_any(dev, workload, args.size, repeat=args.repeat,
+                                 replay=args.replay)
             else:
                 from rich.progress import Progress
 
                 with Progress(transient=True) as bar:
                     task = bar.add_task(f"{workload} on {dev.spec}", total=steps)
-                    result = run_workload(
+                    result = run_any(
                         dev,
                         workload,
+                        args.size,
                         repeat=args.repeat,
                         replay=args.replay,
                         progress=lambda n: bar.advance(task, n),

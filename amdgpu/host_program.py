@@ -137,10 +137,19 @@ class HostProgram:
 
     # --- the run -------------------------------------------------------------------------
     def run(self, inputs: list[Any], replay: bool = False) -> list[Any]:
-        """Run the entry function on input device buffers; returns its results (views)."""
+        """Run the entry function on input device buffers; returns its results (views).
+
+        An input may be a result of an earlier run (a model's KV cache carried between
+        calls on the device): the allocation behind it stays out of the free list for this
+        run, so no new result is placed over it."""
+        held = {id(getattr(b, "root", b)) for b in inputs}
+        keep = []
         for buf in self._owned:  # the previous run's buffers become reusable
-            self._pool.setdefault(len(buf), []).append(buf)
-        self._owned = []
+            if id(getattr(buf, "root", buf)) in held:
+                keep.append(buf)
+            else:
+                self._pool.setdefault(len(buf), []).append(buf)
+        self._owned = keep
         self.dispatched = []
         self._replay = replay
         self._steps = 0

@@ -53,6 +53,8 @@ class RunResult:
     replay_kernel_device: list[dict] | None = None
     # A wrong result's worst element: {output, index, got, want} (workloads.worst_element).
     worst: dict | None = None
+    # A model's per-call figures (amdgpu.model_zoo: calls, host/device us per call, share).
+    per_call: dict | None = None
 
     @property
     def host_device_ratio(self) -> float | None:
@@ -93,6 +95,8 @@ class RunResult:
             d["notes"] = list(self.notes)
         if self.worst is not None:
             d["worst"] = self.worst
+        if self.per_call is not None:
+            d["per_call"] = self.per_call
         return d
 
 
@@ -273,7 +277,8 @@ def run_workload(
     if not is_file and not library.is_library_name(name):
         raise WorkloadError(
             f"unknown workload {workload!r}: use one of {', '.join(MLIR_WORKLOADS)}, "
-            f"{', '.join(OPENCL_WORKLOADS)} or a .mlir file (amdgpu-run --list)"
+            f"{', '.join(OPENCL_WORKLOADS)}, the models minilm, cnn, gpt2-decode or a .mlir file "
+            "(amdgpu-run --list)"
         )
     t0 = time.perf_counter()
     if not is_file and library.kind(name) == "opencl":

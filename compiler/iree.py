@@ -847,6 +847,25 @@ _TORCH_TENSOR = re.compile(r"!torch\.vtensor<\[([-\d,\s]*)\],\s*(\w+)>")
 _BUILTIN_TENSOR = re.compile(r"tensor<((?:\d+x)*)(\w+)>")
 
 
+_PUBLIC_FUNC = re.compile(r"func\.func\s+(?:public\s+)?@\"?([\w$.-]+)\"?\s*\(([^)]*)\)")
+
+
+def _refuse_dynamic_inputs(text: str, source: str, function: str) -> None:
+    """The entry function with a dynamic dimension in an argument: one line naming it."""
+    for m in _PUBLIC_FUNC.finditer(text):
+        if m.group(1) != function:
+            continue
+        for i, arg in enumerate(m.group(2).split("%")[1:]):
+            typ = arg.split(":", 1)[-1]
+            if "?" in typ and ("tensor<" in typ):
+                shown = typ.strip().rstrip(",").split("{")[0].strip()
+                raise CompileError(
+                    f"{source}: input {i} of @{m.group(1)} has a dynamic shape ({shown}); "
+                    "amdgpu-run runs static shapes: export it with a fixed size for every "
+                    "dimension (iree-turbine: no dynamic_shapes)"
+                )
+
+
 def declared_inputs(text: str, function: str) -> list[dict | None] | None:
     """Shape and dtype of each argument of `function` as the source declares it
     (`!torch.vtensor<[3,4],f32>` or `tensor<3x4xf32>`), None for an argument that is not
@@ -1032,7 +1051,9 @@ def compile_mlir(
                 raise vulkan_errors[0] from None
             continue
         reader = _ProgramReader(run.hal_text, _read_exports(run.targets_text))
-        reader.declared_inputs = declared_inputs(source_text, reader.entry()[0])
+        entry = reader.entry()[0]
+        _refuse_dynamic_inputs(source_text, path.name, entry.removesuffix("$async"))
+        reader.declared_inputs = declared_inputs(source_text, entry)
         try:
             read = reader.read()
         except CompileError:

