@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+import numpy as np
+
 from ground.errors import PacketError
 
 FAMILIES = ("gfx9", "gfx11", "gfx12")
@@ -67,7 +69,7 @@ class Op(IntEnum):
 SH_REG_START, SH_REG_END = 0x2C00, 0x3000
 UCONFIG_REG_START, UCONFIG_REG_END = 0xC000, 0x10000
 CONFIG_REG_START, CONFIG_REG_END = 0x2000, 0x2C00
-REG_SPACES = {
+REG_SPACES: dict[int, tuple[int, int]] = {
     Op.SET_SH_REG: (SH_REG_START, SH_REG_END),
     Op.SET_UCONFIG_REG: (UCONFIG_REG_START, UCONFIG_REG_END),
     Op.SET_CONFIG_REG: (CONFIG_REG_START, CONFIG_REG_END),
@@ -441,7 +443,7 @@ class Pm4Packet:
             return f"OP_0x{self.op:02x}"
 
 
-def packet_size(dwords: Sequence[int], offset: int) -> int:
+def packet_size(dwords: Sequence[int] | np.ndarray, offset: int) -> int:
     """Dwords of the packet at `offset` (PacketError for a type-0/1 header)."""
     h = int(dwords[offset])
     kind = h >> 30
@@ -456,7 +458,7 @@ def packet_size(dwords: Sequence[int], offset: int) -> int:
     return count + 2
 
 
-def decode(dwords: Sequence[int], base_offset: int = 0) -> list[Pm4Packet]:
+def decode(dwords: Sequence[int] | np.ndarray, base_offset: int = 0) -> list[Pm4Packet]:
     """Every packet of a stream, in order. A packet running past the end raises PacketError
     with its dword offset."""
     out = []

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+import numpy as np
+
 from ground.errors import PacketError
 
 
@@ -186,7 +188,7 @@ _FIXED = {Op.COPY: 7, Op.INDIRECT: 6, Op.FENCE: 4, Op.TRAP: 2, Op.POLL_REGMEM: 6
           Op.ATOMIC: 8, Op.CONST_FILL: 5, Op.TIMESTAMP: 3, Op.GCR_REQ: 5}
 
 
-def packet_size(dwords: Sequence[int], offset: int) -> int:
+def packet_size(dwords: Sequence[int] | np.ndarray, offset: int) -> int:
     """Dwords of the SDMA packet at `offset` (PacketError for an unknown opcode/sub-op)."""
     h = int(dwords[offset])
     op, sub = h & 0xFF, (h >> 8) & 0xFF
@@ -224,7 +226,7 @@ class SdmaPacket:
             return f"OP_{self.op}"
 
 
-def decode(dwords: Sequence[int]) -> list[SdmaPacket]:
+def decode(dwords: Sequence[int] | np.ndarray) -> list[SdmaPacket]:
     out, i, n = [], 0, len(dwords)
     while i < n:
         size = packet_size(dwords, i)

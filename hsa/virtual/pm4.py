@@ -160,7 +160,7 @@ class Pm4Processor:
         self._ignored = {regs[n] for n in _NO_EFFECT if n in regs}
         self.registers: dict[int, int] = {}
         self.dispatches = 0  # dispatches run (COMPUTE_DISPATCH_ID of the next one)
-        self._executor = None
+        self._executor: Any = None
         self._reg = regs
 
     # --- entry points ---------------------------------------------------------------------
@@ -305,7 +305,8 @@ class Pm4Processor:
         program = (self.reg("COMPUTE_PGM_HI") << 32 | self.reg("COMPUTE_PGM_LO")) << 8
         rsrc1, rsrc2 = self.reg("COMPUTE_PGM_RSRC1"), self.reg("COMPUTE_PGM_RSRC2")
         rsrc3 = self.reg("COMPUTE_PGM_RSRC3")
-        wg = tuple(self.reg(f"COMPUTE_NUM_THREAD_{d}") & 0xFFFF for d in "XYZ")
+        wg = (self.reg("COMPUTE_NUM_THREAD_X") & 0xFFFF, self.reg("COMPUTE_NUM_THREAD_Y") & 0xFFFF,
+              self.reg("COMPUTE_NUM_THREAD_Z") & 0xFFFF)
         start = tuple(self.reg(f"COMPUTE_START_{d}") for d in "XYZ")
         counts = (x, y, z)
         problems = []
@@ -327,7 +328,7 @@ class Pm4Processor:
         if initiator & pm4.INITIATOR_USE_THREAD_DIMENSIONS:
             grid = counts
         else:
-            grid = tuple(c * w for c, w in zip(counts, wg, strict=True))
+            grid = (x * wg[0], y * wg[1], z * wg[2])
         wave32 = self.family != "gfx9" and bool(initiator & pm4.INITIATOR_CS_W32_EN)
         wave = 32 if wave32 else 64
         tmpring = self.reg("COMPUTE_TMPRING_SIZE")
@@ -340,7 +341,7 @@ class Pm4Processor:
         name = self.kernel_name(program) if self.kernel_name else f"PM4 program 0x{program:x}"
         dispatch = Dispatch(
             packet_address=0, queue_address=self.queue_address, dispatch_id=self.dispatches,
-            dims=3, workgroup_size=wg, grid_size=grid,  # type: ignore[arg-type]
+            dims=3, workgroup_size=wg, grid_size=grid,
             private_segment_size=wave_scratch // wave, group_segment_size=lds,
             kernel_object=program, kernarg_address=0, agent=self.agent,  # type: ignore[arg-type]
             target=self.target, wavefront_size=wave, kernel_name=name,
