@@ -287,9 +287,14 @@ def read_code_object(data: bytes | bytearray | memoryview) -> CodeObject:
             f"(EF_AMDGPU_MACH 0x{e_flags & 0xFF:x}) say {target_id.split(':', 1)[0]}"
         )
     try:
-        family = _targets.TargetId.parse(target_id).target.family
+        family = _targets.lookup(target_id).family
     except CodeObjectError:  # a processor this project has no table for: fields unchecked
         family = None
+    else:  # a known processor: e_flags must not claim features it lacks (xnack on gfx1250)
+        try:
+            _targets.TargetId.parse(target_id)
+        except CodeObjectError as e:
+            raise CodeObjectError(f"corrupt ELF: e_flags 0x{e_flags:x} give {e}") from None
     kernels = _kernels(meta, data, e_type, symbols, sections, loads, family,
                        target_id.split(":", 1)[0], version)
     return CodeObject(

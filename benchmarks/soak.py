@@ -1,0 +1,436 @@
+"""Soak: mixed work from several threads and processes on one GPU for a chosen time, with
+faults injected, every result checked, resources printed per interval (issue 35).
+
+    .venv/bin/python benchmarks/soak.py [--minutes 10] [--device amdgpu:virtual]
+                                        [--processes 2] [--threads 4] [--interval 60]
+
+Each of `--processes` worker processes opens the device once and runs `--threads` threads,
+each round of each thread on its own buffers (value v = thread * 10^6 + round):
+- an immediate dispatch (fill a with v), a replay of one shared recorded command buffer
+  rebound to the thread's buffers (copy a -> b), a device copy (b -> c); a, b, c read back
+  and compared with v;
+- every 8th round of thread 0: 4 dispatches under `dev.time_dispatches()` (one timer per
+  device at a time), each timed with end >= start;
+- every 8th round of thread 1: a trace window (a TraceWriter made the active sink around 4
+  dispatches), read back: it parses and holds at least those 4 kernel dispatches.
+Faults, injected every `--fault-every` seconds in turn (each must come back as exactly one
+project error, one line, and leave the other work untouched):
+- a kernel that faults (a store to address 0x10) on a second device of the same system:
+  QueueError at the wait;
+- a device closed while a thread waits on its queued work (~150 dispatches queued,
+  close(timeout=0.2)): the waiter gets DeviceError/SignalTimeout/QueueError, no hang, and
+  a later call is a DeviceError;
+- (the parent) a client killed mid-submit: a third process dispatching and replaying in a
+  loop with AMDGPU_TRACE set is SIGKILLed at a random moment; it must die by SIGKILL and
+  its cut-off trace must read as its valid prefix or one TraceFormatError.
+
+The parent prints one line per worker and interval: rounds, checked results, errors,
+faults reported/injected, RSS, open descriptors and threads; at the end, whether anything
+grew (descriptors and threads exactly, RSS beyond 64 MiB between the second interval and
+the last) and the exit status: 0 when every result was right, no unexpected error came and
+every fault was reported as one project error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+N = 256  # elements per buffer: small kernels, many rounds
+OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+          "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+
+
+def _resources() -> dict:
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return {"rss_mb": round(rss / 2**20, 1), "fds": len(os.listdir("/proc/self/fd")),
+            "threads": threading.active_count()}
+
+
+def _one_line(e: BaseException) -> bool:
+    from ground.errors import AmdgpuError
+
+    return isinstance(e, AmdgpuError) and "\n" not in str(e)
+
+
+class Worker:
+    """One process's share: the device, the kernels, the threads and the counters."""
+
+    def __init__(self, spec: str, threads: int, seconds: float, interval: float,
+                 fault_every: float, ident: int):
+        import amdgpu
+        import compiler
+        from compiler.clang import compile_opencl
+
+        self.spec, self.ident, self.n_threads = spec, ident, threads
+        self.deadline = time.monotonic() + seconds
+        self.interval, self.fault_every = interval, fault_every
+        self.dev = amdgpu.open(spec)
+        target = self.dev.target
+        self.fill_code = compiler.compile("fill", targets=[target])
+        self.copy_code = compiler.compile("copy", targets=[target])
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "oob.cl"
+            src.write_text(OOB_CL)
+            self.oob_code = compile_opencl(src, target)
+        self.fill = self.dev.load(self.fill_code).kernel("fill")
+        self.copy = self.dev.load(self.copy_code).kernel("copy")
+        cb = self.dev.command_buffer()
+        cb.dispatch(self.copy, N, 64, (cb.binding(0), cb.binding(1), N))
+        self.cb = cb.finalize()
+        # One round before the threads start: steady state is what a soak measures, and the
+        # HSA device's library kernels (dev.copy's) load at first use, racily (two threads
+        # at once: KeyError 'copy', reported in docs/RELIABILITY.md).
+        warm = self.dev.buffer(N * 4)
+        self.dev.copy(warm, warm).wait(60)
+        warm.free()
+        self.lock = threading.Lock()  # counters
+        self.timer_lock = threading.Lock()  # one dispatch timer per device at a time
+        self.trace_lock = threading.Lock()  # one trace window at a time (one sink)
+        self.counts = {"rounds": 0, "checked": 0, "timed": 0, "traced": 0}
+        self.errors: list[str] = []
+        self.faults = {"injected": 0, "reported": 0}
+        self.fault_errors: list[str] = []
+
+    # --- bookkeeping --------------------------------------------------------------------
+    def add(self, key: str, n: int = 1) -> None:
+        with self.lock:
+            self.counts[key] += n
+
+    def error(self, what: str) -> None:
+        with self.lock:
+            self.errors.append(what)
+
+    def fault(self, reported_right: bool, what: str = "") -> None:
+        with self.lock:
+            self.faults["injected"] += 1
+            self.faults["reported"] += int(reported_right)
+            if not reported_right:
+                self.fault_errors.append(what)
+
+    # --- the mixed work -------------------------------------------------------------------
+    def work(self, t: int) -> None:
+        dev = self.dev
+        a, b, c = (dev.buffer(N * 4) for _ in range(3))
+        r = 0
+        while time.monotonic() < self.deadline:
+            v = np.float32(t * 1_000_000 + r)
+            try:
+                dev.dispatch(self.fill, N, 64, (a, v, N))
+                dev.submit(self.cb, [b, a])
+                dev.copy(c, b).wait(60)
+                for name, buf in (("a", a), ("b", b), ("c", c)):
+                    got = buf.to_numpy(np.float32)
+                    if not (got == v).all():
+                        self.error(f"thread {t} round {r}: {name} holds {got[:3]} not {v}")
+                self.add("checked", 3)
+                if r % 8 == 0 and t == 0:
+                    self.timed(a, r)
+                if r % 8 == 0 and t == 1:
+                    self.traced(a, r)
+            except Exception as e:  # noqa: BLE001 - counted and reported
+                where = traceback.extract_tb(e.__traceback__)[-3:]
+                self.error(f"thread {t} round {r}: {type(e).__name__}: {e} (at " + " <- ".join(
+                    f"{Path(f.filename).name}:{f.lineno}" for f in reversed(where)) + ")")
+            self.add("rounds")
+            r += 1
+
+    def timed(self, buf, r: int) -> None:
+        with self.timer_lock:
+            with self.dev.time_dispatches() as timer:
+                for i in range(4):
+                    self.dev.dispatch(self.fill, N, 64, (buf, np.float32(i), N))
+            mine = [x for x in timer.times if x.kernel == "fill"]
+            if len(mine) < 4 or any(x.end_ns < x.start_ns for x in mine):
+                self.error(f"timed round {r}: {len(mine)} fill times, "
+                           f"{sum(x.end_ns < x.start_ns for x in mine)} ending before start")
+            self.add("timed")
+
+    def traced(self, buf, r: int) -> None:
+        from packets.trace import TraceWriter, read_trace, set_sink
+
+        with self.trace_lock, tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "window.aqltrace"
+            writer = TraceWriter(path)
+            previous = set_sink(writer)
+            try:
+                for i in range(4):
+                    self.dev.dispatch(self.fill, N, 64, (buf, np.float32(i), N))
+                self.dev.synchronize(60)
+            finally:
+                set_sink(previous)
+                writer.close()
+            dispatches = sum(1 for rec in read_trace(path)
+                             if getattr(rec, "raw", None) and rec.raw[0] == 2)
+            if dispatches < 4:
+                self.error(f"trace round {r}: {dispatches} kernel dispatches, wanted >= 4")
+            self.add("traced")
+
+    # --- faults ---------------------------------------------------------------------------
+    def inject(self, which: int) -> None:
+        import amdgpu
+        from ground.errors import AmdgpuError, DeviceError, QueueError
+
+        if which % 2 == 0:  # a kernel that faults, on a second device of the system
+            other = amdgpu.open(self.spec)
+            try:
+                oob = other.load(self.oob_code).kernel("oob")
+                out = other.buffer(64)
+                try:
+                    other.dispatch(oob, 64, 64, (out, np.uint64(0x10))).wait(60)
+                    self.fault(False, "the faulting kernel completed")
+                except QueueError as e:
+                    self.fault(_one_line(e), f"fault: {e!r}")
+                except Exception as e:  # noqa: BLE001
+                    self.fault(False, f"fault: {type(e).__name__}: {e}")
+            finally:
+                other.close()
+            return
+        # a device closed while a thread waits on its queued work
+        other = amdgpu.open(self.spec)
+        fill = other.load(self.fill_code).kernel("fill")
+        big = 1 << 16
+        buf = other.buffer(big * 4)
+        point = None
+        for i in range(150):
+            point = other.dispatch(fill, big, 256, (buf, np.float32(i), big))
+        seen: list = []
+
+        def wait() -> None:
+            try:
+                point.wait(120)
+                seen.append(None)
+            except Exception as e:  # noqa: BLE001
+                seen.append(e)
+
+        waiter = threading.Thread(target=wait, name="soak-waiter")
+        waiter.start()
+        time.sleep(0.02)
+        other.close(timeout=0.2)
+        waiter.join(120)
+        if waiter.is_alive():
+            self.fault(False, "a waiter on the closed device hangs")
+            return
+        e = seen[0]
+        ok = e is None or (_one_line(e) and isinstance(e, AmdgpuError))
+        try:
+            other.dispatch(fill, big, 256, (buf, np.float32(0), big))
+            ok, why = False, "a dispatch on the closed device was accepted"
+        except DeviceError as late:
+            ok, why = ok and _one_line(late), f"waiter: {e!r}, later: {late!r}"
+        except Exception as late:  # noqa: BLE001
+            ok, why = False, f"later call: {type(late).__name__}: {late}"
+        self.fault(ok, why)
+
+    def chaos(self) -> None:
+        which = 0
+        while time.monotonic() + self.fault_every < self.deadline:
+            time.sleep(self.fault_every)
+            try:
+                self.inject(which)
+            except Exception as e:  # noqa: BLE001
+                self.fault(False, f"injection {which}: {type(e).__name__}: {e}\n"
+                                  f"{traceback.format_exc()}")
+            which += 1
+
+    # --- the run --------------------------------------------------------------------------
+    def report(self, final: bool = False) -> None:
+        with self.lock:
+            line = {"worker": self.ident, "t": round(time.monotonic(), 1), **self.counts,
+                    "errors": len(self.errors), "faults": dict(self.faults),
+                    "first_errors": self.errors[:3], "fault_errors": self.fault_errors[:3],
+                    **_resources(), "final": final}
+        print(json.dumps(line), flush=True)
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self.work, args=(t,), name=f"soak-{t}")
+                   for t in range(self.n_threads)]
+        threads.append(threading.Thread(target=self.chaos, name="soak-chaos"))
+        for th in threads:
+            th.start()
+        while any(th.is_alive() for th in threads):
+            time.sleep(min(self.interval, max(0.1, self.deadline - time.monotonic() + 1)))
+            if any(th.is_alive() for th in threads):
+                self.report()
+        self.dev.close()
+        self.report(final=True)
+
+
+# --- the client killed mid-submit ----------------------------------------------------------
+def victim(spec: str) -> None:
+    """Dispatch and replay until killed (AMDGPU_TRACE is set by the parent)."""
+    import amdgpu
+    import compiler
+
+    dev = amdgpu.open(spec)
+    fill = dev.load(compiler.compile("fill", targets=[dev.target])).kernel("fill")
+    cb = dev.command_buffer()
+    cb.dispatch(fill, N, 64, (cb.binding(0), np.float32(1), N))
+    cb.finalize()
+    bufs = [dev.buffer(N * 4) for _ in range(4)]
+    print("ready", flush=True)
+    i = 0
+    while True:
+        dev.dispatch(fill, N, 64, (bufs[i % 4], np.float32(i), N))
+        dev.submit(cb, [bufs[(i + 1) % 4]])
+        i += 1
+
+
+def kill_a_client(spec: str, tmp: Path, n: int) -> tuple[bool, str]:
+    from ground.errors import TraceFormatError
+    from packets.trace import read_trace
+
+    trace = tmp / f"victim{n}.aqltrace"
+    env = dict(os.environ, AMDGPU_TRACE=str(trace), PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, __file__, "--victim", "--device", spec],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            return False, f"the client did not start: {proc.stderr.read()[-300:]}"
+        time.sleep(random.uniform(0.2, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if proc.returncode != -signal.SIGKILL:
+        return False, f"the client ended with status {proc.returncode}, not SIGKILL"
+    records = 0
+    try:
+        for _ in read_trace(trace):
+            records += 1
+        verdict = f"its trace read whole ({records} records)"
+    except TraceFormatError as e:
+        verdict = f"its trace's valid prefix ({records} records), then: {str(e)[:80]}"
+        if "\n" in str(e):
+            return False, f"a multi-line trace error: {e!r}"
+    except FileNotFoundError:
+        verdict = "no trace yet"
+    except Exception as e:  # noqa: BLE001
+        return False, f"reading its trace raised {type(e).__name__}: {e}"
+    finally:
+        trace.unlink(missing_ok=True)
+    return True, verdict
+
+
+# --- the parent ----------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--device", default="amdgpu:virtual")
+    p.add_argument("--processes", type=int, default=2)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--interval", type=float, default=60.0, help="seconds between reports")
+    p.add_argument("--fault-every", type=float, default=20.0, help="seconds between faults")
+    p.add_argument("--kill-every", type=float, default=45.0,
+                   help="seconds between killed clients")
+    p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--victim", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.victim:
+        victim(args.device)
+        return 0
+    seconds = args.minutes * 60
+    if args.worker is not None:
+        Worker(args.device, args.threads, seconds, args.interval, args.fault_every,
+               args.worker).run()
+        return 0
+    print(f"soak: {args.processes} processes x {args.threads} threads on {args.device}, "
+          f"{args.minutes:g} min, host {os.uname().nodename} ({os.cpu_count()} cores, load "
+          f"{os.getloadavg()[0]:.1f}), faults every {args.fault_every:g} s per process, a "
+          f"client killed every {args.kill_every:g} s", flush=True)
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(i), "--device",
+                               args.device, "--minutes", str(args.minutes), "--threads",
+                               str(args.threads), "--interval", str(args.interval),
+                               "--fault-every", str(args.fault_every)],
+                              stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
+    reports: dict[int, list[dict]] = {i: [] for i in range(args.processes)}
+    start = time.monotonic()
+
+    def read(i: int, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                print(f"worker {i}: {line.rstrip()}", flush=True)
+                continue
+            reports[i].append(rec)
+            print(f"{(time.monotonic() - start) / 60:5.1f} min worker {i}: {rec['rounds']} "
+                  f"rounds, {rec['checked']} results checked, {rec['timed']} timed, "
+                  f"{rec['traced']} traced, errors {rec['errors']}, faults reported "
+                  f"{rec['faults']['reported']}/{rec['faults']['injected']}, rss "
+                  f"{rec['rss_mb']} MiB, fds {rec['fds']}, threads {rec['threads']}"
+                  f"{' (final)' if rec['final'] else ''}", flush=True)
+            for what in rec["first_errors"] + rec["fault_errors"]:
+                print(f"    {what}", flush=True)
+
+    readers = [threading.Thread(target=read, args=(i, pr)) for i, pr in enumerate(procs)]
+    for r in readers:
+        r.start()
+    kills = {"done": 0, "right": 0}
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        while time.monotonic() - start + args.kill_every < seconds:
+            time.sleep(args.kill_every)
+            ok, what = kill_a_client(args.device, Path(tmp), kills["done"])
+            kills["done"] += 1
+            kills["right"] += int(ok)
+            print(f"{(time.monotonic() - start) / 60:5.1f} min killed client "
+                  f"{kills['done']}: {'ok' if ok else 'WRONG'}, {what}", flush=True)
+    for pr in procs:
+        pr.wait()
+    for r in readers:
+        r.join()
+    return verdict(reports, kills, [pr.returncode for pr in procs])
+
+
+def verdict(reports: dict[int, list[dict]], kills: dict, codes: list[int]) -> int:
+    bad = []
+    for i, recs in reports.items():
+        if codes[i] != 0 or not recs or not recs[-1]["final"]:
+            bad.append(f"worker {i} ended with status {codes[i]} without a final report")
+            continue
+        last = recs[-1]
+        if last["errors"]:
+            bad.append(f"worker {i}: {last['errors']} errors")
+        if last["faults"]["reported"] != last["faults"]["injected"]:
+            bad.append(f"worker {i}: faults reported {last['faults']['reported']} of "
+                       f"{last['faults']['injected']}")
+        live = [r for r in recs if not r["final"]]
+        if len(live) >= 3:  # the first interval warms up; compare the second with the last
+            a, b = live[1], live[-1]
+            if b["fds"] != a["fds"] or b["threads"] != a["threads"]:
+                bad.append(f"worker {i}: fds {a['fds']} -> {b['fds']}, threads "
+                           f"{a['threads']} -> {b['threads']}")
+            if b["rss_mb"] - a["rss_mb"] > 64:
+                bad.append(f"worker {i}: rss {a['rss_mb']} -> {b['rss_mb']} MiB")
+    if kills["right"] != kills["done"]:
+        bad.append(f"killed clients handled right: {kills['right']} of {kills['done']}")
+    total = sum(r[-1]["checked"] for r in reports.values() if r)
+    faults = sum(r[-1]["faults"]["injected"] for r in reports.values() if r)
+    print(f"soak: {total} results checked, {faults} faults injected, {kills['done']} clients "
+          f"killed: "
+          + ("PASS" if not bad else "FAIL: " + "; ".join(bad)), flush=True)
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
