@@ -12,6 +12,7 @@ register, a malformed packet, a bad IB) are checked on hand-built streams.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import time
 import types
 
@@ -399,3 +400,20 @@ def test_a_bad_pm4_ib_faults_the_aql_queue_with_the_offset(vp):
     assert str(queue.error).startswith(
         f"queue {queue.id} packet 0: PM4 IB1 at 0x{buf:x} dword 2: SET_SH_REG writes "
         "COMPUTE_THREAD_TRACE_ENABLE")
+
+
+def test_release_mem_interrupts_in_a_pm4_ib_reach_the_device_side(vp):
+    """The emulated kernel turns them into KFD events: DeviceSide.interrupt receives them."""
+    seen: list[Interrupt] = []
+    vp._side = dataclasses.replace(vp._side, interrupt=seen.append)
+    host = next(x.handle for x in vp.agent_pools(vp.cpu_agents()[0].handle) if x.is_kernarg)
+    buf = vp.memory_pool_allocate(host, 4096)
+    words = pm4.release_mem("gfx11", buf + 512, 5, pm4.DataSel.DATA32,
+                            pm4.IntSel.INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=12)
+    vp.memory.view(buf, 4 * len(words)).view(np.uint32)[:] = words
+    gfx1100 = next(a.handle for a in vp.gpu_agents() if a.name == "gfx1100")
+    queue = vp.queue_create(gfx1100, 64)
+    done = vp.signal_create(1)
+    publish(queue, pm4.pm4_ib_aql_packet(buf, len(words), completion_signal=done))
+    vp.signal_wait(done, SignalCondition.LT, 1, 10.0)
+    assert seen == [Interrupt("release_mem", 12, buf + 512, 5)]

@@ -75,14 +75,16 @@ class DeviceSide:
     """What a queue and its packet processor work with, passed in by whoever builds them
     (the virtual provider, the emulated driver) rather than read from its private fields:
     the signal table, the memory the packets and kernels address, the kernel behind a
-    kernel_object (name, and symbol for the kernarg alignment; None when unknown), and how
-    dispatches without the barrier bit run ("reverse", else in order)."""
+    kernel_object (name, and symbol for the kernarg alignment; None when unknown), how
+    dispatches without the barrier bit run ("reverse", else in order), and where interrupts
+    of PM4 run through PM4_IB packets go (hsa.virtual.pm4.Interrupt; None: dropped)."""
 
     signals: Any  # SignalTable (or the emulated driver's RocrSignals)
     memory: Any  # MemoryMap (or ThunkMemory)
     kernel_name: Callable[[int], str]
     kernel_symbol: Callable[[int], Any]
     overlap: str | None = None
+    interrupt: Callable[[Any], None] | None = None
 
 
 class VirtualQueue(Queue):
@@ -537,7 +539,7 @@ class PacketProcessor:
         if proc is None:
             info = self.agent.info
             proc = self._pm4 = Pm4Processor(
-                self.memory, target=info.isa, agent=info.handle,
+                self.memory, target=info.isa, agent=info.handle, interrupt=self.side.interrupt,
                 label=f"queue {self.queue.id}", queue_address=self.queue.handle,
                 lds_size=self.agent.lds_size, stop=self._stopped)
         proc.label = f"queue {self.queue.id} packet {packet_id}"
