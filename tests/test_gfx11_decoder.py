@@ -50,7 +50,8 @@ def _code_objects() -> list[tuple[str, bytes]]:
     objs.append(("wmma-cases", build_code_object(wmma_source(), "assembler")))
     # the Triton corpus (Triton 3.9's own LLVM): real compiler output nobody here tuned
     corpus = Path(__file__).parent / "data" / "codeobjects" / "triton_corpus"
-    objs += [(f"triton-{p.stem}", p.read_bytes()) for p in sorted(corpus.glob("*.hsaco"))]
+    objs += [(f"triton-{p.stem}", p.read_bytes())
+             for p in sorted(corpus.glob("*_gfx1100.hsaco"))]  # the gfx1201 builds: gfx12 decoder
     # The IREE part is optional only where IREE is not installed; a failed compile fails.
     if not _iree_installed():
         return objs
