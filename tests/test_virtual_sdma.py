@@ -170,3 +170,36 @@ def test_bad_packets_and_addresses_fault_with_their_offset(vp):
     q3.submit(sdma.poll_regmem(0x1234 << 2, 1, memory=False))
     with pytest.raises(SdmaFault, match="polls register 0x1234"):
         q3.engine.process()
+
+
+def test_ring_workers_run_on_doorbells_stop_and_report_faults(vp):
+    from hsa.virtual.pm4 import Pm4Processor, Pm4Ring
+    from hsa.virtual.ring_worker import RingWorker
+    from packets import pm4
+    q = Queue(vp, "gfx942")
+    worker = RingWorker(q.engine, "sdma 0")
+    src, dst = q.alloc(256), q.alloc(256, device=True)
+    q.mem.view(src, 256)[:] = np.arange(256, dtype=np.uint8)
+    q.submit([*sdma.copy_linear("gfx9", dst, src, 256), *sdma.trap(3)])
+    worker.ring_doorbell(q.put)  # SDMA doorbells carry the write pointer in bytes
+    assert worker.wait_idle(10) and worker.error is None
+    assert bytes(q.mem.view(dst, 256)) == bytes(range(256)) and q.seen[-1].context == 3
+    errors = []
+    bad = RingWorker(Queue(vp, "gfx942").engine, "sdma 1", on_error=errors.append)
+    bad.engine.memory.view(bad.engine.base, 4).view(np.uint32)[0] = 3  # opcode 3
+    bad.ring_doorbell(4)
+    assert bad.wait_idle(10) and isinstance(bad.error, SdmaFault) and errors == [bad.error]
+    bad.ring_doorbell(8)  # ignored after a fault
+    # a PM4 ring blocked in WAIT_REG_MEM: stop() wakes it and the thread ends without error
+    host = q.alloc(4096)
+    flag, ring, ptrs = host, host + 1024, host + 64
+    words = pm4.wait_reg_mem(flag, 1, function=pm4.WaitFunction.EQ)
+    q.mem.view(ring, 4 * len(words)).view(np.uint32)[:] = words
+    pm4_worker = RingWorker(Pm4Ring(Pm4Processor(q.mem, target="gfx942"), ring, 1024, ptrs,
+                                    ptrs + 8), "pm4 0")
+    pm4_worker.ring_doorbell(len(words))
+    assert not pm4_worker.wait_idle(0.1) and pm4_worker.running  # waiting for the flag
+    pm4_worker.stop()
+    assert not pm4_worker.running and pm4_worker.error is None
+    worker.stop()
+    bad.stop()

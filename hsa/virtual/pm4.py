@@ -526,6 +526,15 @@ class Pm4Ring:
     def rptr(self) -> int:
         return int(self._rptr[0])
 
+    @property
+    def stop(self) -> Callable[[], bool]:
+        """The processor's stop test (hsa.virtual.ring_worker sets it)."""
+        return self.cp.stop
+
+    @stop.setter
+    def stop(self, test: Callable[[], bool]) -> None:
+        self.cp.stop = test
+
     def process(self, new_wptr: int | None = None) -> int:
         """Run every packet from the read pointer up to `new_wptr` (default: the write
         pointer in memory). Returns the dwords consumed. After a fault the ring stays
