@@ -160,7 +160,8 @@ def _summary(result: Any, console: Any) -> None:
         rows.append(("device us / call", f"{dev_us:.1f} (median)" if dev_us is not None
                      else f"{pc['wall_us_per_call']:.1f} (median, submit to done)"))
         if pc["host_share"] is not None:
-            rows.append(("host share", f"{pc['host_share']:.3f} (host / (host + device))"))
+            rows.append(("host share", f"{pc['host_share']:.3f} " + (
+                "(host / (host + device))" if dev_us is not None else "(host / call)")))
     for note in result.notes:
         rows.append(("", note))
     rows.append(("compile / run s", f"{result.compile_s:.2f} / {result.run_s:.2f}"))

@@ -189,14 +189,15 @@ class _CallTimer:
         host = float(np.median(self.host) * 1e6)
         wall = float(np.median(self.wall) * 1e6)
         dev = float(np.median(self.device_us)) if self.device_us else None
-        busy = dev if dev is not None else wall
         return {
             "calls": len(self.host), "dispatches_per_call": dispatches,
             "host_us_per_call": round(host, 2), "wall_us_per_call": round(wall, 2),
             "device_us_per_call": None if dev is None else round(dev, 2),
             "host_us_per_dispatch": round(host / max(dispatches, 1), 3),
             # the host's part of a call: issuing it against the device's time running it
-            "host_share": round(host / (host + busy), 4) if host + busy > 0 else None,
+            # (HSA timestamps), or against the whole call, submit to done (Vulkan)
+            "host_share": (round(host / (host + dev), 4) if dev is not None and host + dev > 0
+                           else round(host / wall, 4) if wall > 0 else None),
         }
 
 

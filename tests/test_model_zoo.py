@@ -38,8 +38,9 @@ def _device(spec: str) -> str:
     return spec
 
 
-@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan"])
+@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan", "amdgpu:virtual:gfx942"])
 def test_cnn(capsys, spec):
+    """gfx942's code for the convolutions indexes with v_mad_legacy_u16."""
     rc, d, err = _run(capsys, "cnn", "--device", _device(spec), "--repeat", "2")
     assert rc == 0 and d["correct"] is True, (d, err)
     assert d["max_abs_error"] < 1e-4
