@@ -693,7 +693,9 @@ class RocrProvider(HsaProvider):
         queue_type: QueueType = QueueType.MULTI,
         callback: QueueErrorCallback | None = None,
     ) -> Queue:
-        state: dict[str, Any] = {}
+        # the callback lives in `state`, not in the closure: a destroyed queue's thunk is
+        # kept (below), and must not keep the caller's lane and device alive with it
+        state: dict[str, Any] = {"callback": callback}
         faults = self._last_fault
         status_string = self.api.status_string
 
@@ -713,8 +715,9 @@ class RocrProvider(HsaProvider):
                         error = QueueError(status, text, call)
                 state["error"] = error
                 queue = state.get("queue")
-                if callback is not None and queue is not None:
-                    callback(status, queue)
+                call_back = state.get("callback")
+                if call_back is not None and queue is not None:
+                    call_back(status, queue)
             except BaseException as exc:  # noqa: BLE001
                 state.setdefault("error", exc)
                 state["callback_error"] = exc
@@ -758,6 +761,7 @@ class RocrProvider(HsaProvider):
             if entry is not None:
                 # ROCr's event thread may still be inside the callback: keep its thunk.
                 self._retired_thunks.append(entry[1])
+            queue._state.pop("callback", None)
 
     def profiling_set_enabled(self, queue: Queue, enabled: bool) -> None:
         self._optional("hsa_amd_profiling_set_profiler_enabled")(queue.handle, int(bool(enabled)))
