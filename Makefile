@@ -4,10 +4,11 @@ PY := .venv/bin/python
 
 .PHONY: setup demo test test-fast bench lint fuzz
 
-# The public API that `make lint` type-checks.
-TYPED := amdgpu/device.py amdgpu/command_buffer.py amdgpu/buffer.py amdgpu/fill.py \
-	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py \
-	ground/errors.py ground/status.py
+# What `make lint` type-checks: whole packages where they are clean, else the driver's
+# public API module by module (widen it as modules become clean).
+TYPED := ground packets compiler \
+	amdgpu/device.py amdgpu/command_buffer.py amdgpu/buffer.py amdgpu/fill.py \
+	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py
 
 setup:
 	@bash scripts/setup.sh

@@ -65,6 +65,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ground.errors import CompileError
 
@@ -650,7 +651,7 @@ class _ProgramReader:
             if len(outs) == 1 and src[2] == 0 and length == alloca_size[j]:
                 output_of_alloca[j] = outs[0]
         transient_of_alloca: dict[int, int] = {}
-        transients = []
+        transients: list[dict] = []
         for j in range(len(alloca_size)):
             if j not in output_of_alloca:
                 transient_of_alloca[j] = len(transients)
@@ -677,7 +678,7 @@ class _ProgramReader:
             kind_, idx = classify(origin)
             return {"kind": kind_, "index": idx, "offset": origin[2], "length": length}
 
-        dispatches = []
+        dispatches: list[dict] = []
         per_target = []
         ordered: list[dict] = []
         barrier = False
@@ -948,7 +949,9 @@ def _hsaco_variant(run: _Run, target: str, read: dict, source_name: str) -> Iree
 
 def _spirv_variant(run: _Run, abi: str, read: dict, source_name: str,
                    vulkan_target: str) -> IreeVariant:
-    modules, entry_points, blob = [], {}, bytearray()
+    modules: list[Any] = []
+    entry_points: dict[str, Any] = {}
+    blob = bytearray()
     capabilities: list[str] = []
     layouts = {d["kernel"]: d for d in read["dispatches"]}
     for _name, data in sorted(run.binaries.items()):
@@ -1027,7 +1030,8 @@ def compile_mlir(
     result = IreeResult()
     first_structure = None
     source_text = path.read_text(errors="replace")
-    jobs = [(t, _amd_device_flags(t), None) for t in gfx_targets]
+    jobs: list[tuple[str, list[str], str | None]] = [
+        (t, _amd_device_flags(t), None) for t in gfx_targets]
     jobs += [("vulkan", vulkan_device_flags(a, vulkan_target), a) for a in vulkan_abis]
     vulkan_errors: list[CompileError] = []
     needs_f64 = re.search(r"\bf64\b", source_text) is not None

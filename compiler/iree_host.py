@@ -82,7 +82,7 @@ class _Writer:
             "types": [str(v.type) for v in op.results],
             "in_types": [str(v.type) for v in op.operands],
         }
-        attrs = {}
+        attrs: dict[str, Any] = {}
         for name in op.attributes:
             if name in _SKIP_ATTRS:
                 continue

@@ -11,6 +11,8 @@ the first bad packet. Vector-valued fields:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ground.errors import PacketError
@@ -358,9 +360,9 @@ def _sizes(name: str, value) -> tuple[np.ndarray, int]:
     return arr, k
 
 
-def _vectors(name: str, value, width: int) -> np.ndarray:
+def _vectors(name: str, value: Any, width: int) -> np.ndarray:
     """(rows, width) uint64 array, zero padded; 1-D input is shared by every packet."""
-    arr = np.asarray(value)
+    arr: Any = np.asarray(value)
     if arr.size == 0:
         return np.zeros((1, width), np.uint64)
     if arr.ndim == 1:
@@ -400,12 +402,12 @@ def _count(count: int | None, *arrays: np.ndarray) -> int:
     return n
 
 
-def _first_bad(n: int, bad: np.ndarray, message: str, *values) -> None:
+def _first_bad(n: int, bad: Any, message: str, *values: Any) -> None:
     bad = np.broadcast_to(bad, (n,)) if np.ndim(bad) else np.full(n, bool(bad))
     if not bad.any():
         return
     i = int(np.argmax(bad))
-    shown = []
+    shown: list[Any] = []
     for v in values:
         if v is None:
             shown.append("")

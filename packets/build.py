@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from ground.errors import PacketError
 
@@ -72,6 +73,12 @@ def kernel_dispatch(
     `grid_size` counts work-items, not workgroups. `dims` defaults to the longer tuple."""
     # An int, a tuple or a list of 1 to 3 ints inline (the common forms cost about the
     # same as an int); everything else through the general normaliser (_dim3).
+    wx: Any
+    wy: Any
+    wz: Any
+    gx: Any
+    gy: Any
+    gz: Any
     t = type(workgroup_size)
     if t is int:
         wx, wy, wz, nw = workgroup_size, 1, 1, 1
@@ -336,7 +343,8 @@ def invalid() -> bytes:
 # --- diagnosis (runs only after a fast check failed) -------------------------------------
 
 
-def _dim3(name: str, value: Sequence[int]) -> tuple[int, int, int, int]:
+def _dim3(name: str, value: Any) -> tuple[int, int, int, int]:
+    """(x, y, z, dims) of an int, a numpy integer or a sequence of 1 to 3 of them."""
     if type(value) is not tuple and type(value) is not list:
         try:
             return operator.index(value), 1, 1, 1  # a numpy integer scalar

@@ -170,7 +170,7 @@ class Ring:
             src = last[1]
         else:
             src = _block_view(block)
-            if type(block) is np.ndarray and (src.obj is block or src.obj.base is block):
+            if _is_view_of(src, block):
                 self._last = (block, src)
         nbytes = src.nbytes
         n = nbytes >> 6
@@ -293,7 +293,7 @@ class Ring:
             src = last[1]
         else:
             src = _block_view(block)
-            if type(block) is np.ndarray and (src.obj is block or src.obj.base is block):
+            if _is_view_of(src, block):
                 # a view, not a copy: stays right however the array's contents change
                 # (bytearrays are not kept: a held view would stop them from resizing)
                 self._last = (block, src)
@@ -427,6 +427,12 @@ def _pause(spins: int) -> int:
     else:
         time.sleep(min(1e-3, 2e-5 * (spins - 15)))
     return spins + 1
+
+
+def _is_view_of(src: memoryview, block: object) -> bool:
+    """`src` reads `block`'s own memory (a numpy array's, not a copy): it can be kept."""
+    return type(block) is np.ndarray and (src.obj is block or getattr(src.obj, "base", None)
+                                          is block)
 
 
 def _block_view(block) -> memoryview:

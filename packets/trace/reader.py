@@ -7,7 +7,8 @@ import io
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import msgpack
 
@@ -160,6 +161,7 @@ class TraceReader:
             if self.checksummed and kind not in KNOWN_KINDS:
                 raise unknown_kind(offset, kind)
             crc = crc32(payload, crc32(head, crc))
+            out: Sequence[Any]
             try:
                 if kind == _KIND_BATCH:
                     out = parse_batch(payload, offset)
@@ -168,7 +170,7 @@ class TraceReader:
                     out = self.template_of(replay).packet_records(replay)
                 else:
                     rec = _parse(kind, flags, payload, offset)
-                    if kind == RecordKind.BLOCK_TEMPLATE:
+                    if isinstance(rec, BlockTemplateRecord):
                         self.templates[rec.template_id] = rec
                     out = (rec,)
             except (struct.error, ValueError, TypeError, KeyError, UnicodeDecodeError,
@@ -235,7 +237,10 @@ def _parse_replay(payload: bytes, offset: int = -1) -> BlockReplayRecord:
     if len(payload) != _BLOCK_REPLAY.size + 8 * n:
         raise ValueError(f"block replay of {n} bindings holds {len(payload)} bytes")
     bindings = struct.unpack_from(f"<{n}Q", payload, _BLOCK_REPLAY.size)
-    return BlockReplayRecord(*head[:8], bindings, offset)
+    queue_id, first_id, reserve_ns, publish_ns, doorbell_ns, template_id, base, signal = (
+        head[:8])
+    return BlockReplayRecord(queue_id, first_id, reserve_ns, publish_ns, doorbell_ns,
+                             template_id, base, signal, bindings, offset)
 
 
 def parse_batch(payload: bytes, offset: int = -1) -> list[PacketRecord]:
