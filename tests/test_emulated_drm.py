@@ -174,6 +174,12 @@ def test_the_rest_of_what_libdrm_and_tools_ask(node):
     sdma = drm.drm_amdgpu_info_hw_ip.from_buffer_copy(ask(
         drm.AMDGPU_INFO_HW_IP_INFO, 32, query_hw_ip={"type": drm.AMDGPU_HW_IP_DMA}))
     assert bin(sdma.available_rings).count("1") == 16  # MI300X: 2 PCIe + 14 XGMI engines
+    # GFX on an MI300X, UVD anywhere: the kernel answers "none", not an error
+    for ip_type in (0, 3):
+        none = drm.drm_amdgpu_info_hw_ip.from_buffer_copy(ask(
+            drm.AMDGPU_INFO_HW_IP_INFO, 32, query_hw_ip={"type": ip_type}))
+        assert none.available_rings == 0
+        assert ask(drm.AMDGPU_INFO_HW_IP_COUNT, 4, query_hw_ip={"type": ip_type}) == bytes(4)
     vram = drm.drm_amdgpu_info_vram_gtt.from_buffer_copy(ask(drm.AMDGPU_INFO_VRAM_GTT, 24))
     assert vram.vram_size == MODELS["gfx942"].vram_bytes
     mem = drm.drm_amdgpu_memory_info.from_buffer_copy(ask(drm.AMDGPU_INFO_MEMORY, 96))
@@ -183,13 +189,21 @@ def test_the_rest_of_what_libdrm_and_tools_ask(node):
     assert fw.ver == sysfs.FW_VERSION
 
 
+def test_radeons_have_a_gfx_ring(tmp_path):
+    radeon = sysfs.write_topology(tmp_path, parse_node("gfx1201"))[0]
+    arg = _info(drm.AMDGPU_INFO_HW_IP_INFO, 32, query_hw_ip={"type": drm.AMDGPU_HW_IP_GFX})
+    [(_, data)] = drm.pointer_writes(drm.DRM_IOCTL_AMDGPU_INFO, arg, radeon)
+    gfx = drm.drm_amdgpu_info_hw_ip.from_buffer_copy(data)
+    assert (gfx.hw_ip_version_major, gfx.available_rings) == (12, 1)
+
+
 @pytest.mark.parametrize("arg,code", [
     (_info(0x7F, 8), errno.EINVAL),  # a query no kernel knows
     (_info(drm.AMDGPU_INFO_DEV_INFO, 0), errno.EINVAL),  # no room for the answer
     (_info(drm.AMDGPU_INFO_DEV_INFO, 8, pointer=0), errno.EINVAL),
     (_info(drm.AMDGPU_INFO_READ_MMR_REG, 4, read_mmr_reg={"dword_offset": 0x1234, "count": 1}),
      errno.EINVAL),
-    (_info(drm.AMDGPU_INFO_HW_IP_INFO, 32, query_hw_ip={"type": 3}), errno.EINVAL),  # UVD
+    (_info(drm.AMDGPU_INFO_HW_IP_INFO, 32, query_hw_ip={"type": 10}), errno.EINVAL),
 ])
 def test_refusals_carry_the_kernels_errno(node, arg, code):
     for call in (drm.answer, drm.pointer_writes):

@@ -7,7 +7,8 @@ libhsakmt's topology.c and fmm.c, and by ROCr's GpuAgent for gpu_counter_freq):
 DRM_IOCTL_VERSION (twice: lengths, then strings; libdrm_amdgpu wants major 3),
 DRM_IOCTL_AMDGPU_INFO with ACCEL_WORKING, DEV_INFO, and READ_MMR_REG of GB_ADDR_CONFIG
 (0x263e, the only register read for gfx9 and later). Also answered, for tools such as
-rocm-smi and amdgpu_top: HW_IP_COUNT, HW_IP_INFO, FW_VERSION, VRAM_GTT, MEMORY and the
+rocm-smi and amdgpu_top, and asked by ROCr 6.4 (HW_IP_INFO of GFX, seen with sid's rocminfo):
+HW_IP_COUNT, HW_IP_INFO, FW_VERSION, VRAM_GTT, MEMORY and the
 usage counters. Anything else fails with EINVAL, as the kernel's amdgpu_info_ioctl does.
 
 The layouts are ctypes structs named as in libdrm's amdgpu_drm.h / drm.h (newest fields
@@ -166,8 +167,10 @@ AMDGPU_INFO_READ_MMR_REG = 0x15
 AMDGPU_INFO_DEV_INFO = 0x16
 AMDGPU_INFO_VIS_VRAM_USAGE = 0x17
 AMDGPU_INFO_MEMORY = 0x19
+AMDGPU_HW_IP_GFX = 0
 AMDGPU_HW_IP_COMPUTE = 1
 AMDGPU_HW_IP_DMA = 2
+HW_IP_TYPES = 10  # AMDGPU_HW_IP_NUM of sid's header (GFX .. VPE); Debian 12's has 9
 AMDGPU_VRAM_TYPE_HBM = 6
 AMDGPU_VRAM_TYPE_GDDR6 = 9
 AMDGPU_FAMILY_AI = 141
@@ -226,19 +229,28 @@ def _dev_info(node: NodeInfo) -> drm_amdgpu_info_device:
 
 
 def _hw_ip(node: NodeInfo, ip_type: int) -> drm_amdgpu_info_hw_ip:
-    gc_major, gc_minor, _ = node.model.gfx_version
+    """As amdgpu_hw_ip_info: a type the kernel knows but the GPU lacks (GFX on the Instinct
+    parts, the video engines everywhere here) is all zeros, no rings, not an error."""
+    if not 0 <= ip_type < HW_IP_TYPES:
+        raise _refuse(f"hardware IP type {ip_type} does not exist")
+    m = node.model
+    gc_major, gc_minor, _ = m.gfx_version
     out = drm_amdgpu_info_hw_ip()
-    if ip_type == AMDGPU_HW_IP_COMPUTE:
+    if ip_type == AMDGPU_HW_IP_GFX and not m.xgmi:  # the Radeon parts draw; MI parts cannot
+        out.hw_ip_version_major, out.hw_ip_version_minor = gc_major, gc_minor
+        out.ib_start_alignment = out.ib_size_alignment = 32
+        out.available_rings = 1
+    elif ip_type == AMDGPU_HW_IP_COMPUTE:
         out.hw_ip_version_major, out.hw_ip_version_minor = gc_major, gc_minor
         out.ib_start_alignment = out.ib_size_alignment = 32
         out.available_rings = (1 << _COMPUTE_RINGS) - 1
     elif ip_type == AMDGPU_HW_IP_DMA:
         out.hw_ip_version_major, out.hw_ip_version_minor = _SDMA_VERSION[gc_major]
         out.ib_start_alignment, out.ib_size_alignment = 256, 4
-        out.available_rings = (1 << node.model.sdma_engines + node.model.sdma_xgmi_engines) - 1
-    else:
-        raise _refuse(f"no hardware IP of type {ip_type} on this GPU")
-    out.ip_discovery_version = (out.hw_ip_version_major << 16) | (out.hw_ip_version_minor << 8)
+        out.available_rings = (1 << m.sdma_engines + m.sdma_xgmi_engines) - 1
+    if out.available_rings:
+        out.ip_discovery_version = ((out.hw_ip_version_major << 16)
+                                    | (out.hw_ip_version_minor << 8))
     return out
 
 
@@ -259,9 +271,7 @@ def _info_reply(info: drm_amdgpu_info, node: NodeInfo) -> bytes:
             raise _refuse(f"register 0x{reg.dword_offset:x} (x{reg.count}) is not readable")
         return bytes(u32(0x26010042 if m.wave_size == 64 else 0x00000545))
     if q == AMDGPU_INFO_HW_IP_COUNT:
-        ip = info.query_hw_ip.type
-        _hw_ip(node, ip)  # refuses an IP the GPU lacks
-        return bytes(u32(1))
+        return bytes(u32(1 if _hw_ip(node, info.query_hw_ip.type).available_rings else 0))
     if q == AMDGPU_INFO_HW_IP_INFO:
         if info.query_hw_ip.ip_instance != 0:
             raise _refuse("one instance per hardware IP")
