@@ -13,12 +13,13 @@
 # recipe below: a changed recipe builds a new one. `--build` only builds, `--path` prints its
 # directory (building it first). chroot needs root.
 #
-# The emulated kernel (issue 28) plugs in through one hook: when scripts/emulated_env.sh
-# exists (the emulated kernel's own script) it is sourced on the host before the chroot; it
-# starts the device server if none runs and exports what a client process needs
-# (LD_PRELOAD of the shim, the server's socket). Those variables are passed into the
-# chroot, with the checkout's paths rewritten to /amdgpu-direct. Without it the command runs
-# against whatever /dev/kfd the host has. AMDGPU_EMULATED_NODE defaults to one gfx942.
+# The emulated kernel (issue 28) plugs in through one hook: scripts/emulated_env.sh, when it
+# exists, is sourced on the host before the chroot; else scripts/emulated.sh (the emulated
+# kernel's launcher) is run on the host with `env -0`, which starts the node's device server
+# if none runs and prints the client environment (LD_PRELOAD of the shim, AMDGPU_*). Those
+# variables go into the chroot with the checkout's paths rewritten to /amdgpu-direct (the
+# shim, built with Debian 12's glibc, runs on sid's newer one). Without either the command
+# runs against whatever /dev/kfd the host has. AMDGPU_EMULATED_NODE defaults to one gfx942.
 set -euo pipefail
 CHECKOUT=$(cd "$(dirname "$0")/.." && pwd)
 MOUNTPOINT=/amdgpu-direct
@@ -153,6 +154,17 @@ inner_env=(PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=
 if [[ -f $CHECKOUT/scripts/emulated_env.sh ]]; then
     # shellcheck source=/dev/null
     source "$CHECKOUT/scripts/emulated_env.sh"
+elif [[ -f $CHECKOUT/scripts/emulated.sh ]]; then
+    # the emulated kernel's launcher starts the node's device server on this host (its
+    # socket is under /tmp, shared with the chroot) and runs its command with the client
+    # environment: run `env -0` under it and keep that environment
+    envfile=$(mktemp)
+    trap 'rm -f "$envfile"' EXIT
+    bash "$CHECKOUT/scripts/emulated.sh" env -0 >"$envfile" ||
+        die "the emulated kernel did not start (bash scripts/emulated.sh failed); run it alone to see why"
+    while IFS= read -r -d '' kv; do
+        case ${kv%%=*} in LD_PRELOAD|AMDGPU_*|HSA_*) export "$kv" ;; esac
+    done <"$envfile"
 fi
 while IFS='=' read -r name value; do
     case $name in
