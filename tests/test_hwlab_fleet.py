@@ -77,7 +77,7 @@ def test_a_fleet_run_merges_every_node(slurm, tmp_path):
     for node in ("lab1", "lab2"):  # the node's name from Slurm is its column
         stress = cells[(f"{node}/amdgpu:virtual", "level1::stress")]
         assert stress["outcome"] == "passed" and stress["figures"]["values"]["dispatches"] > 0
-    assert "2 of 2 node(s) reported (lab1, lab2)" in r.stdout
+    assert "2 of 2 job(s) reported, from node(s) lab1, lab2" in r.stdout
     assert "<h2>Fleet</h2>" in html.read_text()
 
 
@@ -103,7 +103,8 @@ def test_a_node_past_the_timeout_is_cancelled_and_reported(slurm, tmp_path):
                        "--nodes", "1", "--device", "amdgpu:virtual", "--timeout", "6")
     assert r.returncode == 1
     (row,) = report["results"]
-    assert row["outcome"] == "error" and "timed out after 6 s; cancelled" in row["message"]
+    assert row["outcome"] == "error" and "timed out after 6 s (RUNNING)" in row["message"]
+    assert row["message"].endswith("; cancelled")
     assert r.stderr.count("\n") == 1 and "timed out after 6 s" in r.stderr
     job = row["message"].split("(job ")[1].split(")")[0].split("_")[0]
     left = subprocess.run(["squeue", "-h", "-j", job, "-o", "%i"], capture_output=True,

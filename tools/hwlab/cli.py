@@ -98,11 +98,12 @@ def _topology_text(topo: dict) -> str:
     return "\n".join(lines)
 
 
-def _write_reports(report, args, console: Console) -> None:
+def _write_reports(report, args, console: Console, matrices: bool = True) -> None:
     from tools.hwlab import render
 
     render.terminal(report, console)
-    render.matrix_terminal(report, console)
+    if matrices:  # a fleet's are in its HTML report
+        render.matrix_terminal(report, console)
     if args.json:
         report.save(args.json)
         console.print(f"JSON report: {args.json}")
@@ -241,7 +242,7 @@ def cmd_fleet(args) -> int:
         run.outcomes = [fleet.NodeOutcome(i, why=str(e)) for i in range(run.requested)]
         status = 2
     report = fleet.merged_report(run, args.tolerance)
-    _write_reports(report, args, console)
+    _write_reports(report, args, console, matrices=False)
     from tools.hwlab import render
 
     render.fleet_terminal(report, console)

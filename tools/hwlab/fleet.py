@@ -101,10 +101,29 @@ class FleetRun:
     problems: list[str] = field(default_factory=list)  # one line each, as printed
 
 
-def _queued(job_ids: set[str]) -> set[str]:
-    r = _slurm(["squeue", "-h", "-o", "%i"])
-    return {j for j in r.stdout.split() if j.split("_")[0] in job_ids} if r.returncode == 0 \
-        else set(job_ids)
+def _queued(job_ids: set[str]) -> dict[str, str]:
+    """Array task id -> "STATE (reason)" of the tasks of these jobs still in the queue."""
+    r = _slurm(["squeue", "-h", "--array", "-o", "%i|%T|%r"])  # one line per array task
+    out = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        task, state, reason = (line.split("|") + ["", ""])[:3]
+        if task.split("_")[0] in job_ids:
+            out[task] = state + (f" ({reason})" if reason and reason != "None" else "")
+    return out
+
+
+def partition_minutes(partition: str) -> int | None:
+    """The partition's MaxTime in minutes (None: unlimited or not told)."""
+    r = _slurm(["sinfo", "-h", "-p", partition, "-o", "%l"])
+    text = (r.stdout.split() or [""])[0]
+    if r.returncode != 0 or not text or text in ("infinite", "n/a"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    hours, minutes, seconds = parts
+    return (int(days or 0) * 24 + hours) * 60 + minutes + (1 if seconds else 0)
 
 
 def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str],
@@ -112,8 +131,12 @@ def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str
     import submitit
 
     run = FleetRun(partition, level, nodes)
+    minutes = max(1, int(timeout_s // 60) + 1)
+    limit = partition_minutes(partition)
+    if limit is not None:  # a request past the partition's MaxTime would pend for ever
+        minutes = min(minutes, limit)
     executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=0)
-    executor.update_parameters(partition=partition, time=max(1, int(timeout_s // 60) + 1),
+    executor.update_parameters(partition=partition, time=minutes,
                                nodes=1, ntasks_per_node=1, cpus_per_task=1, exclusive=True,
                                job_name=f"hwlab-level{level}", use_srun=False,
                                array_parallelism=nodes)
@@ -125,6 +148,7 @@ def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str
         raise FleetError(f"sbatch refused the job array: {text[-1] if text else e}") from None
     pending = dict(enumerate(jobs))
     gone_since: dict[int, float] = {}
+    queued: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:
         queued = _queued({j.job_id.split("_")[0] for j in pending.values()})
@@ -148,7 +172,9 @@ def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str
         subprocess.run(["scancel", "--full", "--signal=KILL", base], capture_output=True,
                        timeout=30)
     for i, job in pending.items():
-        line = f"task {i} (job {job.job_id}) timed out after {timeout_s:.0f} s; cancelled"
+        state = queued.get(job.job_id, "")
+        line = (f"task {i} (job {job.job_id}) timed out after {timeout_s:.0f} s"
+                f"{' (' + state + ')' if state else ''}; cancelled")
         run.outcomes.append(NodeOutcome(i, why=line))
         run.problems.append(line)
     run.outcomes.sort(key=lambda o: o.task)
@@ -181,7 +207,7 @@ def merged_report(run: FleetRun, tolerance: float = OUTLIER_TOLERANCE) -> LabRep
     report.extra["fleet"] = {
         "partition": run.partition, "level": run.level, "requested_nodes": run.requested,
         "nodes_reported": sorted({o.node for o in run.outcomes if o.report is not None}),
-        "missing": missing, "problems": run.problems,
+        "reported": run.requested - missing, "missing": missing, "problems": run.problems,
         "outliers": outliers(report, tolerance), "tolerance": tolerance,
     }
     return report

@@ -63,7 +63,9 @@ def terminal(report: LabReport, console: Console | None = None) -> None:
     if figures:
         console.print("[bold]figures[/]")
         for r in figures:
-            text = "; ".join(r.message.splitlines())
+            lines = r.message.splitlines()
+            # a level check: what was measured and the verdict (its source is in JSON/HTML)
+            text = "; ".join([lines[0], lines[-1]] if r.figures and len(lines) > 2 else lines)
             console.print(f"  {escape(r.test)} on {escape(r.device)}: {escape(text)}")
 
 
@@ -74,11 +76,10 @@ def fleet_terminal(report: LabReport, console: Console | None = None) -> None:
         return
     console = console or Console()
     console.print(f"[bold]fleet[/]: partition {escape(info['partition'])}, level "
-                  f"{info['level']}, {len(info['nodes_reported'])} of "
-                  f"{info['requested_nodes']} node(s) reported "
-                  f"({', '.join(info['nodes_reported']) or 'none'})")
+                  f"{info['level']}: {info['reported']} of {info['requested_nodes']} job(s) "
+                  f"reported, from node(s) {', '.join(info['nodes_reported']) or 'none'}")
     if info["missing"]:
-        console.print(f"[red]missing[/]: {info['missing']} node(s) sent no report (their rows "
+        console.print(f"[red]missing[/]: {info['missing']} job(s) sent no report (their rows "
                       "say why)")
     if info["outliers"]:
         table = Table(title=f"outliers: worse than the fleet median by more than "
@@ -141,7 +142,8 @@ def _fleet_html(report: LabReport) -> list[str]:
         return []
     e = html.escape
     parts = [f"<h2>Fleet</h2><p>partition {e(info['partition'])}, level {info['level']}: "
-             f"{len(info['nodes_reported'])} of {info['requested_nodes']} node(s) reported"
+             f"{info['reported']} of {info['requested_nodes']} job(s) reported, from node(s) "
+             f"{e(', '.join(info['nodes_reported']) or 'none')}"
              f"{'; ' + str(info['missing']) + ' missing' if info['missing'] else ''}</p>"]
     if info["outliers"]:
         parts.append("<table><tr><th>check</th><th>device</th><th>metric</th><th>figure</th>"
