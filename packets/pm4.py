@@ -63,6 +63,7 @@ class Op(IntEnum):
     SET_SH_REG = 0x76
     SET_UCONFIG_REG = 0x79
     WAIT_REG_MEM64 = 0x93  # nvd.h (gfx10+); IREE's AMDGPU driver waits on 64-bit signals with it
+    SET_SH_REG_INDEX = 0x9B  # nvd.h (gfx10+): SET_SH_REG with an index field in dw1[31:28]
 
 
 # register spaces: (opcode, first absolute dword address, end)
@@ -71,6 +72,7 @@ UCONFIG_REG_START, UCONFIG_REG_END = 0xC000, 0x10000
 CONFIG_REG_START, CONFIG_REG_END = 0x2000, 0x2C00
 REG_SPACES: dict[int, tuple[int, int]] = {
     Op.SET_SH_REG: (SH_REG_START, SH_REG_END),
+    Op.SET_SH_REG_INDEX: (SH_REG_START, SH_REG_END),
     Op.SET_UCONFIG_REG: (UCONFIG_REG_START, UCONFIG_REG_END),
     Op.SET_CONFIG_REG: (CONFIG_REG_START, CONFIG_REG_END),
 }

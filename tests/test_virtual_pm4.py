@@ -417,3 +417,11 @@ def test_release_mem_interrupts_in_a_pm4_ib_reach_the_device_side(vp):
     publish(queue, pm4.pm4_ib_aql_packet(buf, len(words), completion_signal=done))
     vp.signal_wait(done, SignalCondition.LT, 1, 10.0)
     assert seen == [Interrupt("release_mem", 12, buf + 512, 5)]
+
+
+def test_set_sh_reg_index_writes_the_same_registers(vp):
+    """SET_SH_REG_INDEX (nvd.h 0x9B) is SET_SH_REG with an index in dword 1 bits 28-31."""
+    cp = Pm4Processor(vp.memory, target="gfx1201")
+    user0 = pm4.register("gfx12", "COMPUTE_USER_DATA_0") - pm4.SH_REG_START
+    cp.run_stream(pm4.packet(pm4.Op.SET_SH_REG_INDEX, user0 | 3 << 28, 0xAB, 0xCD))
+    assert (cp.reg("COMPUTE_USER_DATA_0"), cp.reg("COMPUTE_USER_DATA_1")) == (0xAB, 0xCD)
