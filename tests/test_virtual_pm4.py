@@ -425,3 +425,53 @@ def test_set_sh_reg_index_writes_the_same_registers(vp):
     user0 = pm4.register("gfx12", "COMPUTE_USER_DATA_0") - pm4.SH_REG_START
     cp.run_stream(pm4.packet(pm4.Op.SET_SH_REG_INDEX, user0 | 3 << 28, 0xAB, 0xCD))
     assert (cp.reg("COMPUTE_USER_DATA_0"), cp.reg("COMPUTE_USER_DATA_1")) == (0xAB, 0xCD)
+
+
+def test_tinygrads_copy_then_compute_across_sdma_and_pm4_rings(vp, code_objects):
+    """tinygrad's pattern: the SDMA queue copies x in and signals; the PM4 queue waits for that
+    signal (WAIT_REG_MEM), runs axpy and signals. Each ring runs on its own doorbell worker;
+    the compute queue is rung first and waits for the copy."""
+    from tinygrad.runtime.ops_amd import AMDCopyQueue
+    from tinygrad.runtime.support.amd import import_module
+
+    from hsa.virtual.ring_worker import RingWorker
+    from hsa.virtual.sdma import SdmaEngine
+    s = System(vp, "gfx1100", code_objects["axpy", "gfx1100"])
+    x, y, by, args = s.axpy_buffers(np.random.default_rng(5))
+    staging = s.alloc(4 * N)
+    s.write(staging, x.tobytes())
+    bx = int(s.view(args, 16).view(np.uint64)[1])
+    s.view(bx, 4 * N)[:] = 0  # x arrives by SDMA
+    sig = s.alloc(64)
+    signal = types.SimpleNamespace(value_addr=sig, timestamp_addr=sig + 8, owner=None,
+                                   is_timeline=False)
+    done = types.SimpleNamespace(value_addr=sig + 32, timestamp_addr=sig + 40, owner=None,
+                                 is_timeline=False)
+    cq = AMDCopyQueue(types.SimpleNamespace(sdma=import_module("sdma", (6, 0, 0)),
+                                            target=(11, 0, 0)))
+    cq.copy(types.SimpleNamespace(va_addr=bx), types.SimpleNamespace(va_addr=staging), 4 * N)
+    cq.signal(signal, 1)
+    q = AMDComputeQueue(s.dev)
+    q.wait(signal, 1)
+    q.exec(s.prg, types.SimpleNamespace(bind_data=[], buf=types.SimpleNamespace(va_addr=args)),
+           (N // 64, 1, 1), (64, 1, 1))
+    q.signal(done, 2)
+    rings = []
+    for words in (list(q._q), list(cq._q)):
+        ring, ptrs = s.alloc(8192), s.alloc(16)
+        s.view(ring, 4 * len(words)).view(np.uint32)[:] = words
+        rings.append((ring, ptrs, len(words)))
+    (pr, pp, pn), (sr, sp, sn) = rings
+    compute = RingWorker(Pm4Ring(Pm4Processor(vp.memory, target="gfx1100", agent=s.gpu), pr,
+                                 8192, pp, pp + 8), "pm4 0")
+    copy = RingWorker(SdmaEngine(vp.memory, sr, 8192, sp, sp + 8, target="gfx1100",
+                                 agent=s.gpu), "sdma 0")
+    compute.ring_doorbell(pn)  # dwords
+    assert not compute.wait_idle(0.05)  # waiting for the copy's signal
+    copy.ring_doorbell(4 * sn)  # bytes
+    assert copy.wait_idle(30) and compute.wait_idle(30)
+    assert compute.error is None and copy.error is None
+    assert int(s.view(sig + 32, 4).view(np.uint32)[0]) == 2
+    np.testing.assert_array_equal(s.view(by, 4 * N).view(np.float32), fma(2.5, x, y))
+    compute.stop()
+    copy.stop()
