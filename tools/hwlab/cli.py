@@ -189,6 +189,9 @@ def _run_level(args) -> int:
     return 1 if report.failed else 0
 
 
+LEVELS_DOC = "docs/HWLAB.md, Validation levels"
+
+
 def cmd_levels(args) -> int:
     """Every model's level files (each one parsed: a bad line is named), or the named files."""
     from tools.hwlab import levels
@@ -200,14 +203,16 @@ def cmd_levels(args) -> int:
         return 0
     console = Console()
     table = Table(title="hwlab levels")
-    for col in ("model", "levels", "match", "checks (level 1)"):
+    for col in ("model", "levels", "match", "checks (level 1)", "level file"):
         table.add_column(col, overflow="fold")
     for model, numbers in levels.models().items():
         first = levels.load(levels.LEVEL_DIR / model / f"level_{numbers[0]}.conf")
         table.add_row(model, ", ".join(map(str, numbers)),
-                      " ".join(t.text for t in first.match),
-                      ", ".join(dict.fromkeys(c.name for c in first.checks)))
+                      " ".join(t.text for t in first.match), str(len(first.checks)),
+                      f"{model}/level_{numbers[0]}.conf")
     console.print(table)
+    console.print(f"checks: {', '.join(levels.CHECKS)} (every model's files name their "
+                  f"thresholds' sources; {LEVELS_DOC})", highlight=False)
     return 0
 
 
