@@ -8,7 +8,8 @@ PY := .venv/bin/python
 # public API module by module (widen it as modules become clean).
 TYPED := ground packets compiler \
 	amdgpu/device.py amdgpu/command_buffer.py amdgpu/buffer.py amdgpu/fill.py \
-	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py
+	amdgpu/geometry.py amdgpu/selection.py amdgpu/errors.py hsa/abi/hidden_args.py hsa/status.py \
+	hsa/virtual/pm4.py hsa/virtual/sdma.py hsa/virtual/ring_worker.py
 
 setup:
 	@bash scripts/setup.sh
