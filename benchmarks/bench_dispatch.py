@@ -288,14 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     floor = statistics.median(bench_memcpy(nbytes, 40))
     cold = statistics.median(bench_memcpy(nbytes, 40, 1 << 23))  # as the held queue's
     warm = statistics.median(bench_memcpy(nbytes, 40, DRAINED_QUEUE * 64))  # the drained's
-    held_copy = statistics.median(ring_copies[False])
+    held_copy = statistics.median(ring_copies.get(False, [float("nan")]))
     drained_copy = statistics.median(ring_copies.get(True, [float("nan")]))
     print(
         f"baseline: memcpy of the same {nbytes} packet bytes (numpy copyto, no publish), "
         f"medians: {floor:.1f} us between two arrays; {cold:.1f} us into successive places "
         f"of an 8 MiB array (as the replays into a queue that holds them all: written where "
         f"nothing was since it was made), {held_copy:.1f} us into such a queue's own ring "
-        f"after its replays ({len(ring_copies[False])} copies); {warm:.1f} us into "
+        f"after its replays ({len(ring_copies.get(False, []))} copies); {warm:.1f} us into "
         f"successive places of a 1 MiB array"
         + ("" if emulated else
            f", {drained_copy:.1f} us into a drained {DRAINED_QUEUE}-packet queue's ring (~)")

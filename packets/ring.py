@@ -222,6 +222,13 @@ class Ring:
         self._doorbell(idx + n - 1)
         return idx
 
+    def use_block_publishers(self, ready: Callable[..., int], rows: Callable[..., int]) -> None:
+        """Publish blocks with `ready` and `rows` (the same steps as publish_ready and
+        publish_rows, compiled: amdgpu/hsa_backend/hotpath.c's ReadyPublisher) on this
+        ring from now on; they keep this ring's indices and counter."""
+        self.publish_ready = ready  # type: ignore[method-assign]
+        self.publish_rows = rows  # type: ignore[method-assign]
+
     def _copy_in(self, src: memoryview, idx: int) -> int:
         """`src` into the ring from packet id `idx` on (two copies where it wraps); returns
         the byte offset of its first slot."""

@@ -126,9 +126,10 @@ class _Segment:
     # Small segments patch from Python through memoryviews: a handful of scalar stores
     # cost less than numpy's per-call overhead (see SMALL_SITES / SMALL_ROWS).
     sites: list[tuple[int, int, int]] = field(default_factory=list)  # (u64 word, binding, +)
-    template_bytes: memoryview | None = None  # the template as bytes (B)
-    template_words: memoryview | None = None  # the template as u64 words (Q)
-    block_words: memoryview | None = None  # the packet block as u64 words (Q)
+    # views made once the segment is built (memoryviews; None before):
+    template_bytes: Any = None  # the template as bytes (B)
+    template_words: Any = None  # the template as u64 words (Q)
+    block_words: Any = None  # the packet block as u64 words (Q)
     row_offsets: list[int] = field(default_factory=list)  # kernarg_offsets as ints
     header_list: list[int] = field(default_factory=list)  # headers as ints
     # parameters: the derivations read (values appended to the binding table at submit),
@@ -349,6 +350,7 @@ class HsaCommandBuffer(CommandBuffer):
         word = _fill_word(pattern, nbytes, buffer)
         blits = self.device.blit_kernels() if word is not None else None
         if blits is not None:
+            assert nbytes is not None  # a fill word exists only for a known length
             self._pending_barrier = True  # after what came before, before what comes after
             n = nbytes // 4
             self.dispatch(blits["fill"], n, 256, (buffer, word, np.uint32(n)))
@@ -539,8 +541,10 @@ class HsaCommandBuffer(CommandBuffer):
         self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint],
         params: Any = None,
     ) -> TimelinePoint:
-        if self._segments is None:
-            self.check_finalized()
+        segments = self._segments
+        if segments is None:
+            self.check_finalized()  # raises: not finalized
+            raise AssertionError("unreachable")
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
         seg = self._only
@@ -556,10 +560,10 @@ class HsaCommandBuffer(CommandBuffer):
             tables = [
                 addrs + tuple(_derive(k, values) for k in seg.param_keys)
                 if seg.__class__ is _Segment and seg.param_keys else addrs
-                for seg in self._segments
+                for seg in segments
             ]
         else:  # no parameters: every segment's table is the bindings'
-            tables = [addrs] * len(self._segments)
+            tables = [addrs] * len(segments)
         with self._replay_lock:
             return self._replay(lane, bindings, tables, wait)
 
@@ -567,7 +571,7 @@ class HsaCommandBuffer(CommandBuffer):
                 wait: Sequence[TimelinePoint]) -> TimelinePoint:
         first = True
         value = lane.submitted
-        for seg, addrs in zip(self._segments, tables, strict=True):
+        for seg, addrs in zip(self._segments or (), tables, strict=True):
             if seg.__class__ is _HostOp:
                 lane.wait(lane.submitted, self.device.default_timeout)
                 self._run_host_op(seg, bindings)
@@ -613,7 +617,8 @@ class HsaCommandBuffer(CommandBuffer):
         else:
             np.add(seg.kernarg_offsets, np.uint64(base), out=seg.words[:rows, _KARG_WORD])
         bw[seg.last_row * 8 + _SIGNAL_WORD] = lane.signal
-        block, headers = seg.block, seg.header_list
+        block = seg.block
+        headers: Any = seg.header_list
         if rows > SMALL_ROWS:
             headers = seg.headers
         if pre is not None:  # the waits go first, in the same block

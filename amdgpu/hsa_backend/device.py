@@ -668,6 +668,7 @@ class HsaDevice(Device):
                 elif _TRACE.sink is not None:
                     self._publish_traced(ln, kernel, pkt, data, pre)
                 else:
+                    assert pre is not None  # no timer or sink: the waits made us come here
                     ln.publish_block(
                         np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
             ln.submitted = value

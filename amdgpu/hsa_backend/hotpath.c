@@ -150,6 +150,21 @@ static int writable(PyObject *obj, Py_buffer *view, const char *what) {
     return 0;
 }
 
+/* A GC-tracked object called through vectorcall (each type below is one): `prefix`_new,
+ * _dealloc, _traverse and _clear, and the vectorcall slot at the start of its struct. */
+#define CALLABLE_TYPE_FIELDS(Struct, prefix, doc)                                        \
+    PyVarObject_HEAD_INIT(NULL, 0)                                                       \
+    .tp_name = "amdgpu.hsa_backend._hotpath." #Struct,                                   \
+    .tp_basicsize = sizeof(Struct),                                                      \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,    \
+    .tp_doc = doc,                                                                       \
+    .tp_new = prefix##_new,                                                              \
+    .tp_dealloc = (destructor)prefix##_dealloc,                                          \
+    .tp_traverse = (traverseproc)prefix##_traverse,                                      \
+    .tp_clear = (inquiry)prefix##_clear,                                                 \
+    .tp_vectorcall_offset = offsetof(Struct, vectorcall),                                \
+    .tp_call = PyVectorcall_Call
+
 /* ---- Publisher --------------------------------------------------------------------------- */
 
 /* One AQL queue's producer side as packets.Ring keeps it (its indices and counter through
@@ -656,17 +671,9 @@ fail:
 }
 
 static PyTypeObject PublisherType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amdgpu.hsa_backend._hotpath.Publisher",
-    .tp_basicsize = sizeof(Publisher),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "QueueLane.dispatcher's publish step, compiled: publish(data) -> timeline value",
-    .tp_new = publisher_new,
-    .tp_dealloc = (destructor)publisher_dealloc,
-    .tp_traverse = (traverseproc)publisher_traverse,
-    .tp_clear = (inquiry)publisher_clear,
-    .tp_vectorcall_offset = offsetof(Publisher, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    CALLABLE_TYPE_FIELDS(Publisher, publisher,
+                         "QueueLane.dispatcher's publish step, compiled: publish(data) -> "
+                         "timeline value"),
 };
 
 /* ---- ReadyPublisher ---------------------------------------------------------------------- */
@@ -902,19 +909,11 @@ static PyMemberDef ready_members[] = {
 };
 
 static PyTypeObject ReadyPublisherType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amdgpu.hsa_backend._hotpath.ReadyPublisher",
-    .tp_basicsize = sizeof(ReadyPublisher),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "packets.Ring.publish_ready, compiled: publish_ready(block, first_header) -> id",
-    .tp_new = ready_new,
-    .tp_dealloc = (destructor)ready_dealloc,
-    .tp_traverse = (traverseproc)ready_traverse,
-    .tp_clear = (inquiry)ready_clear,
-    .tp_vectorcall_offset = offsetof(ReadyPublisher, vectorcall),
+    CALLABLE_TYPE_FIELDS(ReadyPublisher, ready,
+                         "packets.Ring.publish_ready, compiled: publish_ready(block, "
+                         "first_header) -> id"),
     .tp_methods = ready_methods,
     .tp_members = ready_members,
-    .tp_call = PyVectorcall_Call,
 };
 
 /* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
@@ -972,6 +971,54 @@ static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
     return traced;
 }
 
+/* ---- Dispatch and Submit: the device's two compiled entries ------------------------------ */
+
+/* What both entries hold: the device, its Python method for every call they do not take
+ * (`slow`), TimelinePoint and its slots, the trace state and Lifetime (buffer.py), and the
+ * device's and the trace state's attributes they read on each call. */
+typedef struct {
+    PyObject *dev, *slow, *point_type, *trace_state, *lifetime_type;
+    Attrs dev_a, trace_a;
+    Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
+} Entry;
+
+static int entry_traverse(Entry *e, visitproc visit, void *arg) {
+    Py_VISIT(e->dev);
+    Py_VISIT(e->slow);
+    Py_VISIT(e->point_type);
+    Py_VISIT(e->trace_state);
+    Py_VISIT(e->lifetime_type);
+    Py_VISIT(e->dev_a.dict);
+    Py_VISIT(e->trace_a.dict);
+    return 0;
+}
+
+static void entry_clear(Entry *e) {
+    Py_CLEAR(e->dev_a.dict);
+    Py_CLEAR(e->trace_a.dict);
+    Py_CLEAR(e->dev);
+    Py_CLEAR(e->slow);
+    Py_CLEAR(e->point_type);
+    Py_CLEAR(e->trace_state);
+    Py_CLEAR(e->lifetime_type);
+}
+
+/* dev_names: the device attributes read through dev_a (the timer, the lanes). */
+static int entry_init(Entry *e, PyObject *dev, PyObject *slow, PyObject *pt, PyObject *ts,
+                      PyObject *lt, PyObject **dev_names, int n) {
+    if (point_slots((PyTypeObject *)pt, &e->lane_off, &e->value_off, &e->timeline_off) < 0)
+        return -1;
+    PyObject *tn[] = {s_sink};
+    attrs_init(&e->dev_a, dev, dev_names, n);
+    attrs_init(&e->trace_a, ts, tn, 1);
+    e->dev = Py_NewRef(dev);
+    e->slow = Py_NewRef(slow);
+    e->point_type = Py_NewRef(pt);
+    e->trace_state = Py_NewRef(ts);
+    e->lifetime_type = Py_NewRef(lt);
+    return 0;
+}
+
 /* ---- Dispatch ---------------------------------------------------------------------------- */
 
 /* The fields of executable.LaunchPlan (a NamedTuple) this file reads, by position. */
@@ -987,35 +1034,21 @@ enum {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *dev, *slow, *kernel_type, *point_type, *trace_state, *lifetime_type, *owner;
-    Attrs dev_a, trace_a;
+    Entry e;
+    PyObject *kernel_type, *owner;    /* HsaKernel, the device's owner token (Lifetime) */
     int kernel_dicts;                 /* HsaKernel's attributes may be read from its __dict__ */
-    Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
 } Dispatch;
 
 static int dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dev);
-    Py_VISIT(self->slow);
     Py_VISIT(self->kernel_type);
-    Py_VISIT(self->point_type);
-    Py_VISIT(self->trace_state);
-    Py_VISIT(self->lifetime_type);
     Py_VISIT(self->owner);
-    Py_VISIT(self->dev_a.dict);
-    Py_VISIT(self->trace_a.dict);
-    return 0;
+    return entry_traverse(&self->e, visit, arg);
 }
 
 static int dispatch_clear(Dispatch *self) {
-    Py_CLEAR(self->dev_a.dict);
-    Py_CLEAR(self->trace_a.dict);
-    Py_CLEAR(self->dev);
-    Py_CLEAR(self->slow);
     Py_CLEAR(self->kernel_type);
-    Py_CLEAR(self->point_type);
-    Py_CLEAR(self->trace_state);
-    Py_CLEAR(self->lifetime_type);
     Py_CLEAR(self->owner);
+    entry_clear(&self->e);
     return 0;
 }
 
@@ -1046,7 +1079,7 @@ static PyObject *call_slow(PyObject *slow, PyObject *dev, PyObject *const *args,
 }
 
 static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return call_slow(self->slow, self->dev, args, nargs, kwnames);
+    return call_slow(self->e.slow, self->e.dev, args, nargs, kwnames);
 }
 
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
@@ -1140,7 +1173,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
                                      PyObject *kwnames) {
     Dispatch *self = (Dispatch *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->dev == NULL) {
+    if (self->e.dev == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "hot path: this device's dispatch was cleared");
         return NULL;
     }
@@ -1167,9 +1200,9 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     if (owner == NULL)
         goto error;
     Py_DECREF(owner);
-    if (owner != self->dev)
+    if (owner != self->e.dev)
         goto slow;
-    int watched = timed_or_traced(&self->dev_a, &self->trace_a);
+    int watched = timed_or_traced(&self->e.dev_a, &self->e.trace_a);
     if (watched != 0) {
         if (watched < 0)
             goto error;
@@ -1213,7 +1246,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     if (call_args == NULL)
         call_args = empty = PyTuple_New(0);
     PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args, self->owner,
-                                               self->lifetime_type) : NULL;
+                                               self->e.lifetime_type) : NULL;
     Py_XDECREF(empty);
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
@@ -1231,8 +1264,8 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
         return NULL;
     }
     /* TimelinePoint(ln.index, value, ln) without its __init__ call: its three slots */
-    return new_point((PyTypeObject *)self->point_type, self->lane_off, self->value_off,
-                     self->timeline_off, ln, value);
+    return new_point((PyTypeObject *)self->e.point_type, self->e.lane_off, self->e.value_off,
+                     self->e.timeline_off, ln, value);
 slow:
     Py_XDECREF(kernel_a.dict);
     return go_slow(self, args, nargs, kwnames);
@@ -1252,8 +1285,8 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     if (self == NULL)
         return NULL;
     self->vectorcall = dispatch_vectorcall;
-    if (point_slots((PyTypeObject *)pt, &self->lane_off, &self->value_off,
-                    &self->timeline_off) < 0) {
+    PyObject *dn[] = {s_timer};
+    if (entry_init(&self->e, dev, slow, pt, ts, lt, dn, 1) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1266,31 +1299,15 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL)
             self->kernel_dicts = 0;
     }
-    PyObject *dn[] = {s_timer}, *tn[] = {s_sink};
-    attrs_init(&self->dev_a, dev, dn, 1);
-    attrs_init(&self->trace_a, ts, tn, 1);
-    self->dev = Py_NewRef(dev);
-    self->slow = Py_NewRef(slow);
     self->kernel_type = Py_NewRef(kt);
-    self->point_type = Py_NewRef(pt);
-    self->trace_state = Py_NewRef(ts);
-    self->lifetime_type = Py_NewRef(lt);
     self->owner = Py_NewRef(ow);
     return (PyObject *)self;
 }
 
 static PyTypeObject DispatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amdgpu.hsa_backend._hotpath.Dispatch",
-    .tp_basicsize = sizeof(Dispatch),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "HsaDevice.dispatch's launch-cache fast path, compiled (the rest: the Python method)",
-    .tp_new = dispatch_new,
-    .tp_dealloc = (destructor)dispatch_dealloc,
-    .tp_traverse = (traverseproc)dispatch_traverse,
-    .tp_clear = (inquiry)dispatch_clear,
-    .tp_vectorcall_offset = offsetof(Dispatch, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    CALLABLE_TYPE_FIELDS(Dispatch, dispatch,
+                         "HsaDevice.dispatch's launch-cache fast path, compiled (the rest: "
+                         "the Python method)"),
 };
 
 /* ---- Submit ------------------------------------------------------------------------------ */
@@ -1305,9 +1322,8 @@ static PyTypeObject DispatchType = {
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *dev, *slow, *cb_type, *buffer_type, *point_type, *trace_state, *lifetime_type;
-    Attrs dev_a, trace_a;
-    Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
+    Entry e;
+    PyObject *cb_type, *buffer_type;  /* HsaCommandBuffer, Buffer */
 } Submit;
 
 static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_error_prop,
@@ -1353,28 +1369,15 @@ static int fast_set(PyObject *obj, PyObject *name, PyObject *v) {
 }
 
 static int submit_traverse(Submit *self, visitproc visit, void *arg) {
-    Py_VISIT(self->dev);
-    Py_VISIT(self->slow);
     Py_VISIT(self->cb_type);
     Py_VISIT(self->buffer_type);
-    Py_VISIT(self->point_type);
-    Py_VISIT(self->trace_state);
-    Py_VISIT(self->lifetime_type);
-    Py_VISIT(self->dev_a.dict);
-    Py_VISIT(self->trace_a.dict);
-    return 0;
+    return entry_traverse(&self->e, visit, arg);
 }
 
 static int submit_clear(Submit *self) {
-    Py_CLEAR(self->dev_a.dict);
-    Py_CLEAR(self->trace_a.dict);
-    Py_CLEAR(self->dev);
-    Py_CLEAR(self->slow);
     Py_CLEAR(self->cb_type);
     Py_CLEAR(self->buffer_type);
-    Py_CLEAR(self->lifetime_type);
-    Py_CLEAR(self->point_type);
-    Py_CLEAR(self->trace_state);
+    entry_clear(&self->e);
     return 0;
 }
 
@@ -1386,7 +1389,7 @@ static void submit_dealloc(Submit *self) {
 
 static PyObject *submit_slow(Submit *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
-    return call_slow(self->slow, self->dev, args, nargs, kwnames);
+    return call_slow(self->e.slow, self->e.dev, args, nargs, kwnames);
 }
 
 /* 1: `obj.name` is None (or missing from its __dict__ and None by class default), 0: not,
@@ -1456,7 +1459,7 @@ static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, P
         if (owner == NULL)
             goto refuse;
         Py_DECREF(owner);
-        if (owner != self->dev)
+        if (owner != self->e.dev)
             goto refuse;
         PyObject *life = fast_attr(b, s_life);
         PyObject *freed = life ? fast_attr(life, s_freed) : NULL;
@@ -1597,7 +1600,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
                                    PyObject *kwnames) {
     Submit *self = (Submit *)callable;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->dev == NULL) {
+    if (self->e.dev == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "hot path: this device's submit was cleared");
         return NULL;
     }
@@ -1619,10 +1622,10 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
     PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
-    int watched = timed_or_traced(&self->dev_a, &self->trace_a);
+    int watched = timed_or_traced(&self->e.dev_a, &self->e.trace_a);
     if (watched != 0)
         return watched < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
-    PyObject *lanes = attr_get(&self->dev_a, s_lanes_);
+    PyObject *lanes = attr_get(&self->e.dev_a, s_lanes_);
     if (lanes == NULL)
         return NULL;
     if (PyList_CheckExact(lanes) && li >= 0 && li < PyList_GET_SIZE(lanes)) {
@@ -1641,12 +1644,12 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     PyObject *owner = PyDict_GetItemWithError(cb_dict, s_device);
     PyObject *only = owner ? PyDict_GetItemWithError(cb_dict, s_only) : NULL;
-    if (owner != self->dev || only == NULL || only == Py_None)
+    if (owner != self->e.dev || only == NULL || only == Py_None)
         goto slow_clear;
     /* its recorded buffers checked live since the last Lifetime end (Recording's
      * check_recorded, in the Python method, checks them again otherwise) */
     PyObject *checked = PyDict_GetItemWithError(cb_dict, s_recorded_checked);
-    if (checked == NULL || checked != _PyType_Lookup((PyTypeObject *)self->lifetime_type, s_ends))
+    if (checked == NULL || checked != _PyType_Lookup((PyTypeObject *)self->e.lifetime_type, s_ends))
         goto slow_clear;
     PyObject *used = PyDict_GetItemWithError(cb_dict, s_used_params);
     if (used != NULL) {
@@ -1700,8 +1703,8 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto slow;
     }
     {
-        PyObject *point = new_point((PyTypeObject *)self->point_type, self->lane_off,
-                                    self->value_off, self->timeline_off, ln, value);
+        PyObject *point = new_point((PyTypeObject *)self->e.point_type, self->e.lane_off,
+                                    self->e.value_off, self->e.timeline_off, ln, value);
         Py_XDECREF(queue);
         Py_XDECREF(cb_dict);
         Py_XDECREF(table);
@@ -1748,36 +1751,20 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (self == NULL)
         return NULL;
     self->vectorcall = submit_vectorcall;
-    if (point_slots((PyTypeObject *)pt, &self->lane_off, &self->value_off,
-                    &self->timeline_off) < 0) {
+    PyObject *dn[] = {s_timer, s_lanes_};
+    if (entry_init(&self->e, dev, slow, pt, ts, lt, dn, 2) < 0) {
         Py_DECREF(self);
         return NULL;
     }
-    PyObject *dn[] = {s_timer, s_lanes_}, *tn[] = {s_sink};
-    attrs_init(&self->dev_a, dev, dn, 2);
-    attrs_init(&self->trace_a, ts, tn, 1);
-    self->dev = Py_NewRef(dev);
-    self->slow = Py_NewRef(slow);
     self->cb_type = Py_NewRef(cbt);
     self->buffer_type = Py_NewRef(bt);
-    self->point_type = Py_NewRef(pt);
-    self->trace_state = Py_NewRef(ts);
-    self->lifetime_type = Py_NewRef(lt);
     return (PyObject *)self;
 }
 
 static PyTypeObject SubmitType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "amdgpu.hsa_backend._hotpath.Submit",
-    .tp_basicsize = sizeof(Submit),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "HsaDevice.submit's kept-instance short way, compiled (the rest: the Python method)",
-    .tp_new = submit_new,
-    .tp_dealloc = (destructor)submit_dealloc,
-    .tp_traverse = (traverseproc)submit_traverse,
-    .tp_clear = (inquiry)submit_clear,
-    .tp_vectorcall_offset = offsetof(Submit, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    CALLABLE_TYPE_FIELDS(Submit, submit,
+                         "HsaDevice.submit's kept-instance short way, compiled (the rest: "
+                         "the Python method)"),
 };
 
 /* ---- module ------------------------------------------------------------------------------ */

@@ -149,8 +149,8 @@ class KernargLayout:
                     ExplicitArg(i, name, "dynamic_lds", offset, size, code, type_name)
                 )
             elif kind == "by_value":
-                code, is_float, strict = _value_code(type_name, size)
-                kind_ = "value" if code else "bytes"
+                value_code, is_float, strict = _value_code(type_name, size)
+                kind_ = "value" if value_code else "bytes"
                 self.explicit.append(
                     ExplicitArg(
                         i,
@@ -158,7 +158,7 @@ class KernargLayout:
                         kind_,
                         offset,
                         size,
-                        code or f"{size}s",
+                        value_code or f"{size}s",
                         type_name,
                         is_float,
                         strict,
@@ -238,10 +238,10 @@ class KernargLayout:
         )
         self.buffer_offsets = [a.offset for a in self.explicit if a.kind == "buffer"]
         self.queue_ptr_offsets = [o for k, o, _ in self.hidden if k == _QUEUE_PTR_KIND]
-        self._hidden_cache: dict[tuple, tuple] = {}
+        self._hidden_cache: dict[tuple, bytes] = {}
         self._fast = self._generate_fast_path(fields)
 
-    def _generate_fast_path(self, fields: list) -> Callable[[Sequence[Any]], tuple] | None:
+    def _generate_fast_path(self, fields: list) -> Callable[[Sequence[Any], Any], tuple] | None:
         """A function `(args, owner) -> explicit struct values` for the common case: buffers
         are live Buffers of `owner` (the dispatching device), values have exactly the
         accepted types. Anything else (or a wrong count)
@@ -345,7 +345,7 @@ class KernargLayout:
         dims: int,
         dynamic_lds: int = 0,
         queue_ptr: int = 0,
-        resolve_buffer: Callable[[int, Any], int] | None = None,
+        resolve_buffer: Callable[[int, Any], int | None] | None = None,
         device: Any = None,
     ) -> list:
         """The struct values of one dispatch (explicit args checked and converted); with
@@ -366,6 +366,7 @@ class KernargLayout:
         pos = self._explicit_pos
         for a, v in zip(explicit, args, strict=False):
             if a.kind == "buffer":
+                addr: int | None
                 if device is not None and isinstance(v, Buffer):
                     addr = check_usable(
                         v, device, f"argument {a.index} {a.name!r} of kernel {self.kernel_name!r}")

@@ -77,6 +77,8 @@ class LaneHost(Protocol):
 
     def kernel_name(self, kernel_object: int) -> str | None: ...
 
+    def set_timer(self, timer: Any) -> None: ...
+
 
 class SignalPool:
     """Reusable signals for proxy barriers (one provider)."""
@@ -201,12 +203,12 @@ class QueueLane:
         )
         if hotpath.MODULE is not None:  # Ring.publish_ready/_rows compiled (hotpath.c)
             rg = self.ring
-            rg.publish_ready = hotpath.MODULE.ReadyPublisher(
+            ready = hotpath.MODULE.ReadyPublisher(
                 rg, rg._mv, rg._add_write_index, rg._doorbell, _native_ops(q, rg),
                 types.MethodType(packets.Ring.publish_ready, rg),
                 types.MethodType(packets.Ring.publish_rows, rg),
             )
-            rg.publish_rows = rg.publish_ready.rows
+            rg.use_block_publishers(ready, ready.rows)
         self.signal = p.signal_create(TIMELINE_START)
         # Held for each submission's one atomic step (timeline value, kernarg block, packet
         # write, counter update): threads may share a lane. Never held while taking another
@@ -318,7 +320,9 @@ class QueueLane:
                 or self._fault is not None):
             self.failed = True
             self.reported = True
-            raise self.error()
+            err = self.error()
+            assert err is not None  # each condition above gives error() a cause
+            raise err
 
     reported = False  # check() has raised this lane's error to the caller at least once
 

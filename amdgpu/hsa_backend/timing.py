@@ -129,7 +129,7 @@ class DispatchTimer:
         if tail is None:
             tail = self._tails[ln.index] = packets.barrier_and(
                 dep_signals=(), completion_signal=ln.signal, barrier=True)
-        block = pkt[:_SIGNAL_WORD * 8] + sig.to_bytes(8, "little") + tail
+        block: Any = pkt[:_SIGNAL_WORD * 8] + sig.to_bytes(8, "little") + tail
         if pre is not None:
             import numpy as np
 
@@ -150,7 +150,7 @@ class DispatchTimer:
 
         full = block.copy()
         full.view(np.uint32).reshape(len(full), 16)[:, 0] = headers
-        signals = []
+        signals: list[int] = []
         while len(signals) < rows:
             if not self._free:
                 self._refill()
@@ -205,7 +205,7 @@ class DispatchTimer:
             end += self.offset_ns
             self.times.append(DispatchTime(p.kernel, p.lane.index, p.lane.queue.id,
                                            p.packet_id, p.host_ns, start, end))
-            if own_records:
+            if own_records and sink is not None:
                 sink.completion(p.lane.queue.id, p.packet_id, start, end)
             dev.provider.signal_store(p.signal, 1)  # ready for its next dispatch
             self._free.append(p.signal)
@@ -222,11 +222,11 @@ class DispatchTimer:
 
 def _clock_offset(provider: Any, rounds: int = 5) -> tuple[int, int]:
     """(host monotonic - provider system timestamp, half the narrowest sample's width) in ns."""
-    best = None
-    for _ in range(rounds):
+    best = (0, 0)
+    for i in range(rounds):
         t0 = time.monotonic_ns()
         sys_ns = provider.system_timestamp_ns()
         t1 = time.monotonic_ns()
-        if best is None or t1 - t0 < best[1]:
+        if i == 0 or t1 - t0 < best[1]:
             best = ((t0 + t1) // 2 - sys_ns, t1 - t0)
     return best[0], best[1] // 2
