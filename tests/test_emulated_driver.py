@@ -364,8 +364,9 @@ def _ring(queue, words: np.ndarray) -> int:
 
 @pytest.mark.parametrize("opcode, accepted", [(0x58, True), (0x37, False)])
 def test_pm4_indirect_buffer(thunk, opcode, accepted):
-    """ACQUIRE_MEM (ROCr's InvalidateCodeCaches) is run; any other PM4 opcode (here
-    WRITE_DATA) is a bad packet, reported through ROCr to the queue's callback."""
+    """ACQUIRE_MEM (ROCr's InvalidateCodeCaches) is run; a WRITE_DATA to register 0, which
+    the virtual GPU does not model, stops the queue, reported through ROCr to the queue's
+    callback (hsa/virtual/pm4.py runs the buffer)."""
     from hsa.emulated import EmulatedProvider
 
     provider = EmulatedProvider()

@@ -36,7 +36,7 @@ from ground.status import (
 )
 from hsa.provider import AgentInfo, DeviceType
 from hsa.virtual.memory import Allocation, MemoryMap
-from hsa.virtual.queues import VENDOR_SPECIFIC, DeviceSide, PacketProcessor
+from hsa.virtual.queues import DeviceSide, PacketProcessor
 
 from . import build
 
@@ -299,44 +299,11 @@ class ThunkMemory(MemoryMap):
 
 
 # --- queues -----------------------------------------------------------------------------
-AMD_AQL_FORMAT_PM4_IB = 1  # ROCr's vendor packet that jumps to a PM4 indirect buffer
-PM4_INDIRECT_BUFFER, PM4_NOP, PM4_ACQUIRE_MEM = 0x3F, 0x10, 0x58
-
-
 class EmulatedPacketProcessor(PacketProcessor):
-    """hsa/virtual's packet processor plus the one packet ROCr sends that the virtual
-    system's own driver never does: the vendor-specific PM4-IB packet of
-    hsa_executable_freeze (AqlQueue::ExecutePM4), whose indirect buffer invalidates the
-    instruction cache with ACQUIRE_MEM. The ISA executor has no caches, so cache actions
-    are done once the buffer is checked; any other PM4 opcode is a bad packet."""
-
-    def _execute(self, packet_id: int, slot: int, words: list[int]) -> None:
-        if words[0] & 0xFF == VENDOR_SPECIFIC and (words[0] >> 16) & 0xFF == AMD_AQL_FORMAT_PM4_IB:
-            self._pm4_ib(packet_id, words)
-            return
-        super()._execute(packet_id, slot, words)
-
-    def _pm4_ib(self, packet_id: int, words: list[int]) -> None:
-        jump = [(words[0] >> 32) & 0xFFFFFFFF, words[1] & 0xFFFFFFFF, words[1] >> 32,
-                words[2] & 0xFFFFFFFF]
-        if (jump[0] >> 30) != 3 or (jump[0] >> 8) & 0xFF != PM4_INDIRECT_BUFFER:
-            raise self._bad_packet(packet_id, words, f"PM4-IB packet whose command 0x{jump[0]:08x} "
-                                   "is not a type-3 INDIRECT_BUFFER")
-        base = (jump[1] & 0xFFFFFFFC) | (jump[2] << 32)
-        size_dw = jump[3] & 0xFFFFF
-        try:
-            ib = self.memory.view(base, size_dw * 4).view(np.uint32)
-        except MemoryFault as exc:
-            raise self._bad_packet(packet_id, words, f"PM4 indirect buffer: {exc}") from exc
-        i = 0
-        while i < size_dw:
-            header = int(ib[i])
-            opcode, body = (header >> 8) & 0xFF, ((header >> 16) & 0x3FFF) + 1
-            if header >> 30 != 3 or opcode not in (PM4_NOP, PM4_ACQUIRE_MEM):
-                raise self._bad_packet(
-                    packet_id, words, f"PM4 indirect buffer dword {i}: 0x{header:08x} (the "
-                    "emulated CP runs NOP and ACQUIRE_MEM only)")
-            i += 1 + body
+    """hsa/virtual's packet processor over ROCr's queues. The one packet ROCr sends that the
+    virtual system's own driver never does, the vendor-specific PM4-IB packet of
+    hsa_executable_freeze (AqlQueue::ExecutePM4: ACQUIRE_MEM to invalidate the instruction
+    cache), runs on the base class's PM4 command processor (hsa/virtual/pm4.py)."""
 
 
 @dataclass
