@@ -135,9 +135,13 @@ class ProgramRunner:
         if getattr(self.device, "backend", "") == "vulkan" and d.get("spirv_entry"):
             names.insert(0, d["spirv_entry"])
         last = None
+        exe = self.executable
+        if exe is None:  # a program without dispatches loads no code object
+            raise DeviceError(f"program dispatch kernel {d['kernel']!r}: the program loaded no "
+                              "code object (it has no dispatches)")
         for name in names:
             try:
-                return self.executable.kernel(name)
+                return exe.kernel(name)
             except Exception as e:  # noqa: BLE001 - try the other name, then report
                 last = e
         raise DeviceError(f"program dispatch kernel {d['kernel']!r} is not in the bundle: {last}")

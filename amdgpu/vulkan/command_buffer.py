@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -117,7 +117,8 @@ class CommandBuffer(CommandBufferAPI):
         self._check_open()
         if kernel.executable.device is not self.device:
             raise KernelArgumentError(f"kernel {kernel.name} belongs to another device")
-        refs, constants = [], []
+        refs: list[Any] = []
+        constants: list[Any] = []
         param_constants = []
         for axis, p in grid_params:
             self.check_grid_param(kernel.name, axis, p)
@@ -255,6 +256,7 @@ class CommandBuffer(CommandBufferAPI):
                     f"binding {b!r} is smaller than the {need} bytes the command buffer "
                     "recorded for its slot; bind a larger buffer"
                 )
+        key: tuple
         if plan.baked_slots:
             key = tuple(
                 (bindings[s].handle.uid, bindings[s].offset, bindings[s].nbytes)

@@ -39,6 +39,7 @@ class BufferRef:
     def resolve(self, bound: Sequence[Buffer] | None) -> tuple[object, int, int, int]:
         """(VkBuffer, offset in it, size, device address)."""
         b = self.buffer if self.slot < 0 else bound[self.slot]  # type: ignore[index]
+        assert b is not None  # a fixed reference holds its buffer
         size = self.nbytes if self.nbytes is not None else b.nbytes - self.offset
         if self.offset < 0 or size < 0 or self.offset + size > b.nbytes:
             raise KernelArgumentError(

@@ -315,6 +315,7 @@ def _probe(index: int, handle) -> PhysicalDevice:
                 family, count = i, q.queueCount
     if family < 0:
         missing.append("a compute queue")
+    limits_count = props.limits.maxComputeWorkGroupCount
     return PhysicalDevice(
         index=index,
         handle=handle,
@@ -330,7 +331,7 @@ def _probe(index: int, handle) -> PhysicalDevice:
         compute_family=family,
         compute_queue_count=count,
         missing=missing,
-        max_group_count=tuple(int(v) for v in props.limits.maxComputeWorkGroupCount),
+        max_group_count=(int(limits_count[0]), int(limits_count[1]), int(limits_count[2])),
         subgroup_size=subgroup_size,
         subgroup_ops=subgroup_ops,
     )
