@@ -29,7 +29,7 @@ RING = 4096
 
 @pytest.fixture
 def vp():
-    p = VirtualProvider(gpus=("gfx942", "gfx1100"))
+    p = VirtualProvider(gpus=("gfx942", "gfx1100", "gfx1201"))
     yield p
     p.shut_down()
 
@@ -66,13 +66,15 @@ def tinygrad_copy_queue(target: str):
     pytest.importorskip("tinygrad", reason="tinygrad (test extra) writes the SDMA packets")
     from tinygrad.runtime.ops_amd import AMDCopyQueue
     from tinygrad.runtime.support.amd import import_module
-    version = {"gfx942": (4, 4, 2), "gfx1100": (6, 0, 0)}[target]
+    # (SDMA IP version, tinygrad target); tinygrad takes SDMA 6's tables for SDMA 7 (gfx12)
+    version, tg_target = {"gfx942": ((4, 4, 2), (9, 4, 2)), "gfx1100": ((6, 0, 0), (11, 0, 0)),
+                          "gfx1201": ((7, 0, 0), (12, 0, 1))}[target]
     dev = types.SimpleNamespace(sdma=import_module("sdma", min(version, (6, 0, 0))),
-                                target=(9, 4, 2) if target == "gfx942" else (11, 0, 0))
+                                target=tg_target)
     return AMDCopyQueue(dev)
 
 
-@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100", "gfx1201"])
 def test_tinygrads_copy_queue_runs(vp, target):
     q = Queue(vp, target)
     rng = np.random.default_rng(1)
