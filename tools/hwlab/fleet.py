@@ -101,11 +101,17 @@ class FleetRun:
     problems: list[str] = field(default_factory=list)  # one line each, as printed
 
 
-def _queued(job_ids: set[str]) -> dict[str, str]:
-    """Array task id -> "STATE (reason)" of the tasks of these jobs still in the queue."""
-    r = _slurm(["squeue", "-h", "--array", "-o", "%i|%T|%r"])  # one line per array task
+def _queued(job_ids: set[str]) -> dict[str, str] | None:
+    """Array task id -> "STATE (reason)" of the tasks of these jobs still in the queue; None
+    when squeue does not answer this time (the caller keeps waiting)."""
+    try:
+        r = _slurm(["squeue", "-h", "--array", "-o", "%i|%T|%r"])  # one line per array task
+    except FleetError:
+        return None
+    if r.returncode != 0:
+        return None
     out = {}
-    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+    for line in r.stdout.splitlines():
         task, state, reason = (line.split("|") + ["", ""])[:3]
         if task.split("_")[0] in job_ids:
             out[task] = state + (f" ({reason})" if reason and reason != "None" else "")
@@ -128,7 +134,10 @@ def partition_minutes(partition: str) -> int | None:
 
 def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str],
                        folder: Path, timeout_s: float, poll_s: float = 1.0) -> FleetRun:
-    import submitit
+    try:
+        import submitit
+    except ImportError:
+        raise FleetError("hwlab fleet needs submitit: pip install submitit") from None
 
     run = FleetRun(partition, level, nodes)
     minutes = max(1, int(timeout_s // 60) + 1)
@@ -151,12 +160,13 @@ def submit_and_collect(partition: str, nodes: int, level: int, devices: list[str
     queued: dict[str, str] = {}
     deadline = time.monotonic() + timeout_s
     while pending and time.monotonic() < deadline:
-        queued = _queued({j.job_id.split("_")[0] for j in pending.values()})
+        seen = _queued({j.job_id.split("_")[0] for j in pending.values()})
+        queued = queued if seen is None else seen
         for i, job in list(pending.items()):
             if job.paths.result_pickle.exists():
                 run.outcomes.append(_outcome(i, job))
                 del pending[i]
-            elif job.job_id not in queued:
+            elif seen is not None and job.job_id not in seen:
                 # out of the queue without a result: give the file system a moment
                 first = gone_since.setdefault(i, time.monotonic())
                 if time.monotonic() - first > 5:
