@@ -180,3 +180,18 @@ def test_level_1_passes_on_the_virtual_and_emulated_gpus_and_vulkan(tmp_path):
     assert outcomes[("amdgpu:emulated", "level1::peer_bandwidth")] == "passed"
     assert sum(v == "passed" for v in outcomes.values()) >= 38
     assert "failed" not in outcomes.values()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--model", "MI300X"], "hwlab: --model goes with --level N"),
+    (["run", "--level", "0"], "'0' is not a positive whole number"),
+    (["run", "--level", "1", "--suite", "perf"], "hwlab: --level runs the level file's checks"),
+    (["run", "--level", "9", "--device", "vulkan"], "hwlab: no level 9 files under "),
+    (["run", "--level", "1", "--model", "MI999", "--device", "vulkan"],
+     "hwlab: --model MI999: no level file of that model at this level"),
+])
+def test_level_options_refused_in_one_line(argv, says):
+    r = subprocess.run([sys.executable, "-m", "tools.hwlab", *argv], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout[-500:] + r.stderr[-500:]
+    assert says in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
