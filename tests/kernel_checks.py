@@ -33,6 +33,7 @@ KERNEL_TESTS = (
     "test_copy_with_partial_workgroups",
     "test_saxpy",
     "test_lds_reduction_with_barriers",
+    "test_lds_address_wraps_at_32_bits",
     "test_2d_grid",
     "test_3d_grid_packs_workitem_ids",
     "test_integer_ops_bit_exact",
@@ -80,6 +81,15 @@ def test_saxpy(harness, code, n, block, a):
     # v_fmac_f32 rounds once: compare with a fused reference, exactly
     ref = (np.float64(np.float32(a)) * x.astype(np.float64) + y).astype(np.float32)
     assert np.array_equal(harness.read(ya, np.float32, n), ref)
+
+
+def test_lds_address_wraps_at_32_bits(harness, code):
+    # clang's tile[63 - l] reaches the LDS as (0 - l) + offset:252 (a negative vaddr)
+    x = np.arange(256, dtype=np.uint32) * 7 + 3
+    out = harness.alloc(4 * 256)
+    harness.dispatch(code, "lds_reverse", (256,), (64,), [out, harness.buffer(x)])
+    expect = x.reshape(4, 64)[:, ::-1].reshape(-1)
+    assert np.array_equal(harness.read(out, np.uint32, 256), expect)
 
 
 @SETTINGS

@@ -18,6 +18,7 @@ from kernel_checks import (  # noqa: F401 - the shared kernel tests, collected h
     test_flat_access_mixing_apertures,
     test_float_ops,
     test_integer_ops_bit_exact,
+    test_lds_address_wraps_at_32_bits,
     test_lds_reduction_with_barriers,
     test_math_library_expansions,
     test_out_of_bounds_write_faults_with_kernel_pc_and_address,

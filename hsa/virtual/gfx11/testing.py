@@ -60,6 +60,16 @@ __kernel void lds_reduce(__global float *out, __global const float *in, unsigned
   }
   if (lid == 0) out[__builtin_amdgcn_workgroup_id_x()] = tmp[0];
 }
+/* tile[63 - l]: clang forms the LDS address as (0 - l) + offset:252, which only a 32-bit
+ * wrap of vaddr + offset brings back inside the LDS (as the hardware forms it) */
+__kernel void lds_reverse(__global unsigned int *out, __global const unsigned int *in) {
+  __local unsigned int tile[64];
+  unsigned int l = __builtin_amdgcn_workitem_id_x();  /* the block is 64 wide */
+  unsigned int i = __builtin_amdgcn_workgroup_id_x() * 64 + l;
+  tile[l] = in[i];
+  __builtin_amdgcn_s_barrier();
+  out[i] = tile[63 - l];
+}
 __kernel void add2d(__global int *c, __global const int *a, __global const int *b,
                     unsigned int w, unsigned int h) {
   unsigned int x = GID_X, y = GID_Y;

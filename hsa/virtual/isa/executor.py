@@ -351,8 +351,8 @@ class BatchContext:
                                                   g.lanes)
         if idx is not None:
             base = base[idx]
-        return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False), (
-            np.asarray(addr, dtype=np.int64))
+        return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False,
+                             wrap32=True), np.asarray(addr, dtype=np.int64)
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:

@@ -498,15 +498,19 @@ class MixedSpace:
 
 
 class ByteSpace:
-    """LDS or scratch: one flat byte array; `base` maps each lane to its region."""
+    """LDS or scratch: one flat byte array; `base` maps each lane to its region. LDS
+    addresses are 32-bit (`wrap32`): the hardware forms vaddr + offset modulo 2^32, and
+    clang relies on it (tile[63 - l] is (0 - l) + offset:252)."""
 
     def __init__(self, ctx: MemoryContext, inst: d.Instruction, data: np.ndarray,
-                 base: np.ndarray, limit: int, fault: bool) -> None:
+                 base: np.ndarray, limit: int, fault: bool, wrap32: bool = False) -> None:
         self.ctx, self.inst, self.data, self.base, self.limit = ctx, inst, data, base, limit
-        self.fault = fault
+        self.fault, self.wrap32 = fault, wrap32
 
     def _index(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         a = np.asarray(addr).astype(np.int64)
+        if self.wrap32:
+            a &= 0xFFFFFFFF
         ok = (a >= 0) & (a + size <= self.limit)
         if self.fault and not np.all(ok):
             bad = int(a[~ok][0])
