@@ -8,9 +8,10 @@
 #   bash scripts/rocm6.sh rocminfo
 #   bash scripts/rocm6.sh amdgpu-run saxpy --device amdgpu:emulated:gfx942
 #
-# The root filesystem is built on first use with debootstrap (a few minutes, ~1.5 GB) and
+# The root filesystem is built on first use with debootstrap (about 6 minutes, 2.4 GB) and
 # cached in $AMDGPU_ROCM6_CACHE (default /var/cache/amdgpu-direct), named by the hash of its
-# recipe below: a changed recipe builds a new one. `--build` only builds, `--path` prints its
+# recipe below: a changed recipe builds a new one; a changed list of the project's
+# dependencies only reinstalls them. `--build` only builds, `--path` prints its
 # directory (building it first). chroot needs root.
 #
 # The emulated kernel (issue 28) plugs in through one hook: scripts/emulated_env.sh, when it
@@ -55,9 +56,13 @@ esac
 RECIPE="suite=$suite
 debootstrap --variant=minbase $suite
 apt: $ROCM_PACKAGES python3 python3-venv python3-pip python3-numpy python3-dev strace ltrace linux-libc-dev libdrm-dev pciutils kmod ca-certificates
-venv /opt/venv --system-site-packages: hip-python matching the suite's HIP ($HIP_PYTHON); the project's dependencies
-project: $(sed -n '/^dependencies = \[/,/^\]/p' "$CHECKOUT/pyproject.toml" | grep -v '^ *#')
-recipe-version=3"
+venv /opt/venv --system-site-packages: hip-python matching the suite's HIP ($HIP_PYTHON)
+recipe-version=4"
+# The project's dependencies and console scripts (pyproject.toml) are not part of it: they
+# are installed into the venv on first use and again when they change (a stamp names their
+# hash), without rebuilding the rest.
+PROJECT=$(python3 -c 'import sys, tomllib, json; p = tomllib.load(open(sys.argv[1], "rb"))["project"]; print(json.dumps([p["dependencies"], p["scripts"]], sort_keys=True))' "$CHECKOUT/pyproject.toml")
+PROJECT_HASH=$(printf '%s' "$PROJECT" | sha256sum | cut -c1-12)
 HASH=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 ROOT=$CACHE/rocm6-$suite-$HASH
 [[ $mode != recipe ]] || { printf '%s\n' "$RECIPE"; exit 0; }
@@ -97,26 +102,7 @@ EOF2
                 env $pip_env /opt/venv/bin/pip install -q \"hip-python>=\$hip,<8\"
         fi
     "
-    # The project's dependencies come from its pyproject.toml; the project itself is the
-    # checkout, mounted at $MOUNTPOINT when a command runs (a .pth file, console scripts
-    # that import it): never a copy.
     mkdir -p "$ROOT_TMP$MOUNTPOINT"
-    python3 - "$CHECKOUT/pyproject.toml" "$ROOT_TMP" "$MOUNTPOINT" <<'EOF2'
-import pathlib, sys, tomllib
-project = tomllib.loads(pathlib.Path(sys.argv[1]).read_text())["project"]
-root, mount = pathlib.Path(sys.argv[2]), sys.argv[3]
-(root / "opt/venv/requirements-amdgpu-direct.txt").write_text("\n".join(project["dependencies"]) + "\n")
-site = next((root / "opt/venv/lib").glob("python3*/site-packages"))
-(site / "amdgpu_direct_checkout.pth").write_text(mount + "\n")
-for name, target in project["scripts"].items():
-    module, func = target.split(":")
-    script = root / "opt/venv/bin" / name
-    script.write_text(f"#!/opt/venv/bin/python\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
-    script.chmod(0o755)
-EOF2
-    # env -i: the host's REQUESTS_CA_BUNDLE & co. would point pip at the chroot's own bundle
-    chroot "$ROOT_TMP" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root $pip_env \
-        /opt/venv/bin/pip install -q -r /opt/venv/requirements-amdgpu-direct.txt
     printf '%s\n' "$RECIPE" >"$ROOT_TMP/etc/amdgpu-direct-recipe"
 }
 
@@ -138,11 +124,47 @@ build_rootfs() {
     echo "rocm6.sh: built $ROOT" >&2
 }
 
+# The project inside is the checkout, mounted at $MOUNTPOINT when a command runs (a .pth
+# file and console scripts that import it): never a copy. Its dependencies go into the venv.
+refresh_project() {
+    local log=$ROOT.log
+    echo "rocm6.sh: installing the project's dependencies into $ROOT/opt/venv (log: $log)" >&2
+    if ! python3 - "$PROJECT" "$ROOT" "$MOUNTPOINT" >>"$log" 2>&1 <<'EOF2'
+import json, pathlib, sys
+deps, scripts = json.loads(sys.argv[1])
+root, mount = pathlib.Path(sys.argv[2]), sys.argv[3]
+(root / "opt/venv/requirements-amdgpu-direct.txt").write_text("\n".join(deps) + "\n")
+site = next((root / "opt/venv/lib").glob("python3*/site-packages"))
+(site / "amdgpu_direct_checkout.pth").write_text(mount + "\n")
+for name, target in scripts.items():
+    module, func = target.split(":")
+    script = root / "opt/venv/bin" / name
+    script.write_text(f"#!/opt/venv/bin/python\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+    script.chmod(0o755)
+EOF2
+    then
+        die "writing the venv's project files failed (log: $log)"
+    fi
+    cp /etc/ssl/certs/ca-certificates.crt "$ROOT/etc/host-ca-certificates.crt"
+    local pip_env="PIP_CERT=/etc/host-ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1"
+    [[ -n ${PIP_INDEX_URL:-} ]] && pip_env+=" PIP_INDEX_URL=$PIP_INDEX_URL"
+    # env -i: the host's REQUESTS_CA_BUNDLE & co. would point pip at the chroot's own bundle
+    # shellcheck disable=SC2086
+    if ! chroot "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root $pip_env \
+            /opt/venv/bin/pip install -q -r /opt/venv/requirements-amdgpu-direct.txt >>"$log" 2>&1; then
+        tail -n 15 "$log" >&2
+        die "installing the project's dependencies into the root filesystem failed (whole log: $log)"
+    fi
+    rm -f "$ROOT"/opt/venv/.project-*
+    touch "$ROOT/opt/venv/.project-$PROJECT_HASH"
+}
+
 # One builder at a time; a second caller waits for the first one's root filesystem.
 mkdir -p "$CACHE"
 exec 9>"$ROOT.lock"
 flock 9
 [[ -f $ROOT/etc/amdgpu-direct-recipe ]] || build_rootfs
+[[ -f $ROOT/opt/venv/.project-$PROJECT_HASH ]] || refresh_project
 flock -u 9
 [[ $mode == build ]] && exit 0
 [[ $mode == path ]] && { echo "$ROOT"; exit 0; }

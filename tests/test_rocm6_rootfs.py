@@ -45,7 +45,9 @@ def rootfs() -> Path:
     built = rocm6("--path", timeout=1800)  # builds on first use
     assert built.returncode == 0, built.stderr[-2000:]
     root = Path(built.stdout.strip().splitlines()[-1])
-    assert (root / "etc/amdgpu-direct-recipe").exists()
+    recipe = rocm6("--recipe").stdout
+    assert (root / "etc/amdgpu-direct-recipe").read_text() == recipe
+    assert list((root / "opt/venv").glob(".project-*"))  # the project's dependencies are in
     return root
 
 
@@ -84,6 +86,25 @@ def test_the_project_inside_is_this_checkout(rootfs, tmp_path):
     assert run.returncode == 0 and "usage" in run.stdout.lower()
     # every mount was private to the command: nothing of the root filesystem stays mounted
     assert str(rootfs) not in Path("/proc/self/mounts").read_text()
+
+
+@pytest.mark.parametrize("suite,rocr,kfd", [("sid", "6.4.", None), ("trixie", "6.1.", "6.2.")])
+def test_three_rocm_generations_share_one_layout(rootfs, suite, rocr, kfd):
+    """sid's ROCr 6.4 carries the thunk; trixie's 6.1 loads libhsakmt 6.2 (the third userspace
+    the emulated kernel serves, beside Debian 12's 5.2 on the host)."""
+    if suite == "trixie" and os.environ.get("AMDGPU_ROCM6_TRIXIE") != "1":
+        cache = Path("/var/cache/amdgpu-direct")
+        if not list(cache.glob("rocm6-trixie-*/etc/amdgpu-direct-recipe")):
+            pytest.skip("trixie's root filesystem is built on request only "
+                        "(AMDGPU_ROCM6_TRIXIE=1, or bash scripts/rocm6.sh --suite trixie --build)")
+    done = rocm6("--suite", suite, "dpkg-query", "-W", "-f", "${Package} ${Version}\\n",
+                 "libhsa-runtime64-1", "libhsakmt1", timeout=1800)
+    got = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert got["libhsa-runtime64-1"].startswith(rocr)
+    if kfd:
+        assert got["libhsakmt1"].startswith(kfd)
+    else:
+        assert "libhsakmt1" not in got
 
 
 def test_bad_invocations_get_one_line(rootfs):
