@@ -254,3 +254,62 @@ def test_rewriting_a_smaller_node_leaves_no_old_nodes(tmp_path):
     assert len(tree["nodes"]) == 2 and tree["nodes"][0]["props"]["io_links_count"] == 1
     with pytest.raises(ValueError):
         sysfs.write_topology(tmp_path, [])
+
+
+# --- Debian's real libhsakmt over the emulated kernel ---------------------------------------
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_debian_libhsakmt_reads_the_nodes(tmp_path):
+    """Debian 12's libhsakmt 5.2.3 (not ours) over the emulated kernel (its shim and device
+    server, started by scripts/emulated.sh) parses what sysfs.py wrote and what drm.py
+    answers: node count, SIMDs, gfx version, device ids, clocks, VRAM, marketing names from
+    libdrm, XGMI inside the MI250X hive and a path through the CPU to the MI300X."""
+    import shutil
+    import subprocess
+
+    launcher = REPO / "scripts" / "emulated.sh"
+    if not launcher.exists():
+        pytest.skip("the emulated kernel's shim and server (issue 28, scripts/emulated.sh) "
+                    "are not in this checkout yet")
+    if shutil.which("gcc") is None or not Path("/usr/include/hsakmt.h").exists():
+        pytest.skip("needs gcc and libhsakmt-dev (scripts/setup.sh installs them)")
+    exe = tmp_path / "hsakmt_nodes"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(REPO / "tests/c/hsakmt_nodes.c"),
+                    "-lhsakmt", "-ldl"], check=True, capture_output=True, text=True)
+    spec = "2xgfx90a,gfx942"
+    done = subprocess.run(["bash", str(launcher), str(exe)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "AMDGPU_EMULATED_NODE": spec})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    facts: dict[str, list[str]] = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        facts.setdefault(key, []).append(value)
+    assert facts["lib"][0].endswith("/libhsakmt.so.1") and "/build/" not in facts["lib"][0]
+    assert facts["nodes"] == ["4"]
+    for n, model in enumerate(parse_node(spec), start=1):
+        node = {}
+        for v in facts[str(n)]:
+            k, _, rest = v.partition(" ")
+            node.setdefault(k, []).append(rest)
+        assert int(node["simds"][0]) == model.simd_count
+        assert node["gfx"] == [".".join(map(str, model.gfx_version))]
+        assert int(node["device_id"][0]) == model.device_id
+        assert int(node["clock"][0]) == model.max_engine_clock_mhz
+        assert int(node["wave"][0]) == model.wave_size
+        assert f"1 {model.vram_bytes}" in node["mem"]  # HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC
+        debian_ids = Path("/usr/share/libdrm/amdgpu.ids").read_text()
+        if f"{model.device_id:04X},\t{model.revision_id:02X}," in debian_ids:
+            assert node["name"] == [model.marketing_name]  # libdrm 2.4.114 knows the part
+        else:
+            assert node["name"] == ["AMD Radeon Graphics"]  # its fallback
+        links = {int(v.split()[0]): v.split()[1:] for v in node["link"]}
+        assert links[0] == ["2", "20"]  # PCIe to the CPU
+    gpu1 = {}
+    for v in facts["1"]:
+        if v.startswith("link "):
+            to, kind, weight = v.split()[1:]
+            gpu1[int(to)] = (int(kind), int(weight))
+    assert gpu1[2] == (11, 15)  # XGMI inside the MI250X hive
+    assert gpu1[3][1] == 40  # the MI300X: two PCIe hops through the CPU
