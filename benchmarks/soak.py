@@ -21,8 +21,8 @@ project error, one line, and leave the other work untouched):
   close(timeout=0.2)): the waiter gets DeviceError/SignalTimeout/QueueError, no hang, and
   a later call is a DeviceError;
 - (the parent) a client killed mid-submit: a third process dispatching and replaying in a
-  loop with AMDGPU_TRACE set is SIGKILLed at a random moment; it must die by SIGKILL and
-  its cut-off trace must read as its valid prefix or one TraceFormatError.
+  loop, traced, is SIGKILLed at a random moment; it must die by SIGKILL and its cut-off
+  trace must read as its valid prefix, then at most one TraceFormatError.
 
 The parent prints one line per worker and interval: rounds, checked results, errors,
 faults reported/injected, RSS, open descriptors and threads; at the end, whether anything
@@ -103,6 +103,7 @@ class Worker:
         self.lock = threading.Lock()  # counters
         self.timer_lock = threading.Lock()  # one dispatch timer per device at a time
         self.trace_lock = threading.Lock()  # one trace window at a time (one sink)
+        self.chaos_lock = threading.Lock()  # held while a fault is injected
         self.counts = {"rounds": 0, "checked": 0, "timed": 0, "traced": 0}
         self.errors: list[str] = []
         self.faults = {"injected": 0, "reported": 0}
@@ -243,7 +244,8 @@ class Worker:
         while time.monotonic() + self.fault_every < self.deadline:
             time.sleep(self.fault_every)
             try:
-                self.inject(which)
+                with self.chaos_lock:
+                    self.inject(which)
             except Exception as e:  # noqa: BLE001
                 self.fault(False, f"injection {which}: {type(e).__name__}: {e}\n"
                                   f"{traceback.format_exc()}")
@@ -251,11 +253,15 @@ class Worker:
 
     # --- the run --------------------------------------------------------------------------
     def report(self, final: bool = False) -> None:
+        # sampled with no trace window open and no fault being injected: their files and
+        # devices are meant to come and go
+        with self.trace_lock, self.chaos_lock:
+            resources = _resources()
         with self.lock:
             line = {"worker": self.ident, "t": round(time.monotonic(), 1), **self.counts,
                     "errors": len(self.errors), "faults": dict(self.faults),
                     "first_errors": self.errors[:3], "fault_errors": self.fault_errors[:3],
-                    **_resources(), "final": final}
+                    **resources, "final": final}
         print(json.dumps(line), flush=True)
 
     def run(self) -> None:
@@ -273,10 +279,15 @@ class Worker:
 
 
 # --- the client killed mid-submit ----------------------------------------------------------
-def victim(spec: str) -> None:
-    """Dispatch and replay until killed (AMDGPU_TRACE is set by the parent)."""
+def victim(spec: str, trace: str) -> None:
+    """Dispatch and replay until killed, traced by a writer that writes every 256 records
+    (the default waits for 16,384 or half a second: a short-lived client's trace would be
+    empty), so the kill lands while the trace is being written."""
     import amdgpu
     import compiler
+    from packets.trace import TraceWriter, set_sink
+
+    set_sink(TraceWriter(trace, buffer_records=256))
 
     dev = amdgpu.open(spec)
     fill = dev.load(compiler.compile("fill", targets=[dev.target])).kernel("fill")
@@ -297,8 +308,8 @@ def kill_a_client(spec: str, tmp: Path, n: int) -> tuple[bool, str]:
     from packets.trace import read_trace
 
     trace = tmp / f"victim{n}.aqltrace"
-    env = dict(os.environ, AMDGPU_TRACE=str(trace), PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, __file__, "--victim", "--device", spec],
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, __file__, "--victim", str(trace), "--device", spec],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     try:
         if proc.stdout.readline().strip() != "ready":
@@ -344,10 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill-every", type=float, default=45.0,
                    help="seconds between killed clients")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--victim", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--victim", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.victim:
-        victim(args.device)
+        victim(args.device, args.victim)
         return 0
     seconds = args.minutes * 60
     if args.worker is not None:
