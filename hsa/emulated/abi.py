@@ -719,8 +719,6 @@ class kfd_ioctl_profiler_args(KfdArgs):
 class kfd_ioctl_create_process_args(KfdArgs):
     """AMDKFD_IOC_CREATE_PROCESS (KFD 1.19) takes no argument (_IO): an empty struct."""
 
-    _fields_: list = []
-
 
 # --- mmap offsets (kfd_priv.h, not UAPI: the kernel's own encoding of the offsets it hands out
 # in create_queue's doorbell_offset, create_event's event_page_offset and alloc's
