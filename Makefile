@@ -14,12 +14,16 @@ setup:
 demo: setup
 	@$(PY) examples/demo.py
 
+# The tests run with the emulated AMD kernel preloaded (inert until a test opens
+# amdgpu:emulated, which names the node): see scripts/emulated.sh.
+EMULATED_KERNEL := LD_PRELOAD=$(CURDIR)/build/emulated/libamdgpu_kfd.so
+
 test: setup
-	@$(PY) -m pytest -q $(PYTEST_ARGS)
+	@$(EMULATED_KERNEL) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The inner loop: everything but the tests marked slow.
 test-fast: setup
-	@$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	@$(EMULATED_KERNEL) $(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # Coverage-guided fuzzing (atheris): each target of tools/fuzz/targets.py for FUZZ_SECONDS,
 # from its seed corpus in tests/data/fuzz/; findings land in build/fuzz/TARGET/.

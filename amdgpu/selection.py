@@ -49,7 +49,7 @@ VALID_FORMS = (
     "amdgpu:emulated[:gfx90a|:4xgfx90a][:N|:GPU-<uuid>], vulkan, vulkan:N"
 )
 
-EMULATED_MAX_GPUS = 16  # hsa/emulated/thunk/hsakmt_emu.c's MAX_GPUS
+EMULATED_MAX_GPUS = 16  # GPU nodes an emulated node spec may hold
 _COUNTED_RE = re.compile(r"^([1-9][0-9]*x)?gfx[0-9a-f]+$")
 _UUID_RE = re.compile(r"^gpu-[0-9a-f]{1,16}$")
 

@@ -89,21 +89,22 @@ def bench_immediate(code, count: int, rounds: int) -> list[float]:
 
 
 def _hold(dev) -> None:
-    """amdgpu:emulated: its driver holds every doorbell from now on (the packet processors
-    sleep: hsa.emulated.driver's hold). amdgpu:virtual's processor is stopped already."""
+    """amdgpu:emulated: its device server holds every doorbell from now on (the packet
+    processors sleep). amdgpu:virtual's processor is stopped already."""
     if DEVICE.startswith("amdgpu:emulated"):
-        from hsa.emulated import driver
+        from hsa.emulated import protocol
 
-        driver.device().hold()
+        protocol.request(dev.provider.node_spec, protocol.OP_HOLD)
 
 
 def _close(dev) -> None:
     """Close without waiting (the pending packets are dropped with the queue)."""
+    spec = getattr(dev.provider, "node_spec", "")
     dev.close(timeout=0)
     if DEVICE.startswith("amdgpu:emulated"):
-        from hsa.emulated import driver
+        from hsa.emulated import protocol
 
-        driver.device().release()
+        protocol.request(spec, protocol.OP_RELEASE)
 
 
 def bench_memcpy(nbytes: int, reps: int, ring_bytes: int = 0) -> list[float]:

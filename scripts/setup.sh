@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev libhsakmt-dev llvm-19 gcc
+DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 libhsa-runtime64-1 libhsa-runtime-dev libhsakmt1 rocminfo llvm-19 gcc
     linux-source-6.1)  # AMD's PM4/SDMA/register headers: the oracle of tests/test_packets_pm4.py
 
 PYTHON=${PYTHON:-python3}
@@ -48,8 +48,8 @@ if [[ ! -f $stamp ]]; then
     touch "$stamp"
 fi
 
-# The emulated AMD driver (amdgpu:emulated): our libhsakmt.so.1 for ROCr, built with gcc
-# into build/emulated/ (rebuilt only when its sources changed).
+# The emulated AMD kernel (amdgpu:emulated, scripts/emulated.sh): the preloaded shim and the
+# device server's helper, built with gcc into build/emulated/ (rebuilt when a source changed).
 .venv/bin/python -c "from hsa.emulated.build import main; main()"
 # The HSA backend's compiled immediate-dispatch hot path (build/hotpath/; rebuilt only when
 # amdgpu/hsa_backend/hotpath.c changed; without it the backend runs the same steps in Python).

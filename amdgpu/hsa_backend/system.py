@@ -28,7 +28,7 @@ def _create(key: str) -> Any:
         from hsa.virtual.topology import expand_gpus
 
         gpus = expand_gpus(key.split(":", 1)[1].split(","))  # "gfx90a" or "4xgfx90a"
-        return EmulatedProvider(isa=gpus[0], gpus=len(gpus))
+        return EmulatedProvider(node=gpus)
     if key.startswith("virtual:"):
         from hsa.virtual import VirtualProvider
 

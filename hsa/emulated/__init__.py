@@ -1,69 +1,140 @@
-"""amdgpu:emulated: the real ROCr (Debian's libhsa-runtime64 5.2.3, unmodified) over an
-emulated AMD kernel driver whose GPU is the virtual AMD system.
+"""amdgpu:emulated: this machine's ROCm (Debian's libhsakmt 5.2.3 and libhsa-runtime64
+5.2.3, unmodified) over an emulated AMD kernel driver whose GPU is the virtual AMD system.
 
-`EmulatedProvider()` is a `RocrProvider` whose process first loaded our libhsakmt.so.1
-(hsa/emulated/thunk, built by scripts/setup.sh) and started the device side
-(`hsa.emulated.driver`). Everything above the thunk is AMD's code: hsa_init, agents, pools,
-queues, signals, the code-object loader, blit kernels, error handling.
+The kernel boundary is emulated, not a library: `shim/kfd_shim.c` (preloaded with
+LD_PRELOAD, see scripts/emulated.sh) answers /dev/kfd, the render nodes and the driver's
+sysfs files, and forwards the ioctls to a device server process (`server.py`) that plays
+the driver and the GPU. `EmulatedProvider` is a plain `RocrProvider` in a process that has
+the shim: it names the node (AMDGPU_EMULATED_NODE) before ROCr's hsa_init opens /dev/kfd.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-import shutil
 import threading
-from typing import Any
+from collections.abc import Sequence
 
-from ground.errors import HsaError, HsaUnavailable
-from ground.status import HSA_STATUS_ERROR_INVALID_ISA, HSA_STATUS_ERROR_NOT_INITIALIZED
-from hsa.rocr.library import candidate_paths, first_existing
+from ground.errors import HsaUnavailable
+from ground.status import HSA_STATUS_ERROR_NOT_INITIALIZED
 from hsa.rocr.provider import RocrProvider
 from hsa.virtual import executor as executor_registry
 
-from . import build, driver
-from .driver import DEFAULT_ISA, SUPPORTED_ISAS, start
+from . import build, protocol
 
-FAMILY = "gfx9"
+DEFAULT_ISA = "gfx90a"
+TARGETS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201")  # what a node may hold
+ROCR5_TARGETS = ("gfx90a",)  # of those, what Debian's ROCr 5.2.3 knows
+SUPPORTED_ISAS = TARGETS
+NEXT_STEP = "run it under scripts/emulated.sh (make test does), which preloads the emulated kernel"
 _live_lock = threading.Lock()
 _live = 0  # EmulatedProviders not shut down: while any is, this process's ROCr is emulated
-_live_gpus = 0  # the GPU node count those providers' ROCr was started with
+_live_spec = ""  # the node those providers' ROCr was started with
+_live_gpus = 0
+
+
+def _unavailable(why: str) -> HsaUnavailable:
+    return HsaUnavailable(HSA_STATUS_ERROR_NOT_INITIALIZED, why, "hsa_init")
+
+
+def shim_loaded() -> bool:
+    """Whether this process runs with the emulated kernel's shim (LD_PRELOAD)."""
+    try:
+        return bool(ctypes.CDLL(None).amdgpu_kfd_shim_version())
+    except (AttributeError, OSError):
+        return False
 
 
 def runs_kernels() -> bool:
     """Whether the emulated GPU can run machine code: hsa/virtual has a gfx9 executor."""
-    return executor_registry.has_executor(FAMILY)
+    return executor_registry.has_executor("gfx9")
+
+
+def node_spec(gpus: Sequence[str]) -> str:
+    """("gfx942", "gfx942", "gfx1201") -> "2xgfx942,gfx1201" (runs of one target counted)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(gpus):
+        j = i
+        while j < len(gpus) and gpus[j] == gpus[i]:
+            j += 1
+        parts.append(gpus[i] if j - i == 1 else f"{j - i}x{gpus[i]}")
+        i = j
+    return ",".join(parts)
+
+
+def _spec_for(targets: tuple[str, ...]) -> str:
+    """The node's spec as AMDGPU_EMULATED_NODE spells it when that names the same node (its
+    server is the one already running), else the compact form."""
+    from .models import parse_node
+
+    current = os.environ.get(protocol.NODE_ENV, "")
+    try:
+        if current and tuple(m.target for m in parse_node(current)) == targets:
+            return current
+    except Exception:  # a bad AMDGPU_EMULATED_NODE: the compact form of what was asked
+        pass
+    return node_spec(targets)
+
+
+def check_rocr_takes(gpus: Sequence[str]) -> None:
+    """One line for a node Debian's ROCr 5.2.3 cannot run."""
+    for target in gpus:
+        if target not in TARGETS:
+            raise _unavailable(f"the emulated kernel offers {', '.join(TARGETS)}, not "
+                               f"{target!r}")
+        if target not in ROCR5_TARGETS:
+            raise _unavailable(
+                f"{target} needs ROCr 6.4 or later (scripts/rocm6.sh); this machine's ROCr "
+                f"5.2.3 takes {', '.join(ROCR5_TARGETS)} agents only")
 
 
 class EmulatedProvider(RocrProvider):
-    """ROCr over the emulated driver: `EmulatedProvider(isa="gfx90a", gpus=1)`; `gpus` GPU
-    nodes (1..16) with XGMI links between them (`amdgpu:emulated:4xgfx90a`)."""
+    """ROCr over the emulated kernel: `EmulatedProvider(node=("gfx90a",) * 4)`, or the
+    older `EmulatedProvider(isa="gfx90a", gpus=4)`."""
 
     driver = "emulated"
-    # hsa/virtual's packet processor runs ROCr's queues and writes the completion records
-    # (stamped with ROCr's queue id, see driver.EmulatedQueue), as on amdgpu:virtual
-    records_completions = True
+    # the device server runs the queues in another process: completion records of a packet
+    # trace are the host's own, as on real ROCr
+    records_completions = False
 
-    def __init__(self, isa: str = DEFAULT_ISA, *, gpus: int = 1, require_gpu: bool = True):
-        global _live, _live_gpus
+    def __init__(self, isa: str = DEFAULT_ISA, *, gpus: int = 1,
+                 node: Sequence[str] | None = None, require_gpu: bool = True):
+        global _live, _live_spec, _live_gpus
+        targets = tuple(node) if node else (isa,) * gpus
+        check_rocr_takes(targets)
+        if not shim_loaded():
+            raise _unavailable(f"amdgpu:emulated needs the emulated kernel in this process; "
+                               f"{NEXT_STEP}")
+        spec = _spec_for(targets)
         with _live_lock:
             # ROCr reads the topology once per process-wide hsa_init: while a provider holds
             # it, a different node cannot appear
-            if _live and _live_gpus != gpus:
-                raise HsaUnavailable(
-                    HSA_STATUS_ERROR_NOT_INITIALIZED,
-                    f"this process's ROCr runs over an emulated node of {_live_gpus} GPU(s), so "
-                    f"it cannot also show {gpus}; close the amdgpu:emulated devices first, or "
-                    "open this node in a new process", "hsa_init")
-            self.device = start(isa, first_existing(candidate_paths()), gpus)
+            if _live and _live_spec != spec:
+                raise _unavailable(
+                    f"this process's ROCr runs over an emulated node of {_live_gpus} GPU(s) "
+                    f"({_live_spec}), so it cannot also show {len(targets)} ({spec}); close "
+                    "the amdgpu:emulated devices first, or open this node in a new process")
             _live += 1
-            _live_gpus = gpus
-        self.gpus = gpus
+            _live_spec, _live_gpus = spec, len(targets)
+        self.gpus = len(targets)
+        self.node = targets
+        self.node_spec = spec  # the device server's node (protocol.run_dir, protocol.request)
         self._counted = True
+        # The shim reads the node when ROCr's hsa_init opens /dev/kfd and the topology; the
+        # process's own AMDGPU_EMULATED_NODE (what plain amdgpu:emulated means) is put back
+        saved = os.environ.get(protocol.NODE_ENV)
+        os.environ[protocol.NODE_ENV] = spec
         try:
             super().__init__(require_gpu=require_gpu)
         except BaseException:
             self._uncount()
             raise
+        finally:
+            if saved is None:
+                os.environ.pop(protocol.NODE_ENV, None)
+            else:
+                os.environ[protocol.NODE_ENV] = saved
 
     def _uncount(self) -> None:
         global _live
@@ -72,8 +143,6 @@ class EmulatedProvider(RocrProvider):
         self._counted = False
         with _live_lock:
             _live -= 1
-            if _live == 0:
-                driver.stop()
 
     def shut_down(self) -> None:
         try:
@@ -81,65 +150,36 @@ class EmulatedProvider(RocrProvider):
         finally:
             self._uncount()
 
-    # ROCr copies, fills and loads code with its own gfx90a blit kernels, and aborts the
-    # process when its internal blit queue fails: without a gfx9 executor say so instead.
-    def _needs_kernels(self, call: str) -> None:
-        if not runs_kernels():
-            raise HsaError(
-                HSA_STATUS_ERROR_INVALID_ISA,
-                f"{call} on amdgpu:emulated runs ROCr's gfx90a blit kernels, and hsa/virtual "
-                "has no gfx9 ISA executor yet; use amdgpu:virtual for copies and kernels",
-                call,
-            )
-
-    def memory_copy(self, *args: Any, **kwargs: Any) -> Any:
-        self._needs_kernels("hsa_memory_copy")
-        return super().memory_copy(*args, **kwargs)
-
-    def memory_async_copy(self, *args: Any, **kwargs: Any) -> Any:
-        self._needs_kernels("hsa_amd_memory_async_copy")
-        return super().memory_async_copy(*args, **kwargs)
-
-    def executable_freeze(self, *args: Any, **kwargs: Any) -> Any:
-        self._needs_kernels("hsa_executable_freeze")
-        return super().executable_freeze(*args, **kwargs)
-
 
 def refuse_system_rocr() -> None:
-    """One process has one ROCr: once it runs over the emulated driver, "amdgpu:N" (ROCr
-    over /dev/kfd) cannot be opened in the same process."""
+    """One process has one ROCr: while it runs over the emulated kernel, "amdgpu:N" (ROCr
+    over a real /dev/kfd) cannot be opened in the same process."""
     if _live:
-        raise HsaUnavailable(
-            HSA_STATUS_ERROR_NOT_INITIALIZED,
-            "this process runs ROCr over the emulated AMD driver (amdgpu:emulated), so its ROCr "
-            "sees no real GPU; open amdgpu:N in a process that does not open amdgpu:emulated",
-            "hsa_init",
-        )
+        raise _unavailable(
+            "this process runs ROCr over the emulated AMD kernel (amdgpu:emulated), so its "
+            "ROCr sees no real GPU; open amdgpu:N in a process that does not open "
+            "amdgpu:emulated")
 
 
 def unavailable_reason() -> str:
     """Why this process could not open amdgpu:emulated ("" when it could), without
     starting it: for amdgpu.devices()."""
-    if driver._lib is not None:
-        return ""
-    ours = os.path.realpath(build.library_path())
-    foreign = [p for p in driver._loaded_objects()
-               if os.path.basename(p).startswith("libhsakmt.so") and os.path.realpath(p) != ours]
-    if foreign:
-        return (f"this process already loaded ROCr over {foreign[0]}; open amdgpu:emulated in "
-                "a new process")
-    if build.is_stale(build.library_path()) and (
-            shutil.which("gcc") is None or not os.path.exists(build.HEADER)):
-        return f"the emulated driver's libhsakmt.so.1 is not built and cannot be; {build.NEXT_STEP}"
+    if not shim_loaded():
+        return f"the emulated kernel is not loaded in this process; {NEXT_STEP}"
+    if build.is_stale(build.devside_path()):
+        return f"the emulated kernel's device server helper is not built; {build.NEXT_STEP}"
     return ""
 
 
 __all__ = [
     "DEFAULT_ISA",
     "SUPPORTED_ISAS",
+    "TARGETS",
     "EmulatedProvider",
+    "check_rocr_takes",
+    "node_spec",
     "refuse_system_rocr",
     "runs_kernels",
-    "start",
+    "shim_loaded",
     "unavailable_reason",
 ]

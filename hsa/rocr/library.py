@@ -67,7 +67,6 @@ def load_library(env: Mapping[str, str] | None = None, opt_root: str = "/opt") -
     if key in _cache:
         return _cache[key]
     failures: list[str] = []
-    _preload_emulated_driver(candidate_paths(env, opt_root))
     for path in candidate_paths(env, opt_root):
         if os.sep in path and not os.path.exists(path):
             continue
@@ -94,21 +93,6 @@ def load_library(env: Mapping[str, str] | None = None, opt_root: str = "/opt") -
 def first_existing(paths: list[str]) -> str | None:
     """The first candidate that is a file (bare sonames are the dynamic linker's)."""
     return next((p for p in paths if os.sep in p and os.path.exists(p)), None)
-
-
-def _preload_emulated_driver(paths: list[str], kfd: str = "/dev/kfd") -> None:
-    """Without /dev/kfd no real GPU can appear, so ROCr is loaded over the emulated driver's
-    libhsakmt.so.1 (switched off until amdgpu:emulated starts it; see hsa/emulated/driver.py).
-    That keeps amdgpu:emulated usable after a plain ROCr probe in the same process. Where the
-    thunk cannot be built, ROCr loads over the system's libhsakmt as before."""
-    if os.path.exists(kfd):
-        return
-    try:
-        from hsa.emulated.driver import preload
-
-        preload(first_existing(paths))
-    except HsaUnavailable:
-        pass
 
 
 class _DlInfo(ctypes.Structure):

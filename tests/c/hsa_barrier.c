@@ -1,8 +1,8 @@
 /* A plain C program using HSA: one BARRIER_AND packet through real ROCr (hsa_init, an AQL
  * queue, a completion signal, a doorbell, a blocked wait). Run with
- * LD_LIBRARY_PATH=build/emulated it reaches the emulated AMD driver, whose thunk starts the
- * device side in an embedded Python. Prints "agent NAME: barrier completed, signal 0" and
- * "GPU agents: N" (AMDGPU_EMULATED_GPUS=N shows N; the barrier runs on the last one). */
+ * scripts/emulated.sh it reaches the emulated AMD kernel (preloaded shim, device server).
+ * Prints "agent NAME: barrier completed, signal 0" and
+ * "GPU agents: N" (AMDGPU_EMULATED_NODE=Nxgfx90a shows N; the barrier runs on the last one). */
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 #include <stdio.h>

@@ -1,0 +1,1036 @@
+"""The emulated AMD kernel driver's device server: plays the amdgpu/KFD kernel driver and the
+GPU for client processes that run the real ROCm user space over shim/kfd_shim.c.
+
+`python -m hsa.emulated.server [--daemon] [--idle-exit-s S]`, node from AMDGPU_EMULATED_NODE
+(default one gfx90a). One server per node spec (a lock in its run directory); it writes the
+sysfs topology there, listens on <run dir>/sock, serves each client connection in a thread and
+exits once it has had no client for --idle-exit-s seconds.
+
+Per KFD client (one /dev/kfd open of one process): its own address space (a MemoryMap of the
+memfds handed out, at the client's GPU VAs, which libhsakmt keeps equal to its CPU VAs), its
+events page, doorbell pages, and queues run by hsa/virtual's PacketProcessor with the ISA
+executors. A client that goes away has its queues stopped and its memory dropped; the others
+keep running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import json
+import logging
+import mmap
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ground.errors import DeviceError, HsaError, MemoryFault
+from ground.status import (
+    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+    HSA_STATUS_ERROR_INVALID_SIGNAL,
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
+)
+from hsa.provider import AgentInfo, DeviceType
+from hsa.virtual.memory import Allocation, MemoryMap
+from hsa.virtual.queues import DeviceSide, PacketProcessor
+
+from . import abi, build, drm, protocol
+from .models import GpuModel, parse_node
+from .sysfs import NodeInfo, write_topology
+
+log = logging.getLogger("hsa.emulated.server")
+
+PAGE = 4096
+EINVAL, ENOENT, ENOMEM, ENOTTY = 22, 2, 12, 25
+
+# amd_queue_t and amd_signal_t offsets (hsa/amd_hsa_queue.h, amd_hsa_signal.h)
+Q_SIZE, Q_ID, Q_READ, Q_PROPERTIES, Q_INACTIVE_SIGNAL = 24, 32, 128, 180, 192
+PROFILING_BIT = 1 << 3  # AMD_QUEUE_PROPERTIES_ENABLE_PROFILING
+S_VALUE, S_MAILBOX, S_EVENT_ID = 8, 16, 24
+# queue_inactive_signal codes ROCr maps to HSA statuses (KFD's exception bits)
+ERROR_CODES = {
+    HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: 0x20000000,
+    HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION: 0x40000000,
+}
+ERROR_INVALID_PACKET = 32  # everything else: ROCr reports INVALID_PACKET_FORMAT
+
+# linux/kfd_ioctl.h
+ALLOC_VRAM, ALLOC_GTT, ALLOC_USERPTR, ALLOC_DOORBELL, ALLOC_MMIO_REMAP = 1, 2, 4, 8, 16
+QUEUE_COMPUTE_AQL = 2
+EVENT_MEMORY = 8
+DOORBELL_PAGE = 8192  # gfx9: 1024 queues x 8-byte doorbells per process and GPU
+MMAP_TYPE_DOORBELL = 3 << 62
+MMAP_TYPE_EVENTS = 2 << 62
+MMAP_GPU_ID_SHIFT = 46
+# process apertures of a gfx9 KFD (kfd_flat_memory.c, v9)
+LDS_BASE, SCRATCH_BASE, APERTURE_SIZE = 1 << 48, 2 << 48, 1 << 32
+GPUVM_BASE, GPUVM_LIMIT = 1 << 21, (1 << 47) - 1
+IDLE_EXIT_S = 30.0
+GRACE_S = 30.0  # how long freed memory stays mapped in the server (Server.bury)
+
+
+def ioctl_name(request: int) -> str:
+    """The ioctl's name in linux/kfd_ioctl.h or drm.h (abi.IOCTLS), else its fields."""
+    known = abi.decode(request)
+    if known is not None:
+        return known.name
+    if request in (drm.DRM_IOCTL_VERSION, drm.DRM_IOCTL_AMDGPU_INFO):
+        return "DRM_IOCTL_VERSION" if request == drm.DRM_IOCTL_VERSION else "DRM_IOCTL_AMDGPU_INFO"
+    return (f"type '{chr((request >> 8) & 0xFF)}' nr 0x{request & 0xFF:02x} size "
+            f"{(request >> 16) & 0x3FFF}, not in kfd_ioctl.h")
+
+
+class ServerError(Exception):
+    """An ioctl refused: errno to return."""
+
+    def __init__(self, errno: int, why: str = "") -> None:
+        super().__init__(why)
+        self.errno = errno
+
+
+def _u32(b: bytes | bytearray, off: int) -> int:
+    return int.from_bytes(b[off:off + 4], "little")
+
+
+def _u64(b: bytes | bytearray, off: int) -> int:
+    return int.from_bytes(b[off:off + 8], "little")
+
+
+def _put32(b: bytearray, off: int, v: int) -> None:
+    b[off:off + 4] = (v & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def _put64(b: bytearray, off: int, v: int) -> None:
+    b[off:off + 8] = (v & (2**64 - 1)).to_bytes(8, "little")
+
+
+# --- the C helpers (shim/devside.c) -------------------------------------------------------
+def _load_devside() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(build.devside_path()))
+    u64, i64 = ctypes.c_uint64, ctypes.c_int64
+    lib.devside_poll.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                 ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
+    lib.devside_poll.restype = ctypes.c_int
+    lib.devside_add.argtypes = [u64, i64]
+    lib.devside_add.restype = i64
+    lib.devside_load.argtypes = [u64]
+    lib.devside_load.restype = i64
+    lib.devside_store.argtypes = [u64, i64]
+    lib.devside_store.restype = None
+    lib.devside_store32.argtypes = [u64, ctypes.c_uint32]
+    lib.devside_store32.restype = None
+    lib.devside_fire.argtypes = [u64, ctypes.c_uint32]
+    lib.devside_fire.restype = None
+    return lib
+
+
+# --- memory -------------------------------------------------------------------------------
+@dataclass
+class Bo:
+    """One buffer object of a client: its VA range and the memfd mapping behind it."""
+
+    handle: int
+    va: int
+    size: int
+    flags: int
+    gpu_id: int
+    fd: int  # the memfd (closed once sent, except doorbells kept per GPU)
+    key: int  # the mmap offset the client maps it at
+    data: np.ndarray
+    alloc: Allocation | None = None
+
+
+def _map_fd(fd: int, size: int, offset: int = 0) -> np.ndarray:
+    """`size` bytes of memfd `fd` from `offset`, mapped shared into this process; the mapping
+    lives as long as a numpy view of it does."""
+    start = offset - offset % PAGE
+    length = (offset - start + size + PAGE - 1) // PAGE * PAGE
+    mm = mmap.mmap(fd, length, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=start)
+    return np.frombuffer(mm, dtype=np.uint8)[offset - start: offset - start + size]
+
+
+def _new_memfd(name: str, size: int) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.ftruncate(fd, max(PAGE, (size + PAGE - 1) // PAGE * PAGE))
+    return fd
+
+
+def _host(alloc: Allocation) -> int:
+    """The server's address of an allocation's first byte."""
+    addr = alloc.__dict__.get("_host")
+    if addr is None:
+        addr = alloc.__dict__["_host"] = alloc.data.ctypes.data
+    return addr
+
+
+class ClientMemory(MemoryMap):
+    """A client's address space: its BOs at their VAs."""
+
+    def address(self, va: int, size: int = 8) -> int:
+        alloc = self.find(va, size)
+        return _host(alloc) + (va - alloc.base)
+
+    def holds(self, va: int, size: int = 1) -> bool:
+        try:
+            self.find(va, size)
+            return True
+        except MemoryFault:
+            return False
+
+
+class ClientSignals:
+    """What PacketProcessor needs of a signal table, over ROCr's amd_signal_t objects in the
+    client's memory; completion events go to the client's events page."""
+
+    def __init__(self, client: Client) -> None:
+        self.lock = threading.Lock()
+        self._client = client
+        self._memory = client.memory
+        self._lib = client.server.lib
+
+    def exists(self, handle: int) -> bool:
+        return handle != 0 and self._memory.holds(handle, 64)
+
+    def _addr(self, handle: int, offset: int, call: str) -> int:
+        try:
+            return self._memory.address(handle + offset)
+        except MemoryFault:
+            raise HsaError(HSA_STATUS_ERROR_INVALID_SIGNAL,
+                           f"0x{handle:x} is not in any allocation of this client", call) from None
+
+    def value(self, handle: int) -> int:
+        return self._lib.devside_load(self._addr(handle, S_VALUE, "signal load"))
+
+    def _fire(self, handle: int) -> None:
+        """The CP's end-of-packet interrupt: event id into the mailbox, then the event."""
+        lib = self._lib
+        event_id = lib.devside_load(self._addr(handle, S_EVENT_ID, "signal")) & 0xFFFFFFFF
+        if not event_id:
+            return  # a signal without an event (ROCr's default signals): nobody sleeps on it
+        mailbox = lib.devside_load(self._addr(handle, S_MAILBOX, "signal"))
+        if mailbox:
+            try:
+                lib.devside_store(self._memory.address(mailbox), event_id)
+            except MemoryFault:
+                log.warning("signal 0x%x: event mailbox 0x%x is not mapped", handle, mailbox)
+        self._client.fire(event_id)
+
+    def add(self, handle: int, delta: int) -> None:
+        self._lib.devside_add(self._addr(handle, S_VALUE, "signal add"), delta)
+        self._fire(handle)
+
+    def store(self, handle: int, value: int) -> None:
+        self._lib.devside_store(self._addr(handle, S_VALUE, "signal store"), value)
+        self._fire(handle)
+
+    def set_word(self, handle: int, word: int, value: int) -> None:
+        self._lib.devside_store(self._addr(handle, 8 * word, "signal timestamp"),
+                                value - (1 << 64) if value >= 1 << 63 else value)
+
+    def wait_until(self, handles: Sequence[int], test: Callable[[list[int]], object],
+                   timeout_s: float | None, *, call: str, describe: Callable[[list[int]], str],
+                   cv: threading.Condition | None = None,
+                   stop: Callable[[], bool] | None = None) -> object:
+        """Poll the signals' values (the client writes them without telling anyone) with a
+        growing sleep, until test() answers, stop() is true or the deadline passes."""
+        addresses = [self._addr(h, S_VALUE, call) for h in handles]
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        delay = 20e-6
+        load = self._lib.devside_load
+        while True:
+            result = test([load(a) for a in addresses])
+            if result is not None:
+                return result
+            if stop is not None and stop():
+                return None
+            if deadline is not None and time.monotonic() > deadline:
+                raise HsaError(HSA_STATUS_ERROR_INVALID_SIGNAL, f"{call}: timed out", call)
+            time.sleep(delay)
+            delay = min(delay * 2, 1e-3)
+
+    def annotate(self, handles: Sequence[int], note: str) -> None:
+        pass  # ROCr keeps its own waiters
+
+    def wake_all(self) -> None:
+        pass
+
+
+# --- queues -------------------------------------------------------------------------------
+@dataclass
+class _Agent:
+    """What PacketProcessor reads of its agent."""
+
+    info: AgentInfo
+    family: str
+    lds_size: int
+
+
+def _family(target: str) -> str:
+    return "gfx9" if target.startswith("gfx9") else target[:5]  # gfx11 / gfx12
+
+
+class ServerQueue:
+    """What PacketProcessor reads of its queue, over the ring and amd_queue_t ROCr made in
+    the client's memory."""
+
+    def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
+                 read_ptr: int, write_ptr: int, doorbell: int) -> None:
+        memory = client.memory
+        self.kfd_id = queue_id
+        self.client = client
+        self.node = node
+        self.handle = read_ptr - Q_READ  # amd_queue_t: read_dispatch_id is at +128
+        self._struct = memory.view(self.handle, 256)
+        self.size = int(self._struct[Q_SIZE:Q_SIZE + 4].view(np.uint32)[0])
+        self.base_address = ring
+        self.ring = memory.view(ring, self.size * 64)
+        self._read = memory.view(read_ptr, 8).view(np.uint64)
+        self._write = memory.view(write_ptr, 8).view(np.uint64)
+        self.doorbell = doorbell  # the server's address of its doorbell slot
+        self.last_bell = -1
+        self._error: BaseException | None = None
+        self._callback = self._on_error
+        self.destroyed = False
+        agent = _Agent(info=AgentInfo(handle=node.index, name=node.model.target,
+                                      device_type=DeviceType.GPU, isa=node.model.target),
+                       family=_family(node.model.target), lds_size=node.model.lds_bytes)
+        self.processor = PacketProcessor(client.side, agent, self)
+
+    @property
+    def id(self) -> int:
+        """ROCr's own queue id (hsa_queue_t.id)."""
+        return int(self._struct[Q_ID:Q_ID + 8].view(np.uint64)[0])
+
+    @property
+    def profiling(self) -> bool:
+        return bool(int(self._struct[Q_PROPERTIES:Q_PROPERTIES + 4].view(np.uint32)[0])
+                    & PROFILING_BIT)
+
+    def load_write_index(self) -> int:
+        return int(self._write[0])
+
+    def _store_read_index(self, value: int) -> None:
+        self._read[0] = value
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    def ring_doorbell(self, value: int) -> None:
+        if value < 0 or self.destroyed:
+            return
+        proc = self.processor
+        _raise_to(proc._rung, value)
+        if proc._needs_wake:
+            proc.wake()
+
+    def _on_error(self, status: int, _queue: Any) -> None:
+        """The CP's queue error: a code into queue_inactive_signal and its event."""
+        exc = self._error
+        log.warning("client %d: %s", self.client.pid, exc)
+        if isinstance(exc, MemoryFault):
+            self.client.memory_fault(int(getattr(exc, "address", 0)), self.node.gpu_id)
+        code = ERROR_CODES.get(status, ERROR_INVALID_PACKET)
+        inactive = int(self._struct[Q_INACTIVE_SIGNAL:Q_INACTIVE_SIGNAL + 8].view(np.uint64)[0])
+        if inactive:
+            try:
+                self.client.signals.store(inactive, code)
+            except HsaError:
+                log.warning("queue %d: queue_inactive_signal 0x%x is not live", self.id, inactive)
+
+
+def _raise_to(heap: list[int], value: int) -> None:
+    import heapq
+
+    heapq.heappushpop(heap, value)
+
+
+class DoorbellWatch:
+    """One thread that waits in devside_poll (C, off the interpreter lock) for doorbell
+    writes of every live queue of every client, and passes them to the queues."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self._lib = lib
+        self._queues: list[ServerQueue] = []
+        self._lock = threading.Lock()
+        self._kick = ctypes.c_int(0)
+        self._stop = False
+        self._held: dict[ServerQueue, int] | None = None
+        self._thread = threading.Thread(target=self._run, name="doorbells", daemon=True)
+        self._thread.start()
+
+    def add(self, queue: ServerQueue) -> None:
+        with self._lock:
+            self._queues = [*self._queues, queue]
+            self._kick.value = 1
+
+    def remove(self, queue: ServerQueue) -> None:
+        with self._lock:
+            self._queues = [q for q in self._queues if q is not queue]
+            self._kick.value = 1
+
+    def _run(self) -> None:
+        out = (ctypes.c_int * 64)()
+        while not self._stop:
+            with self._lock:
+                queues = self._queues
+                self._kick.value = 0
+            n = len(queues)
+            addrs = (ctypes.c_uint64 * max(n, 1))(*[q.doorbell for q in queues])
+            last = (ctypes.c_int64 * max(n, 1))(*[q.last_bell for q in queues])
+            while not self._kick.value and not self._stop:
+                k = self._lib.devside_poll(addrs, last, n, out, 64, 200, 300,
+                                           ctypes.byref(self._kick))
+                for i in range(k):
+                    q = queues[out[i]]
+                    q.last_bell = last[out[i]]
+                    held = self._held
+                    if held is not None:
+                        held[q] = q.last_bell
+                        continue
+                    self._pass(q, q.last_bell)
+
+    def _pass(self, q: ServerQueue, value: int) -> None:
+        try:
+            q.ring_doorbell(value)
+        except Exception:  # the watch must outlive any one queue's trouble
+            log.exception("doorbell of queue %d", q.kfd_id)
+
+    def hold(self) -> None:
+        """Benchmarks: keep doorbells from the packet processors (they sleep), so a timed
+        publishing loop measures the host's cost only."""
+        self._held = {}
+
+    def release(self) -> None:
+        """Pass on the doorbells rung while held; processing resumes."""
+        held, self._held = self._held or {}, None
+        for q, value in held.items():
+            self._pass(q, value)
+
+
+# --- clients ------------------------------------------------------------------------------
+class Client:
+    """One process's /dev/kfd: its address space, events, doorbells and queues."""
+
+    def __init__(self, server: Server, pid: int) -> None:
+        self.server = server
+        self.pid = pid
+        self.memory = ClientMemory()
+        self.bos: dict[int, Bo] = {}
+        self._next_handle = 1
+        self._lock = threading.Lock()
+        self.events_fd = _new_memfd("amdgpu-events", protocol.EVENTS_PAGE_BYTES)
+        self.events = _map_fd(self.events_fd, protocol.EVENTS_PAGE_BYTES)
+        self.events_addr = self.events.ctypes.data
+        self.has_events_page = False
+        self.doorbells: dict[int, tuple[int, np.ndarray]] = {}  # gpu_id -> (memfd, page)
+        self.queues: dict[int, ServerQueue] = {}
+        self.signals = ClientSignals(self)
+        self.side = DeviceSide(self.signals, self.memory, lambda ko: f"0x{ko:x}",
+                               lambda ko: None)
+
+    # events
+    def fire(self, event_id: int) -> None:
+        if 0 < event_id < protocol.MAX_EVENTS:
+            self.server.lib.devside_fire(self.events_addr, event_id)
+
+    def memory_fault(self, address: int, gpu_id: int) -> None:
+        """KFD's GPU VM fault: the fault data, then every memory event of the process."""
+        record = bytearray(32)
+        _put32(record, 0, 1)  # failure.NotPresent
+        _put64(record, 16, address)
+        _put32(record, 24, gpu_id)
+        self.events[protocol.EVENTS_FAULT:protocol.EVENTS_FAULT + 32] = np.frombuffer(
+            bytes(record), np.uint8)
+        types = self.events[protocol.EVENTS_TYPE:protocol.EVENTS_TYPE + protocol.MAX_EVENTS]
+        for event_id in np.flatnonzero(types == EVENT_MEMORY):
+            self.fire(int(event_id))
+
+    # memory
+    def new_handle(self) -> int:
+        with self._lock:
+            h = self._next_handle
+            self._next_handle += 1
+        return h
+
+    def add_bo(self, bo: Bo, allowed: set[int]) -> None:
+        several = len(self.server.nodes) > 1
+        bo.alloc = self.memory.adopt(bo.va, bo.data, owner=self.server.node_of(bo.gpu_id),
+                                     pool=0, allowed=allowed)
+        bo.alloc.accessible_by_all = not several
+        self.bos[bo.handle] = bo
+
+    def close(self) -> str:
+        """The process is gone: stop its queues, drop its memory (mappings end with the last
+        numpy view of them)."""
+        for q in list(self.queues.values()):
+            self.server.doorbell_watch.remove(q)
+            q.destroyed = True
+            q.processor.stop(join_timeout_s=2.0)
+        nbytes = sum(bo.size for bo in self.bos.values())
+        summary = (f"client {self.pid} gone: {len(self.queues)} queue(s) stopped, "
+                   f"{len(self.bos)} allocation(s) ({nbytes >> 20} MiB) freed")
+        self.queues.clear()
+        for bo in self.bos.values():
+            if bo.alloc is not None:
+                try:
+                    self.memory.free(bo.va)
+                except KeyError:
+                    pass
+        self.server.bury([bo.data for bo in self.bos.values()] +
+                         [page for _fd, page in self.doorbells.values()] + [self.events])
+        self.bos.clear()
+        for fd, _page in self.doorbells.values():
+            os.close(fd)
+        self.doorbells.clear()
+        os.close(self.events_fd)
+        return summary
+
+
+# --- the ioctls ---------------------------------------------------------------------------
+@dataclass
+class Answer:
+    args: bytes
+    writes: list[tuple[int, bytes]] = field(default_factory=list)
+    fds: list[tuple[int, int, int]] = field(default_factory=list)  # (mmap offset, size, fd)
+    close_after: list[int] = field(default_factory=list)
+
+
+class Kfd:
+    """The KFD ioctls of one client (linux/kfd_ioctl.h, version 1.8)."""
+
+    def __init__(self, server: Server, client: Client) -> None:
+        self.server = server
+        self.client = client
+
+    def handle(self, nr: int, args: bytearray, extra: bytes, fds: list[int]) -> Answer:
+        method = getattr(self, f"nr_{nr:02x}", None)
+        if method is None:
+            raise ServerError(EINVAL, "unknown")
+        return method(args, extra, fds) or Answer(bytes(args))
+
+    def nr_01(self, a: bytearray, extra: bytes, fds: list[int]) -> None:  # GET_VERSION
+        _put32(a, 0, 1)
+        _put32(a, 4, 8)
+
+    def nr_04(self, a, extra, fds):  # SET_MEMORY_POLICY
+        self.server.node(_u32(a, 16))
+
+    def nr_07(self, a, extra, fds):  # UPDATE_QUEUE
+        pass
+
+    def nr_11(self, a, extra, fds):  # SET_SCRATCH_BACKING_VA
+        pass
+
+    def nr_12(self, a, extra, fds):  # GET_TILE_CONFIG: gfx9 has none to report
+        _put32(a, 16, 0)
+        _put32(a, 20, 0)
+
+    def nr_13(self, a, extra, fds):  # SET_TRAP_HANDLER
+        pass
+
+    def nr_15(self, a, extra, fds):  # ACQUIRE_VM (drm_fd: the shim sent the render minor)
+        node = self.server.node(_u32(a, 4))
+        if _u32(a, 0) != node.drm_render_minor:
+            raise ServerError(EINVAL, "the render node is not this GPU's")
+
+    def nr_1a(self, a, extra, fds):  # SET_CU_MASK
+        pass
+
+    def nr_1e(self, a, extra, fds):  # ALLOC_QUEUE_GWS
+        pass
+
+    def nr_21(self, a, extra, fds):  # SET_XNACK_MODE: off, and it stays off
+        if int.from_bytes(a[0:4], "little", signed=True) > 0:
+            raise ServerError(EINVAL, "XNACK is off on the emulated GPU")
+        _put32(a, 0, 0)
+
+    def nr_14(self, a, extra, fds):  # GET_PROCESS_APERTURES_NEW
+        ptr, count = _u64(a, 0), _u32(a, 8)
+        nodes = self.server.nodes
+        if count == 0 or ptr == 0:
+            _put32(a, 8, len(nodes))
+            return None
+        out = bytearray()
+        for n in nodes[:count]:
+            for v in (LDS_BASE, LDS_BASE + APERTURE_SIZE - 1, SCRATCH_BASE,
+                      SCRATCH_BASE + APERTURE_SIZE - 1, GPUVM_BASE, GPUVM_LIMIT):
+                out += v.to_bytes(8, "little")
+            out += n.gpu_id.to_bytes(4, "little") + bytes(4)
+        _put32(a, 8, min(count, len(nodes)))
+        return Answer(bytes(a), writes=[(ptr, bytes(out))])
+
+    # memory
+    def nr_16(self, a, extra, fds):  # ALLOC_MEMORY_OF_GPU
+        client = self.client
+        va, size, offset_in = _u64(a, 0), _u64(a, 8), _u64(a, 24)
+        gpu_id, flags = _u32(a, 32), _u32(a, 36)
+        node = self.server.node(gpu_id)
+        if size == 0:
+            raise ServerError(EINVAL, "size 0")
+        handle = client.new_handle()
+        if flags & ALLOC_USERPTR:
+            if not fds or len(extra) < 8:
+                raise ServerError(EINVAL, "userptr without its memfd")
+            fd = fds.pop(0)
+            try:
+                data = _map_fd(fd, size, _u64(extra, 0))
+            finally:
+                os.close(fd)
+            bo = Bo(handle, va, size, flags, gpu_id, -1, offset_in, data)
+            client.add_bo(bo, {node.index})
+            _put64(a, 16, handle)
+            return Answer(bytes(a))
+        if flags & ALLOC_DOORBELL:
+            fd, page = self._doorbell_page(gpu_id)
+            bo = Bo(handle, va, size, flags, gpu_id, -1, offset_in, page[:size])
+            client.add_bo(bo, {node.index})
+            _put64(a, 16, handle)
+            key = MMAP_TYPE_DOORBELL | gpu_id << MMAP_GPU_ID_SHIFT  # what libhsakmt maps
+            return Answer(bytes(a), fds=[(key, DOORBELL_PAGE, fd)])
+        try:
+            fd = _new_memfd(f"amdgpu-bo-{handle}", size)
+            data = _map_fd(fd, size)
+        except OSError as exc:
+            raise ServerError(ENOMEM, str(exc)) from None
+        key = handle << 12
+        bo = Bo(handle, va, size, flags, gpu_id, fd, key, data)
+        client.add_bo(bo, {node.index})
+        _put64(a, 16, handle)
+        _put64(a, 24, key)
+        return Answer(bytes(a), fds=[(key, (size + PAGE - 1) // PAGE * PAGE, fd)],
+                      close_after=[fd])
+
+    def _doorbell_page(self, gpu_id: int) -> tuple[int, np.ndarray]:
+        page = self.client.doorbells.get(gpu_id)
+        if page is None:
+            fd = _new_memfd(f"amdgpu-doorbells-{gpu_id:x}", DOORBELL_PAGE)
+            page = self.client.doorbells[gpu_id] = (fd, _map_fd(fd, DOORBELL_PAGE))
+        return page
+
+    def nr_17(self, a, extra, fds):  # FREE_MEMORY_OF_GPU
+        bo = self.client.bos.pop(_u64(a, 0), None)
+        if bo is None:
+            raise ServerError(EINVAL, "no such buffer")
+        self.client.memory.free(bo.va)
+        self.server.bury([bo.data])
+
+    def _mapping(self, a: bytearray, extra: bytes, on: bool) -> None:
+        bo = self.client.bos.get(_u64(a, 0))
+        if bo is None or bo.alloc is None:
+            raise ServerError(EINVAL, "no such buffer")
+        n = _u32(a, 16)
+        ids = [_u32(extra, 4 * i) for i in range(min(n, len(extra) // 4))]
+        nodes = {self.server.node(g).index for g in ids}
+        if on:
+            bo.alloc.allowed |= nodes
+        else:
+            bo.alloc.allowed -= nodes
+        _put32(a, 20, len(ids))
+
+    def nr_18(self, a, extra, fds):  # MAP_MEMORY_TO_GPU
+        self._mapping(a, extra, True)
+
+    def nr_19(self, a, extra, fds):  # UNMAP_MEMORY_FROM_GPU
+        self._mapping(a, extra, False)
+
+    # queues
+    def nr_02(self, a, extra, fds):  # CREATE_QUEUE
+        client = self.client
+        ring, write_ptr, read_ptr = _u64(a, 0), _u64(a, 8), _u64(a, 16)
+        gpu_id, qtype = _u32(a, 36), _u32(a, 40)
+        node = self.server.node(gpu_id)
+        if qtype != QUEUE_COMPUTE_AQL:
+            raise ServerError(EINVAL, f"queue type {qtype} (the emulated GPU runs AQL queues; "
+                                      "SDMA and PM4 queues are not emulated)")
+        _fd, page = self._doorbell_page(gpu_id)
+        with client._lock:
+            used = {q.kfd_id for q in client.queues.values()}
+            qid = next(i for i in range(1024) if i not in used)
+        slot = page.ctypes.data + qid * 8
+        self.server.lib.devside_store(slot, -1)
+        try:
+            queue = ServerQueue(client, qid, node, ring, read_ptr, write_ptr, slot)
+        except MemoryFault as exc:
+            raise ServerError(EINVAL, f"queue memory: {exc}") from None
+        client.queues[qid] = queue
+        self.server.doorbell_watch.add(queue)
+        _put32(a, 52, qid)
+        _put64(a, 24, MMAP_TYPE_DOORBELL | gpu_id << MMAP_GPU_ID_SHIFT | qid * 8)
+        return None
+
+    def nr_03(self, a, extra, fds):  # DESTROY_QUEUE
+        queue = self.client.queues.pop(_u32(a, 0), None)
+        if queue is None:
+            raise ServerError(EINVAL, "no such queue")
+        self.server.doorbell_watch.remove(queue)
+        queue.destroyed = True
+        queue.processor.stop(join_timeout_s=4.0)
+
+    # events
+    def nr_08(self, a, extra, fds):  # CREATE_EVENT
+        client = self.client
+        with client._lock:
+            types = client.events[protocol.EVENTS_TYPE:protocol.EVENTS_TYPE + protocol.MAX_EVENTS]
+            free = np.flatnonzero(types[1:] == 0)
+            if free.size == 0:
+                raise ServerError(ENOMEM, "all 4095 events in use")
+            eid = int(free[0]) + 1
+            etype = _u32(a, 12)
+            types[eid] = etype if etype else 0xFF  # 0 means free: signal events are 0xFF
+            client.events[protocol.EVENTS_AUTO_RESET + eid] = 1 if _u32(a, 16) else 0
+            client.events[protocol.EVENTS_SIGNALED + 4 * eid:
+                          protocol.EVENTS_SIGNALED + 4 * eid + 4] = 0
+        if _u64(a, 0) or client.has_events_page:
+            # the process has an events page (libhsakmt passes its handle once): each
+            # event's slot in it is the CP's mailbox (HWData2), as KFD's signal page
+            client.has_events_page = True
+            _put64(a, 0, MMAP_TYPE_EVENTS)
+        _put32(a, 8, eid)  # event_trigger_data
+        _put32(a, 24, eid)
+        _put32(a, 28, eid)  # event_slot_index
+        return None
+
+    def nr_09(self, a, extra, fds):  # DESTROY_EVENT
+        eid = _u32(a, 0)
+        if not 0 < eid < protocol.MAX_EVENTS:
+            raise ServerError(EINVAL, "no such event")
+        self.client.events[protocol.EVENTS_TYPE + eid] = 0
+
+
+class Render:
+    """The render node's DRM ioctls libdrm makes (amdgpu_device_initialize)."""
+
+    def __init__(self, server: Server, minor: int) -> None:
+        self.server = server
+        self.minor = minor
+
+    def handle(self, request: int, args: bytearray, extra: bytes) -> Answer:
+        nr = request & 0xFF
+        if nr == 0x05:  # DRM_IOCTL_GET_CLIENT: the one client, authenticated
+            if _u32(args, 0) != 0:
+                raise ServerError(EINVAL, "no such client")
+            _put32(args, 4, 1)
+            return Answer(bytes(args))
+        node = self.server.node_by_minor(self.minor)
+        try:
+            out = drm.answer(request, bytes(args), node)
+            writes = drm.pointer_writes(request, bytes(args), node)
+        except OSError as exc:
+            raise ServerError(exc.errno or EINVAL, "unknown" if exc.errno == EINVAL else
+                              str(exc)) from None
+        return Answer(out, writes)
+
+
+# --- the server ---------------------------------------------------------------------------
+class Server:
+    def __init__(self, spec: str, run: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
+        self.spec = spec
+        self.run = run
+        self.idle_exit_s = idle_exit_s
+        self.gpus: list[GpuModel] = parse_node(spec)
+        for tree in ("sys", "proc", "dev"):  # an earlier server's, maybe of older code
+            shutil.rmtree(run / tree, ignore_errors=True)
+        self.nodes: list[NodeInfo] = write_topology(run, self.gpus)
+        (run / "sys/module/amdgpu/holders").mkdir(parents=True, exist_ok=True)  # lsmod reads it
+        for path in ("dev/kfd", *(f"dev/dri/renderD{n.drm_render_minor}" for n in self.nodes)):
+            (run / path).parent.mkdir(parents=True, exist_ok=True)
+            (run / path).touch()
+        self._by_gpu = {n.gpu_id: n for n in self.nodes}
+        self.lib = _load_devside()
+        self.doorbell_watch = DoorbellWatch(self.lib)
+        self.clients: dict[int, Client] = {}
+        self._lock = threading.Lock()
+        self._connections = 0
+        self._idle_since = time.monotonic()
+        self._said: set[tuple[int, int]] = set()
+        self._graveyard: list[tuple[float, np.ndarray]] = []
+
+    def bury(self, arrays: list[np.ndarray]) -> None:
+        """Keep freed mappings for a while before they are unmapped: the C helpers (the
+        doorbell watch, signal atomics) may hold a raw address into them for a moment after
+        the Python side let go, and a packet processor may still finish a kernel."""
+        now = time.monotonic()
+        with self._lock:
+            self._graveyard = [(t, a) for t, a in self._graveyard if now - t < GRACE_S]
+            self._graveyard.extend((now, a) for a in arrays)
+
+    def node(self, gpu_id: int) -> NodeInfo:
+        node = self._by_gpu.get(gpu_id)
+        if node is None:
+            raise ServerError(EINVAL, f"no GPU with gpu_id {gpu_id}")
+        return node
+
+    def node_by_minor(self, minor: int) -> NodeInfo:
+        return next(n for n in self.nodes if n.drm_render_minor == minor)
+
+    def node_of(self, gpu_id: int) -> int:
+        return self.node(gpu_id).index
+
+    def unknown(self, kind: str, request: int) -> None:
+        key = (0, request)
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("unhandled %s ioctl 0x%08x (%s): EINVAL", kind, request,
+                        ioctl_name(request))
+
+    def status(self) -> dict:
+        with self._lock:
+            clients = list(self.clients.values())
+        return {"node": self.spec, "pid": os.getpid(),
+                "clients": [{"pid": c.pid, "allocations": len(c.bos),
+                             "bytes": sum(b.size for b in c.bos.values()),
+                             "queues": len(c.queues)} for c in clients]}
+
+    # connections
+    def serve_forever(self, listener: socket.socket) -> None:
+        listener.settimeout(1.0)
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                with self._lock:
+                    idle = self._connections == 0 and (
+                        time.monotonic() - self._idle_since > self.idle_exit_s)
+                if idle:
+                    log.info("no client for %.0f s: exiting", self.idle_exit_s)
+                    return
+                continue
+            with self._lock:
+                self._connections += 1
+            threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
+
+    def _connection(self, conn: socket.socket) -> None:
+        client: Client | None = None
+        try:
+            client = self._session(conn)
+        except (ConnectionError, EOFError):
+            pass  # the client went away
+        except Exception:
+            log.exception("connection of client %s failed", client.pid if client else "?")
+        finally:
+            conn.close()
+            if client is not None:
+                with self._lock:
+                    self.clients.pop(id(client), None)
+                log.info(client.close())
+            with self._lock:
+                self._connections -= 1
+                if self._connections == 0:
+                    self._idle_since = time.monotonic()
+
+    def _session(self, conn: socket.socket) -> Client | None:
+        head, fds = _recv_head(conn)
+        op, kind, minor, _arglen, _extralen, _nfds, pid = head
+        if op in (protocol.OP_HOLD, protocol.OP_RELEASE):
+            if op == protocol.OP_HOLD:
+                self.doorbell_watch.hold()
+            else:
+                self.doorbell_watch.release()
+            op = protocol.OP_STATUS
+        if op == protocol.OP_STATUS:
+            body = json.dumps(self.status()).encode()
+            conn.sendall(protocol.REPLY.pack(0, len(body), 0, 0) + body)
+            return None
+        if op != protocol.OP_HELLO:
+            return None
+        client = None
+        if kind == protocol.KIND_KFD:
+            client = Client(self, pid)
+            with self._lock:
+                self.clients[id(client)] = client
+            log.info("client %d opened /dev/kfd", pid)
+            _send(conn, 0, Answer(b"", fds=[(0, protocol.EVENTS_PAGE_BYTES, client.events_fd)]))
+            handler: Any = Kfd(self, client)
+        else:
+            if not any(n.drm_render_minor == minor for n in self.nodes):
+                _send(conn, -ENOENT, Answer(b""))
+                return None
+            _send(conn, 0, Answer(b""))
+            handler = Render(self, int(minor))
+        while True:
+            try:
+                head, fds = _recv_head(conn)
+            except EOFError:
+                return client
+            op, kind, request, arglen, extralen, _nfds, _pid = head
+            args = bytearray(_recv_exact(conn, arglen))
+            extra = _recv_exact(conn, extralen)
+            try:
+                if (request >> 8) & 0xFF == ord("K") and isinstance(handler, Kfd):
+                    answer = handler.handle(request & 0xFF, args, extra, fds)
+                elif isinstance(handler, Render):
+                    answer = handler.handle(request, args, extra)
+                else:
+                    raise ServerError(ENOTTY, "unknown")
+                ret = 0
+            except ServerError as exc:
+                if str(exc) == "unknown":
+                    self.unknown("KFD" if kind == protocol.KIND_KFD else "DRM", request)
+                else:
+                    log.info("client %d: %s refused: %s", pid, ioctl_name(request), exc)
+                ret, answer = -exc.errno, Answer(bytes(args))
+            except MemoryFault as exc:
+                log.info("client %d: %s: %s", pid, ioctl_name(request), exc)
+                ret, answer = -EINVAL, Answer(bytes(args))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            _send(conn, ret, answer)
+            for fd in answer.close_after:
+                os.close(fd)
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_head(conn: socket.socket) -> tuple[tuple, list[int]]:
+    size = protocol.REQUEST.size
+    data, fds, _flags, _addr = socket.recv_fds(conn, size, 4)
+    if not data:
+        raise EOFError
+    if len(data) < size:
+        data += _recv_exact(conn, size - len(data))
+    return protocol.REQUEST.unpack(data), list(fds)
+
+
+def _send(conn: socket.socket, ret: int, answer: Answer) -> None:
+    body = bytearray(protocol.REPLY.pack(ret, len(answer.args), len(answer.writes),
+                                         len(answer.fds)))
+    body += answer.args
+    for addr, data in answer.writes:
+        body += protocol.WRITE.pack(addr, len(data), 0) + data
+    for key, size, _fd in answer.fds:
+        body += protocol.KEY.pack(key, size)
+    fds = [fd for _k, _s, fd in answer.fds]
+    if fds:
+        socket.send_fds(conn, [bytes(body)], fds)
+    else:
+        conn.sendall(body)
+
+
+# --- starting -----------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hsa.emulated.server",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--daemon", action="store_true",
+                        help="detach; return once the socket listens")
+    parser.add_argument("--idle-exit-s", type=float, default=IDLE_EXIT_S,
+                        help="exit after this long without a client (default %(default)s)")
+    parser.add_argument("--if-absent", action="store_true",
+                        help="exit quietly when a server for the node already runs")
+    opts = parser.parse_args(argv)
+    spec = os.environ.get(protocol.NODE_ENV) or protocol.DEFAULT_NODE
+    try:
+        parse_node(spec)
+    except (ValueError, DeviceError) as exc:
+        print(f"amdgpu emulated kernel: {exc}", file=sys.stderr)
+        return 2
+    run = protocol.run_dir(spec)
+    run.mkdir(parents=True, exist_ok=True)
+    if opts.if_absent:
+        lock = _lock(run)
+        if lock is None:
+            return 0
+        os.close(lock)
+    if opts.daemon:
+        return _daemonize(spec, run, opts.idle_exit_s)
+    return _serve(spec, run, opts.idle_exit_s)
+
+
+def _lock(run: Path) -> int | None:
+    fd = os.open(run / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _holder(run: Path) -> str:
+    try:
+        return (run / "lock").read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None) -> int:
+    lock = _lock(run)
+    if lock is None:
+        print(f"amdgpu emulated kernel: a device server for node {spec} already runs (pid "
+              f"{_holder(run)}, {run}); use it, or stop it first", file=sys.stderr)
+        return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    server = Server(spec, run, idle_exit_s)
+    path = run / "sock"
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(64)
+    log.info("device server for %s (pid %d) listening on %s", spec, os.getpid(), path)
+    if ready_fd is not None:
+        os.write(ready_fd, b"1")
+        os.close(ready_fd)
+    try:
+        server.serve_forever(listener)
+    finally:
+        path.unlink(missing_ok=True)
+    return 0
+
+
+def _daemonize(spec: str, run: Path, idle_exit_s: float) -> int:
+    """Fork a detached server (log: <run>/server.log) and return once it listens, or with
+    its one-line refusal."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        logfd = os.open(run / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(logfd, 1)
+        os.dup2(logfd, 2)
+        code = 1
+        try:
+            code = _serve(spec, run, idle_exit_s, ready_fd=w)
+        except BaseException:
+            logging.getLogger().exception("device server failed")
+        os._exit(code)
+    os.close(w)
+    os.waitpid(pid, 0)
+    ready = os.read(r, 1)
+    os.close(r)
+    if ready == b"1":
+        return 0
+    if (run / "lock").exists() and _holder(run) not in ("?", ""):
+        return 0  # another server got there first: it serves this node
+    print(f"amdgpu emulated kernel: the device server for {spec} did not start; see "
+          f"{run}/server.log", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

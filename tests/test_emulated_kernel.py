@@ -1,0 +1,432 @@
+"""The emulated AMD kernel (hsa/emulated): Debian's real libhsakmt 5.2.3, ROCr 5.2.3 and
+rocminfo over the LD_PRELOAD shim (shim/kfd_shim.c) and the device server process
+(server.py).
+
+Client programs run as separate processes under scripts/emulated.sh's environment, so these
+tests do not depend on how pytest itself was started; the in-process ones (queue errors
+through ROCr) need the shim in pytest (make test preloads it) and say so otherwise.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ground.errors import HsaUnavailable, MemoryFault
+from ground.status import HSA_STATUS_ERROR_INVALID_PACKET_FORMAT
+from hsa.emulated import EmulatedProvider, build, protocol, shim_loaded
+from hsa.emulated.models import MODELS
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CLIENT = HERE / "emulated" / "client.py"
+HSAKMT = "/usr/lib/x86_64-linux-gnu/libhsakmt.so.1"
+
+pytestmark = pytest.mark.generic
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    build.ensure_built()
+
+
+def _env(node: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env.update(AMDGPU_EMULATED_NODE=node, PYTHONPATH=str(ROOT),
+               LD_PRELOAD=str(build.shim_path()))
+    return env
+
+
+def _start(node: str) -> None:
+    """The node's server (scripts/emulated.sh starts it the same way)."""
+    subprocess.run([sys.executable, "-m", "hsa.emulated.server", "--daemon", "--if-absent"],
+                   env=_env(node), check=True, timeout=120)
+
+
+def _client(node: str, mode: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(CLIENT), mode], env=_env(node), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def _line(proc: subprocess.Popen, want: str, timeout_s: float = 120) -> list[str]:
+    """stdout lines up to the first that starts with `want`."""
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line.strip())
+        if line.startswith(want):
+            return seen
+    raise AssertionError(f"no {want!r} line: {seen} {proc.stderr.read() if proc.poll() else ''}")
+
+
+def _pid_of_server(node: str) -> int:
+    return int((protocol.run_dir(node) / "lock").read_text())
+
+
+def _wait_for(test, timeout_s: float = 60):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = test()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+# --- the real stack, unmodified ------------------------------------------------------------
+def test_debians_libhsakmt_and_rocr_run_a_gpu_round_trip():
+    """The libhsakmt.so.1 in the client's /proc/self/maps is Debian's (dpkg says whose);
+    data goes host -> VRAM -> pinned (userptr) host memory through ROCr's blit kernels."""
+    run = subprocess.run([sys.executable, str(CLIENT), "once"], env=_env("gfx90a"),
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    loaded = dict(line.split()[1:3] for line in run.stdout.splitlines()
+                  if line.startswith("loaded ") and len(line.split()) == 3)
+    assert os.path.realpath(loaded["libhsakmt.so.1"]) == os.path.realpath(HSAKMT)
+    owner = subprocess.run(["dpkg", "-S", os.path.realpath(HSAKMT)], capture_output=True,
+                           text=True).stdout
+    assert owner.startswith("libhsakmt1:"), owner
+    assert loaded["libamdgpu_kfd.so"] == str(build.shim_path())
+    assert "round trip ok" in run.stdout
+
+
+def test_rocminfo_lists_every_agent_with_its_cus_and_pools():
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "emulated.sh"), "rocminfo"],
+                         env=dict(_env("2xgfx90a"), LD_PRELOAD=""), capture_output=True,
+                         text=True, timeout=240)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    out = run.stdout
+    assert "ROCk module is loaded" in out
+    model = MODELS["gfx90a"]
+    agents = out.split("*******")[1:]
+    gpus = [a for a in agents if "Device Type:             GPU" in a]
+    assert len(gpus) == 2, out[-3000:]
+    for text in gpus:
+        assert "Name:                    gfx90a" in text
+        assert f"Compute Unit:            {model.compute_units}" in text
+        assert f"Marketing Name:          {model.marketing_name}" in text
+        assert "Segment:                 GLOBAL; FLAGS: COARSE GRAINED" in text
+        assert "amdgcn-amd-amdhsa--gfx90a" in text
+
+
+def test_a_c_program_runs_with_the_one_environment(tmp_path):
+    """A plain C program (tests/c/hsa_barrier.c: a barrier packet through ROCr, a blocked
+    wait) under scripts/emulated.sh, on every GPU of a two-GPU node."""
+    exe = tmp_path / "hsa_barrier"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "c" / "hsa_barrier.c"),
+                    "-lhsa-runtime64"], check=True, capture_output=True)
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "emulated.sh"), str(exe)],
+                         env=dict(_env("2xgfx90a"), LD_PRELOAD=""), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "agent gfx90a: barrier completed, signal 0" in run.stdout
+    assert "GPU agents: 2" in run.stdout
+
+
+GIL_HOLDER = r"""
+import ctypes, sys
+# Every HSA call through PyDLL: the interpreter lock stays held during each call, the way
+# hip-python calls HIP. The GPU lives in the device server, so a blocked wait still ends.
+hsa = ctypes.PyDLL("libhsa-runtime64.so.1")
+assert hsa.hsa_init() == 0
+gpu = ctypes.c_uint64(0)
+CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p)
+def pick(agent, data):
+    kind = ctypes.c_uint32()
+    hsa.hsa_agent_get_info(ctypes.c_uint64(agent), 17, ctypes.byref(kind))  # DEVICE
+    if kind.value == 1:
+        gpu.value = agent
+    return 0
+cb = CB(pick)
+assert hsa.hsa_iterate_agents(cb, None) == 0 and gpu.value
+queue = ctypes.c_void_p()
+hsa.hsa_queue_create.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p,
+                                 ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+                                 ctypes.POINTER(ctypes.c_void_p)]
+assert hsa.hsa_queue_create(gpu.value, 64, 0, None, None, 0xFFFFFFFF, 0xFFFFFFFF,
+                            ctypes.byref(queue)) == 0
+sig = ctypes.c_uint64()
+assert hsa.hsa_signal_create(ctypes.c_int64(1), 0, None, ctypes.byref(sig)) == 0
+q = ctypes.cast(queue, ctypes.POINTER(ctypes.c_uint64 * 8)).contents
+base, doorbell = q[1], q[2]  # hsa_queue_t: type|features, base_address, doorbell_signal
+hsa.hsa_queue_add_write_index_relaxed.restype = ctypes.c_uint64
+idx = hsa.hsa_queue_add_write_index_relaxed(queue, ctypes.c_uint64(1))
+slot = base + (idx % 64) * 64
+ctypes.memset(slot + 4, 0, 60)
+ctypes.c_uint64.from_address(slot + 56).value = sig.value  # completion_signal
+ctypes.c_uint16.from_address(slot).value = 3 | (1 << 8) | (2 << 9) | (2 << 11)  # BARRIER_AND
+hsa.hsa_signal_store_screlease(ctypes.c_uint64(doorbell), ctypes.c_int64(idx))
+hsa.hsa_signal_wait_scacquire.restype = ctypes.c_int64
+value = hsa.hsa_signal_wait_scacquire(sig, 0, ctypes.c_int64(0), ctypes.c_uint64(30 * 10**9), 0)
+print("barrier done, signal", value)
+hsa.hsa_queue_destroy(queue)
+hsa.hsa_shut_down()
+"""
+
+
+def test_a_client_that_never_releases_its_interpreter_lock():
+    run = subprocess.run([sys.executable, "-c", GIL_HOLDER], env=_env("gfx90a"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "barrier done, signal 0" in run.stdout
+
+
+# --- several clients, and clients that die -------------------------------------------------
+def test_two_clients_at_once_and_one_killed_mid_dispatch():
+    """Two processes on one GPU; one is killed while its copies run: the server stops its
+    queues and drops its memory, and the other's work still completes."""
+    _start("gfx90a")
+    victim = _client("gfx90a", "loop")
+    other = _client("gfx90a", "wait-then-copy", stdin=subprocess.PIPE)
+    try:
+        _line(victim, "looping")
+        _line(other, "ready")
+        status = protocol.request("gfx90a")
+        pids = {c["pid"]: c for c in status["clients"]}
+        assert victim.pid in pids and other.pid in pids, status
+        assert pids[victim.pid]["allocations"] > 0 and pids[victim.pid]["queues"] > 0
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(30)
+        _wait_for(lambda: victim.pid not in {c["pid"] for c in
+                                             protocol.request("gfx90a")["clients"]})
+        other.stdin.write("go\n")
+        other.stdin.flush()
+        out, err = other.communicate(timeout=180)
+        assert other.returncode == 0, err[-3000:]
+        assert "round trip ok" in out
+        log = (protocol.run_dir("gfx90a") / "server.log").read_text()
+        assert f"client {victim.pid} gone:" in log
+    finally:
+        for p in (victim, other):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_a_dead_server_gives_its_client_one_line_not_a_hang():
+    node = "1xgfx90a"  # a server of its own
+    _start(node)
+    client = _client(node, "wait-then-copy", stdin=subprocess.PIPE)
+    try:
+        _line(client, "ready")
+        os.kill(_pid_of_server(node), signal.SIGKILL)
+        time.sleep(0.5)
+        try:  # ROCr's event thread may have found the server gone already
+            client.stdin.write("go\n")
+            client.stdin.flush()
+        except BrokenPipeError:
+            pass
+        out, err = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode != 0
+    gone = [line for line in err.splitlines() if "device server" in line and "is gone" in line]
+    assert len(gone) == 1, err[-3000:]
+    assert node in gone[0]
+
+
+UNKNOWN_IOCTL = r"""
+import errno, fcntl, os, struct
+fd = os.open("/dev/kfd", os.O_RDWR)
+request = (3 << 30) | (8 << 16) | (ord("K") << 8) | 0x7E  # _IOWR('K', 0x7E, 8 bytes)
+for _ in range(2):
+    try:
+        fcntl.ioctl(fd, request, bytearray(8))
+    except OSError as exc:
+        print("errno", errno.errorcode[exc.errno])
+version = bytearray(8)
+fcntl.ioctl(fd, (2 << 30) | (8 << 16) | (ord("K") << 8) | 0x01, version)  # GET_VERSION
+print("version", struct.unpack("<II", version))
+os.close(fd)
+"""
+
+
+def test_unknown_ioctl_is_einval_and_logged_once_and_a_second_server_is_refused():
+    _start("gfx90a")
+    run = subprocess.run([sys.executable, "-c", UNKNOWN_IOCTL], env=_env("gfx90a"),
+                         capture_output=True, text=True, timeout=60)
+    assert run.stdout.split("\n")[:3] == ["errno EINVAL", "errno EINVAL", "version (1, 8)"], (
+        run.stdout + run.stderr)
+    log = (protocol.run_dir("gfx90a") / "server.log").read_text()
+    log = log[log.rindex("listening on"):]  # this server's part of the log
+    assert log.count("ioctl 0xc0084b7e") == 1, log[-2000:]
+    second = subprocess.run([sys.executable, "-m", "hsa.emulated.server"], env=_env("gfx90a"),
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1
+    assert second.stderr.count("\n") == 1 and "already runs" in second.stderr, second.stderr
+
+
+def test_the_shim_is_inert_without_a_node():
+    """Preloaded but not configured: /dev/kfd and the driver's sysfs are the machine's."""
+    env = _env("gfx90a")
+    del env["AMDGPU_EMULATED_NODE"]
+    run = subprocess.run([sys.executable, "-c", "import os; print(os.path.exists('/dev/kfd'), "
+                          "os.path.exists('/sys/module/amdgpu'))"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == f"{os.path.exists('/dev/kfd')} " \
+                                 f"{os.path.exists('/sys/module/amdgpu')}"
+    env["AMDGPU_EMULATED_NODE"] = "gfx90a"
+    run = subprocess.run([sys.executable, "-c", "import os; print(os.path.exists('/dev/kfd'), "
+                          "os.path.exists('/sys/module/amdgpu'))"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "True True"
+
+
+# --- one-line refusals ---------------------------------------------------------------------
+@pytest.mark.parametrize("node", [("gfx942",), ("gfx90a", "gfx1201"), ("gfx950",),
+                                  ("gfx1100",)])
+def test_agents_rocr_5_cannot_take_are_refused_in_one_line(node):
+    with pytest.raises(HsaUnavailable) as info:
+        EmulatedProvider(node=node)
+    text = str(info.value)
+    assert "\n" not in text and "ROCr 6.4" in text and "scripts/rocm6.sh" in text
+
+
+def test_in_process_open_without_the_shim_is_one_line():
+    if shim_loaded():
+        pytest.skip("this pytest runs with the emulated kernel preloaded")
+    with pytest.raises(HsaUnavailable) as info:
+        EmulatedProvider()
+    assert "\n" not in str(info.value) and "scripts/emulated.sh" in str(info.value)
+
+
+# --- queue errors through ROCr, in this process ---------------------------------------------
+@pytest.fixture
+def provider():
+    if not shim_loaded():
+        pytest.skip("needs the emulated kernel preloaded in pytest (make test does)")
+    p = EmulatedProvider()
+    yield p
+    p.shut_down()
+
+
+def _publish(queue, words: np.ndarray) -> int:
+    idx = queue.add_write_index(1)
+    off = (idx % queue.size) * 64
+    queue.ring[off + 4: off + 64] = words.view(np.uint8)[4:]
+    queue.ring[off: off + 4].view(np.uint32)[0] = np.uint32(words[0] & 0xFFFFFFFF)
+    queue.doorbell(idx)
+    return idx
+
+
+def test_bad_packet_reaches_the_queue_callback_through_rocr(provider):
+    from hsa.provider import SignalCondition
+
+    gpu = provider.gpu_agents()[0].handle
+    seen = []
+    queue = provider.queue_create(gpu, 64, callback=lambda status, q: seen.append(status))
+    words = np.zeros(8, dtype=np.uint64)
+    words[0] = 7 | (1 << 8)  # packet type 7 does not exist
+    _publish(queue, words)
+    _wait_for(lambda: seen, 30)
+    assert seen == [HSA_STATUS_ERROR_INVALID_PACKET_FORMAT]
+    provider.queue_destroy(queue)
+    signal_ = provider.signal_create(1)  # the process and the device survive
+    q2 = provider.queue_create(gpu, 64)
+    words[:] = 0
+    words[0] = 3 | (1 << 8) | (2 << 11) | (2 << 13)  # BARRIER_AND, system scopes
+    words[7] = signal_
+    _publish(q2, words)
+    assert provider.signal_wait(signal_, SignalCondition.EQ, 0, timeout_s=30.0) == 0
+    provider.queue_destroy(q2)
+    provider.signal_destroy(signal_)
+
+
+OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+          "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+
+
+def test_a_gpu_memory_fault_reaches_the_application_as_rocr_reports_it(provider, tmp_path):
+    """The executor's fault -> the server fires the client's memory events with KFD's fault
+    data -> ROCr's VM-fault handler -> MemoryFault from the wait, at the faulting address."""
+    from provider_suite import compile_cl, device_pool, kernarg_pool, load_executable, publish
+
+    from hsa.provider import SignalCondition
+    from packets import kernel_dispatch
+
+    gpu = provider.gpu_agents()[0].handle
+    exe = load_executable(provider, gpu, compile_cl(OOB_CL, "gfx90a", tmp_path))
+    sym = provider.executable_get_symbol_by_name(exe, "oob.kd", gpu)
+    out = provider.memory_pool_allocate(device_pool(provider, gpu), 4096)
+    kernarg = provider.memory_pool_allocate(kernarg_pool(provider), 4096)
+    provider.agents_allow_access([gpu], kernarg)
+    args = provider.host_view(kernarg, 4096)
+    args[:] = 0
+    args[0:8].view(np.uint64)[0] = out
+    args[8:16].view(np.uint64)[0] = 0x10  # outside every allocation
+    queue = provider.queue_create(gpu, 64)
+    done = provider.signal_create(1)
+    publish(queue, kernel_dispatch(
+        workgroup_size=(64, 1, 1), grid_size=(64, 1, 1), dims=1,
+        kernel_object=sym.kernel_object, kernarg_address=kernarg, private_segment_size=0,
+        group_segment_size=0, completion_signal=done))
+    with pytest.raises(MemoryFault) as info:
+        provider.signal_wait(done, SignalCondition.EQ, 0, 30.0)
+    assert info.value.address == 0x10
+
+
+def test_ioctl_numbers_the_shim_marshals_are_kfd_ioctl_hs():
+    """The request numbers the shim answers or marshals itself (kfd_shim.c's KFD_* nr
+    constants) name the same ioctls in linux/kfd_ioctl.h (abi.py, checked against it)."""
+    from hsa.emulated import abi
+
+    source = (ROOT / "hsa" / "emulated" / "shim" / "kfd_shim.c").read_text()
+    names = {"KFD_GET_CLOCK_COUNTERS": "GET_CLOCK_COUNTERS", "KFD_SET_EVENT": "SET_EVENT",
+             "KFD_RESET_EVENT": "RESET_EVENT", "KFD_WAIT_EVENTS": "WAIT_EVENTS",
+             "KFD_ACQUIRE_VM": "ACQUIRE_VM", "KFD_ALLOC": "ALLOC_MEMORY_OF_GPU",
+             "KFD_FREE": "FREE_MEMORY_OF_GPU", "KFD_MAP": "MAP_MEMORY_TO_GPU",
+             "KFD_UNMAP": "UNMAP_MEMORY_FROM_GPU"}
+    for const, name in names.items():
+        line = next(x for x in source.splitlines() if x.startswith(f"#define {const} "))
+        nr = int(line.split()[2], 16)
+        assert abi.IOCTLS_BY_NR[nr][0] == f"AMDKFD_IOC_{name}", (const, abi.IOCTLS_BY_NR[nr])
+    assert ctypes.sizeof(abi.IOCTLS_BY_NR[0x0C][1]) == 24  # WAIT_EVENTS' struct as read
+
+
+# --- ROCr's PM4-IB vendor packet (hsa_executable_freeze's icache invalidate) ---------------
+def _pm4_ib_packet(ib_address: int, dwords: int) -> np.ndarray:
+    words = np.zeros(8, dtype=np.uint64)
+    jump = [(3 << 30) | ((4 - 2) << 16) | (0x3F << 8),  # type-3 INDIRECT_BUFFER, 4 dwords
+            ib_address & 0xFFFFFFFC, ib_address >> 32, dwords | (1 << 23)]
+    words[0] = 0 | (1 << 16) | (jump[0] << 32)  # VENDOR_SPECIFIC, AmdFormat PM4_IB
+    words[1] = jump[1] | (jump[2] << 32)
+    words[2] = jump[3] | (0xA << 32)  # dw_cnt_remain as ROCr writes it
+    return words
+
+
+@pytest.mark.parametrize("opcode, accepted", [(0x58, True), (0x37, False)])
+def test_pm4_indirect_buffer(provider, opcode, accepted):
+    """ACQUIRE_MEM (ROCr's InvalidateCodeCaches) is run; a WRITE_DATA to register 0, which
+    the virtual GPU does not model, stops the queue, reported through ROCr to the queue's
+    callback (hsa/virtual/pm4.py runs the buffer in the device server)."""
+    gpu = provider.gpu_agents()[0].handle
+    cpu_pool = provider.agent_pools(provider.cpu_agents()[0].handle)[0].handle
+    ib = provider.memory_pool_allocate(cpu_pool, 4096)
+    provider.agents_allow_access([gpu], ib)
+    body = provider.host_view(ib, 4096).view(np.uint32)
+    body[:8] = 0
+    body[0] = (3 << 30) | ((7 - 1) << 16) | (opcode << 8)  # 7 body dwords follow
+    seen = []
+    queue = provider.queue_create(gpu, 64, callback=lambda status, q: seen.append(status))
+    idx = _publish(queue, _pm4_ib_packet(ib, 8))
+    deadline = time.monotonic() + 30
+    while queue.load_read_index() <= idx and not seen and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if accepted:
+        assert queue.load_read_index() == idx + 1 and not seen
+    else:
+        _wait_for(lambda: seen, 30)
+        assert seen == [HSA_STATUS_ERROR_INVALID_PACKET_FORMAT]
+    provider.queue_destroy(queue)
+    provider.memory_pool_free(ib)
