@@ -170,3 +170,24 @@ def test_sid_headers_check_out(rootfs):
         env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout[-3000:]
     assert " passed" in done.stdout and "skipped" not in done.stdout
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950", "gfx90a", "gfx1100", "gfx1201"])
+def test_sid_rocminfo_over_the_emulated_kernel(rootfs, target):
+    """Issue 29's first client: sid's rocminfo 7.2.4 on ROCr 6.4.3, unmodified, over the
+    emulated kernel (scripts/emulated.sh, issue 28) lists the GPU with the model's name, CUs,
+    ISA and VRAM pool."""
+    if not (REPO / "scripts" / "emulated.sh").exists():
+        pytest.skip("the emulated kernel's shim and server (issue 28, scripts/emulated.sh) "
+                    "are not in this checkout yet")
+    from hsa.emulated.models import MODELS
+
+    model = MODELS[target]
+    done = rocm6("rocminfo", timeout=300, env={**os.environ, "AMDGPU_EMULATED_NODE": target})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    gpu = done.stdout.split("Device Type:             GPU", 1)[-1]
+    assert "Device Type:             GPU" in done.stdout
+    assert f"Marketing Name:          {model.marketing_name}" in done.stdout
+    assert f"Compute Unit:            {model.compute_units}" in gpu
+    assert f"Name:                    amdgcn-amd-amdhsa--{target}" in gpu
+    assert f"Size:                    {model.vram_bytes // 1024}(" in gpu  # KB
