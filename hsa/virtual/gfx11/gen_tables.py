@@ -245,6 +245,8 @@ def build(cands: dict[str, list[Candidate]] | None = None,
         tries = [_variants(words, fields) for _, words, fields, _, _ in items]
         if cands is None and enc == "DS":  # GWS and ordered-count ops exist only with gds set
             tries = [t + [[w[0] | 1 << 17] + w[1:] for w in t] for t in tries]
+        if enc == "DS":  # ds_nop: LLVM decodes it only with every field zero
+            tries = [t + [[t[0][0] & ~0x1FFFF, 0] + t[0][2:]] for t in tries]
         found: dict[int, str] = {}
         for level in range(max(len(t) for t in tries)):
             todo = [i for i in range(len(items)) if i not in found and level < len(tries[i])]

@@ -32,6 +32,7 @@ RENAMED = {
 }
 # Top six bits of the gfx12-only layouts; gfx1250's VOPD3 is the top byte 0xCF.
 SMEM, VFLAT, VBUFFER = 0x3D, 0x3B, 0x31
+VIMAGE, VSAMPLE = 0x34, 0x39  # 96-bit image formats: named by format, refused by the core
 VOPD3 = 0xCF
 # Source fields that may hold gfx1250's 64-bit literal (operand 254).
 SOURCE_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "src0x", "src0y")
@@ -124,6 +125,10 @@ def decode_one(words: list[int] | tuple[int, ...], index: int, pc: int,
             f["glc"] = f["th"] & 1
         enc = "MTBUF" if name.startswith("tbuffer") else "MUBUF"
         return Instruction(pc, 12, enc, op, name, f, None, (w0, w1, w2))
+    if top6 in (VIMAGE, VSAMPLE):
+        enc = "VIMAGE" if top6 == VIMAGE else "VSAMPLE"
+        op = (w0 >> 14) & 0xFF
+        return Instruction(pc, 12, enc, op, "<unknown>", {}, None, (w0, word(1), word(2)))
     if w0 >> 24 == VOPD3 and target == "gfx1250":
         return _decode_vopd3(word, pc, target)
     inst = gfx11.decode_one(words, index, pc)

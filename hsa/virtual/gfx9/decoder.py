@@ -12,6 +12,7 @@ and is an IllegalInstruction only when reached.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -224,8 +225,80 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
         f["no_true16"] = 1  # v128-v255 are whole registers (gfx11's bit 7 means .h there)
     if base.startswith("v_cmpx"):
         f["cmpx_sdst"] = 1  # gfx9 v_cmpx writes VCC (or the VOP3 sdst) as well as EXEC
+    why = _invalid(target, enc, op, f, w0) if info else None
+    if why:  # LLVM's disassembler rejects it too: not an instruction of the target
+        name, f["invalid"] = "<unknown>", why
     return Instruction(pc, size, enc, op, name, f, literal,
                        tuple(word(k) for k in range(size // 4)))
+
+
+# The operand fields that hold the probe registers gen_tables.py put in each format's
+# sample instruction (vdst 16, src0 32, src1 48, src2 64; DS addr/data0/data1; FLAT and
+# buffer addresses and data).
+_PROBE_FIELDS = {
+    "VOP1": {16: "vdst", 32: "src0"}, "VOP2": {16: "vdst", 32: "src0", 48: "vsrc1"},
+    "VOPC": {32: "src0", 48: "vsrc1"},
+    "VOP3": {16: "vdst", 32: "src0", 48: "src1", 64: "src2"},
+    "VOP3P": {16: "vdst", 32: "src0", 48: "src1", 64: "src2"},
+    "DS": {16: "vdst", 32: "addr", 48: "data0", 64: "data1"},
+    "FLAT": {16: "vdst", 32: "addr", 48: "data"}, "GLOBAL": {16: "vdst", 32: "addr", 48: "data"},
+    "SCRATCH": {16: "vdst", 32: "addr", 48: "data"},
+    "MUBUF": {32: "vaddr", 48: "vdata"}, "MTBUF": {32: "vaddr", 48: "vdata"},
+}
+_TUPLE = re.compile(r"\b[va]\[(\d+):(\d+)\]")
+_SOURCE_CODES = ("src0", "src1", "src2", "vsrc1")
+_NOT_VOP3 = (0xF9, 0xFA, LITERAL)  # SDWA, DPP, literal: VOP1/VOP2/VOPC only
+# pairs that would run into another register: s[103:104] (into xnack_mask), vcc_hi, m0,
+# the reserved code, exec_hi
+_NO_PAIR = (103, 105, 107, 124, 125, 127)
+@cache
+def _tuple_fields(target: str, enc: str, op: int) -> tuple[str, ...]:
+    """The fields of an opcode that hold VGPR/AccVGPR tuples (two registers or more), read
+    from LLVM's sample text of it."""
+    info = opcode_tables(target).get(enc, {}).get(op)
+    probes = _PROBE_FIELDS.get(enc)
+    if not info or not probes:
+        return ()
+    return tuple(probes[int(m.group(1))] for m in _TUPLE.finditer(info["sample"])
+                 if int(m.group(1)) in probes and int(m.group(2)) > int(m.group(1)))
+
+
+def _invalid(target: str, enc: str, op: int, f: dict, w0: int) -> str | None:
+    """Why LLVM's disassembler refuses an encoding of a known opcode on `target`, or None:
+    gfx940's GLOBAL/FLAT bit 13 (its LDS loads are opcodes of their own), an SDWA form of
+    an operation with 64-bit sources, an SGPR or VGPR tuple that is odd-aligned (SGPRs;
+    MFMA operands) or runs past the register file, an MFMA A/B operand that is no VGPR."""
+    if target != "gfx90a" and enc in ("FLAT", "GLOBAL") and (w0 >> 13) & 1:
+        return "FLAT bit 13 on a global/flat access (gfx940's LDS loads have opcodes)"
+    tuples = _tuple_fields(target, enc, op)
+    if "sdwa" in f and any(t in _SOURCE_CODES for t in tuples):
+        return "SDWA form of an operation with 64-bit sources"
+    name = opcode_tables(target)[enc][op]["name"]
+    mfma = name.startswith("v_mfma")
+    if name.startswith(("v_mfma", "v_smfmac")) and any(f.get(k, VGPR0) < VGPR0
+                                                       for k in ("src0", "src1")):
+        return "MFMA A/B operand that is not a VGPR"
+    if name.startswith("v_smfmac") and f.get("blgp"):
+        return "v_smfmac with blgp bits (it has no such operand)"
+    if enc == "VOP3" and any(f.get(k) in _NOT_VOP3 for k in ("src0", "src1", "src2")):
+        return "a literal, DPP or SDWA operand code in VOP3 (gfx9 has none there)"
+    for field in tuples:
+        value = f.get(field)
+        if value is None or "sdwa" in f:
+            continue
+        if "dpp" in f and field == "src0":
+            value = VGPR0 + (f["dpp"] & 0xFF)  # the DPP word's source VGPR
+        if field in _SOURCE_CODES:
+            if value in _NO_PAIR:
+                return f"no 64-bit register pair starts at operand code {value}"
+            if value < VGPR0:
+                continue  # an SGPR or special register pair, or a constant
+            value -= VGPR0
+        if value % AGPR_ROW == 255:
+            return f"register tuple in {field} runs past v255"
+        if mfma and value % 2:
+            return f"odd-aligned MFMA register tuple in {field} (v{value % AGPR_ROW})"
+    return None
 
 
 def decode_all(code: bytes, base: int, target: str = "gfx942") -> list[Instruction]:

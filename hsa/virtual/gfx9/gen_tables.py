@@ -91,6 +91,10 @@ def build(target: str) -> dict[str, dict[str, dict]]:
     tables: dict[str, dict[str, dict]] = {}
     for enc, items in candidates().items():
         tries = [_variants(words, fields) for _, words, fields in items]
+        if enc == "DS":  # the GWS ops exist only with gds (bit 16) set, ds_nop with all
+            # fields zero
+            tries = [t + [[w[0] | 1 << 16] + w[1:] for w in t] + [[t[0][0] & ~0x1FFFF, 0]]
+                     for t in tries]
         found: dict[int, str] = {}
         for level in range(max(len(t) for t in tries)):
             todo = [i for i in range(len(items)) if i not in found and level < len(tries[i])]

@@ -24,7 +24,7 @@ from ground.status import (
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
 )
 from hsa.virtual.executor import Dispatch, ShaderRegisters
-from hsa.virtual.isa import mem, salu, sfloat, valu, vop3p
+from hsa.virtual.isa import gws, mem, salu, sfloat, valu, vop3p
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
@@ -78,6 +78,7 @@ class Descriptor:
 
 # --- compiled programs ------------------------------------------------------------------------
 SIMPLE, CONTROL, MEMORY = 0, 1, 2
+SYNC = 3  # a control op that needs the batch's context (global wave sync)
 
 
 @dataclass
@@ -155,8 +156,11 @@ class Program:
 # Encodings only graphics shaders use: the executor names them instead of guessing.
 GRAPHICS = {
     "VINTERP": "parameter interpolation", "LDSDIR": "LDS parameter/direct load",
-    "MIMG": "image sample/load/store", "EXP": "export to colour/position targets",
+    "EXP": "export to colour/position targets",
 }
+# Image formats (gfx9/gfx11 MIMG, gfx12 VIMAGE/VSAMPLE): compute kernels use them for
+# textures and images, which the virtual GPU does not model yet.
+IMAGES = ("MIMG", "VIMAGE", "VSAMPLE")
 
 
 def compile_instruction(inst: d.Instruction) -> Compiled:
@@ -166,9 +170,18 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
     if enc in GRAPHICS:
         return Compiled(inst, SIMPLE, None, f"{enc} is a graphics-only encoding: "
                         f"{GRAPHICS[enc]}; a compute kernel cannot use it")
+    if enc in IMAGES:
+        return Compiled(inst, SIMPLE, None, f"{enc} image instruction (opcode {inst.op}): "
+                        "image loads, stores, samples and atomics are not modelled by the "
+                        "virtual GPU yet")
     if inst.name in ("<unknown>", "<outside code>"):
         words = " ".join(f"{w:08x}" for w in inst.words)
-        return Compiled(inst, SIMPLE, None, f"unknown opcode, words {words}")
+        why = inst.f.get("invalid")
+        what = f"invalid encoding: {why}" if why else "unknown opcode"
+        return Compiled(inst, SIMPLE, None, f"{what}, words {words}")
+    if inst.name.startswith("ds_gws_"):
+        gws_fn = gws.compile_gws(inst)
+        return Compiled(inst, SYNC, gws_fn, None if gws_fn else "not implemented")
     cache_op = mem.compile_cache_control(inst)
     if cache_op is not None:
         return Compiled(inst, MEMORY, cache_op)
@@ -196,7 +209,7 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
 
 # Control results: list of (wave selection or None for all, next pc); END = the waves finish.
 END = -1
-BARRIER = -2
+BARRIER = gws.GWS_BARRIER  # -2: a wave waits at a barrier (s_barrier, ds_gws_barrier)
 
 
 def control_fn(inst: d.Instruction) -> Callable | None:
@@ -335,6 +348,8 @@ class BatchContext:
         self.private_size = private_size
         self.scratch = np.zeros(_round16(private_size * n_lanes + 16), dtype=np.uint8)
         self.wave_wg = np.zeros(0, np.int64)  # batch wave index -> workgroup index in batch
+        self.whole_dispatch = True  # every workgroup of the dispatch is in this batch
+        self.gws: dict[int, dict[str, int]] = {}  # global wave sync resources (isa.gws)
         self.lane_instructions = 0
 
     def where(self, inst: d.Instruction) -> str:
@@ -487,6 +502,7 @@ class Executor:
         ctx = BatchContext(dispatch, memory, lds_size, wgs.size, private, W * LANES)
         ctx.code_base = prog.code_base
         ctx.wave_wg = wave_wg
+        ctx.whole_dispatch = wgs.size == counts[0] * counts[1] * counts[2]
 
         v = np.zeros((self.isa.vgpr_rows(desc), W, LANES), dtype=np.uint32)
         valid = _workitem_ids(v[0], sx, sy, sz, wave_wg, wave_in_wg)
@@ -616,10 +632,14 @@ class Executor:
                         if g.pc == min_other:
                             return [g]
                         continue
-                    result = c.fn(g)
+                    result = c.fn(g, ctx) if c.kind == SYNC else c.fn(g)
                     cache = prog.cache_for(g.vgpr_msb)  # s_set_vgpr_msb is a control op
                 except HsaError:
                     raise
+                except gws.GwsError as e:
+                    raise IllegalInstruction(
+                        HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                        f"{e} ({ctx.where(c.inst)})") from None
                 except TrapRaised as e:  # what ROCr reports for a wave that traps
                     raise HsaError(
                         HSA_STATUS_ERROR_EXCEPTION,
@@ -638,6 +658,7 @@ class Executor:
                         g.pc += c.size
                         continue
                     g.waiting = True
+                    g.pc += c.size - 4  # released at pc + 4 (s_barrier's size)
                     return [g]
                 jumped = result != g.pc + c.size
                 g.pc = result

@@ -192,11 +192,29 @@ hip_system_atomics(int* counters, float* fsum, unsigned* maxv, const int* x, int
 }
 """
 
+# Cooperative groups' grid sync (issue 32): HIP 5.2 lowers grid.sync() on gfx90a to
+# ds_gws_barrier (global wave sync) between workgroup barriers.
+HIP_GRID_SYNC = r"""
+#include <hip/hip_runtime.h>
+#include <hip/hip_cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void grid_sum(const int* x, int* partial, int* out, int n) {
+  cg::grid_group grid = cg::this_grid();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (threadIdx.x == 0) partial[blockIdx.x] = 0;
+  grid.sync();
+  if (i < n) atomicAdd(&partial[blockIdx.x], x[i]);
+  grid.sync();
+  if (i == 0) { int s = 0; for (unsigned b = 0; b < gridDim.x; ++b) s += partial[b]; out[0] = s; }
+}
+"""
+
 HIP_BUILDS = [
     ("hipcc_builtins.hsaco", HIP_BUILTINS,
      ["--offload-arch=gfx1100", "--offload-arch=gfx90a", "-nogpulib",
       "-mcode-object-version=5"]),
     ("hipcc_saxpy.hsaco", HIP_PLAIN, ["--offload-arch=gfx1030", "--offload-arch=gfx90a"]),
+    ("hipcc_grid_sync.hsaco", HIP_GRID_SYNC, ["--offload-arch=gfx90a"]),
     ("hipcc_memory_model.hsaco", HIP_MEMORY_MODEL,
      ["--offload-arch=gfx90a", "--offload-arch=gfx940", "--offload-arch=gfx1100", "-nogpulib",
       "-mcode-object-version=5"]),

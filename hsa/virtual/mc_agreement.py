@@ -1,0 +1,278 @@
+"""Decoder agreement with LLVM's own MC disassembler tests, for gfx9 and gfx12 targets.
+
+    python -m hsa.virtual.mc_agreement DIR --target gfx942 [--missing] [--show 3]
+    python -m hsa.virtual.mc_agreement DIR --target gfx1201
+
+DIR holds LLVM's `llvm/test/MC/Disassembler/AMDGPU` (Debian's `llvm-toolchain-19` source
+package, unpacked outside the repository: nothing of LLVM's is stored here). The test
+encodings are the byte lines of the target's files (gfx90a: `gfx9_*`, `gfx9-*`,
+`gfx90a*`; gfx942: those and `gfx940*`; gfx1201: `gfx12_dasm_*`). LLVM's `gfx9_*` files
+check gfx900's reading, so the truth for every encoding is what
+`llvm-mc-19 --disassemble -mcpu=TARGET` makes of it (gfx942 as gfx940, which LLVM 19
+spells it; gfx1201 as itself), fed the same encodings LLVM's tests feed it. For each
+encoding LLVM accepts we decode the bytes with the target's decoder and compare the size
+and the mnemonic (encoding suffixes aside; gfx12's renames through the decoder's
+`core_name`); an encoding LLVM rejects must not decode to a known instruction.
+MIMG/VIMAGE/VSAMPLE and EXP, image and export formats with no table here, count as right
+when our decoder names no other instruction for them and the size agrees; so do the
+graphics formats VINTERP and LDSDIR/VDSDIR, which the executor refuses by format.
+
+`--missing` lists the opcodes of the target's tables that have no semantics (the executor
+refuses them by name), found by compiling a probe instruction of each opcode. Needs
+llvm-mc-19.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hsa.virtual.isa.operands import Instruction
+from hsa.virtual.isa.valu import base_name
+
+LLVM_MC = "llvm-mc-19"
+NOP, MARKER = b"\x00\x00\x80\xbf", b"\x07\x00\x80\xbf"  # s_nop 0, s_nop 7 (all families)
+_LINE = re.compile(r"^\s*(\S+)(.*?)\s*(?://.*)?; encoding: \[([^\]]*)\]")
+_IMAGE = ("image_", "buffer_load_lds", "exp")  # formats the decoders leave to the executor
+IMAGE_FORMATS = {"MIMG", "VIMAGE", "VSAMPLE", "EXP"}
+# graphics formats the executor refuses by format: right when named with the right size
+GRAPHICS = {"VINTERP", "LDSDIR", "VDSDIR"}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    mcpu: str  # what llvm-mc-19 calls it
+    files: tuple[str, ...]  # glob patterns of LLVM's test files for the family
+    decode: Callable[[list[int]], Instruction]
+    canonical: Callable[[str], str]  # LLVM's mnemonic -> the one our decoder reports
+
+
+def _targets() -> dict[str, Target]:
+    from hsa.virtual.gfx9 import decoder as d9
+    from hsa.virtual.gfx12 import decoder as d12
+
+    gfx9 = ("gfx9_*.txt", "gfx9-*.txt", "gfx90a*.txt")  # gfx900's and gfx90a's tests
+    files = {"gfx90a": gfx9, "gfx942": (*gfx9, "gfx940*.txt")}
+    out = {t: Target(t, "gfx940" if t == "gfx942" else t, files[t],
+                     lambda w, t=t: d9.decode_one(w, 0, 0, t), lambda n: n)
+           for t in ("gfx90a", "gfx942")}
+    out["gfx1201"] = Target("gfx1201", "gfx1201", ("gfx12_dasm_*.txt",),
+                            lambda w: d12.decode_one(w, 0, 0, "gfx1201"), d12.core_name)
+    return out
+
+
+def test_encodings(directory: Path, patterns: tuple[str, ...]) -> list[tuple[str, int, bytes]]:
+    """(file, line, bytes) of every byte line of the matching test files."""
+    out = []
+    for path in sorted(directory.glob("*.txt")):
+        if not any(fnmatch.fnmatch(path.name, p) for p in patterns):
+            continue
+        for n, raw in enumerate(path.read_text().splitlines(), 1):
+            line = raw.split("#")[0].strip()
+            if not line.startswith("0x"):
+                continue
+            try:
+                data = bytes(int(b, 16) for b in re.split(r"[\s,]+", line) if b)
+            except ValueError:
+                continue
+            out.append((path.name, n, data))
+    return out
+
+
+def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int] | None]:
+    """(mnemonic, size in bytes) of the first instruction of each item as llvm-mc-19 reads
+    it for `mcpu`, or None where it reports the encoding invalid. Items are fed one a line,
+    each followed by three s_nop 0 and an s_nop 7 that marks its end."""
+    lines = [",".join(f"0x{b:02x}" for b in data + NOP * 3 + MARKER) for data in items]
+    run = subprocess.run([LLVM_MC, "--disassemble", "-triple=amdgcn-amd-amdhsa",
+                          f"-mcpu={mcpu}", "--show-encoding"], input="\n".join(lines) + "\n",
+                         capture_output=True, text=True, check=False)
+    invalid = {int(m.group(1)) for m in re.finditer(
+        r"<stdin>:(\d+):\d+: warning: invalid instruction encoding", run.stderr)}
+    segments: list[list[tuple[str, int]]] = [[]]
+    for line in run.stdout.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            continue
+        name, encoding = m.group(1), m.group(3)
+        if name == "s_nop" and encoding.replace(" ", "") == "0x07,0x00,0x80,0xbf":
+            segments.append([])
+        else:
+            encoded = bytes(int(b, 16) for b in encoding.split(",") if b.strip())
+            segments[-1].append((name, encoded))
+    out: list[tuple[str, int] | None] = []
+    for i, data in enumerate(items):
+        if (i + 1) in invalid or i >= len(segments) or not segments[i]:
+            out.append(None)
+            continue
+        name, encoded = segments[i][0]
+        # LLVM prints its re-encoding: where that is not what the test bytes hold (an inline
+        # float constant printed as a 16-bit literal), the test line is one instruction
+        out.append((name, len(encoded) if data.startswith(encoded) else len(data)))
+    return out
+
+
+def _spellings(target: Target, name: str) -> set[str]:
+    """LLVM's mnemonic as our decoder may report it: renamed (gfx12's s_add_co_u32 is the
+    core's s_add_u32; the renames are keyed by e32/e64 names), encoding suffixes aside."""
+    base = base_name(name)
+    return {base_name(target.canonical(n)) for n in (name, base, base + "_e32", base + "_e64")}
+
+
+VERDICTS = ("right", "unknown", "wrong_name", "wrong_size", "accepts_invalid")
+
+
+def judge(target: Target, data: bytes, theirs: tuple[str, int] | None) -> tuple[str, str, str]:
+    """(format, verdict, detail) of our decoding of `data` against LLVM's."""
+    padded = data + bytes(-len(data) % 4) + bytes(20)
+    words = [int.from_bytes(padded[i:i + 4], "little") for i in range(0, len(padded), 4)]
+    inst = target.decode(words)
+    fmt = inst.encoding
+    known = inst.name not in ("<unknown>", "<outside code>")
+    if theirs is None:
+        return fmt, "accepts_invalid" if known else "right", inst.name
+    name, size = theirs
+    if inst.size != size:
+        return fmt, "wrong_size", f"{name} {size} -> {inst.name} {inst.size}"
+    if fmt in GRAPHICS:
+        return fmt, "right", name  # a graphics format, refused by format; size right
+    if not known:
+        if name.startswith(_IMAGE) or fmt in IMAGE_FORMATS:
+            return fmt, "right", name  # refused by format, size right
+        return fmt, "unknown", name
+    if base_name(inst.name.split(" :: ")[0]) not in _spellings(target, name):
+        return fmt, "wrong_name", f"{name}->{inst.name}"
+    return fmt, "right", name
+
+
+def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
+    """Counters per file and per format, and example details per (format, verdict)."""
+    cases = test_encodings(directory, target.files)
+    truth = llvm_decode([c[2] for c in cases], target.mcpu)
+    per_file: dict[str, Counter] = {}
+    per_format: dict[str, Counter] = {}
+    examples: dict[tuple[str, str], Counter] = {}
+    for (file, _line, data), theirs in zip(cases, truth, strict=True):
+        fmt, verdict, detail = judge(target, data, theirs)
+        if theirs is None and verdict == "right":
+            verdict, fmt = "right", "(invalid)"
+        per_file.setdefault(file, Counter())[verdict] += 1
+        per_format.setdefault(fmt, Counter())[verdict] += 1
+        if verdict != "right":
+            examples.setdefault((fmt, verdict), Counter())[detail] += 1
+    return per_file, per_format, examples
+
+
+def missing(target: str) -> dict[str, list[str]]:
+    """encoding -> table opcodes the executor has no semantics for (refused by name)."""
+    from hsa.virtual.gfx11.coverage import PROBE
+
+    if target.startswith("gfx12") or target == "gfx1250":
+        from hsa.virtual.gfx12 import FAMILIES
+        from hsa.virtual.gfx12 import decoder as d12
+
+        tables = d12.opcode_tables(target)
+        compile_fn = FAMILIES[target].compile
+
+        def name_of(n: str) -> str:
+            return d12.core_name(n)
+    else:
+        from hsa.virtual.gfx9 import decoder as d9
+        from hsa.virtual.gfx9 import family
+
+        tables = d9.opcode_tables(target)
+        compile_fn = family(target).compile
+
+        def name_of(n: str) -> str:
+            return n
+    # the fields the gfx9 and gfx12 decoders add to gfx11's (MFMA, FLAT, buffers)
+    probe = dict(PROBE, acc_cd=0, abid=0, cbsz=0, blgp=0, acc=0, lds=0, sc1=0, th=0, scope=0,
+                 zero_hi16=1)
+    other = {n: e for e, t in tables.items() for n in (i["name"] for i in t.values())}
+    out = {}
+    for enc, table in sorted(tables.items()):
+        if enc.startswith("VOPD"):
+            continue
+        names = []
+        for op, info in sorted(table.items()):
+            kind = enc
+            if enc == "VBUFFER":  # what gfx12's decoder hands the core
+                kind = "MTBUF" if info["name"].startswith("tbuffer") else "MUBUF"
+            if enc == "SOP2" and other.get(info["name"]) == "SOPK":
+                continue  # a SOPK opcode seen through SOP2's wider opcode field
+            inst = Instruction(0, 8, kind, op, name_of(info["name"]), dict(probe), None, ())
+            try:
+                ok = compile_fn(inst).fn is not None
+            except Exception:  # noqa: BLE001 - a probe the compiler cannot take: no semantics
+                ok = False
+            if not ok:
+                names.append(info["name"])
+        out[enc] = (len(table), names)
+    return out
+
+
+def _row(name: str, c: Counter) -> str:
+    total = sum(c[v] for v in VERDICTS)
+    rest = ", ".join(f"{v} {c[v]}" for v in VERDICTS[1:] if c[v])
+    return (f"{name:32} {c['right']:6}/{total:6} right ({100 * c['right'] / max(1, total):5.1f}%)"
+            + (f"  {rest}" if rest else ""))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("directory", type=Path, help="LLVM's llvm/test/MC/Disassembler/AMDGPU")
+    p.add_argument("--target", default="gfx942", choices=("gfx90a", "gfx942", "gfx1201"))
+    p.add_argument("--show", type=int, default=3, help="examples listed per format and verdict")
+    p.add_argument("--missing", action="store_true",
+                   help="also list the table opcodes the executor refuses")
+    args = p.parse_args(argv)
+    if not args.directory.is_dir():
+        print(f"mc_agreement: {args.directory} is not a directory; unpack LLVM's "
+              "llvm/test/MC/Disassembler/AMDGPU there", file=sys.stderr)
+        return 2
+    target = _targets()[args.target]
+    try:
+        per_file, per_format, examples = measure(args.directory, target)
+    except FileNotFoundError:
+        print(f"mc_agreement: {LLVM_MC} is not installed; apt-get install llvm-19",
+              file=sys.stderr)
+        return 2
+    if not per_file:
+        print(f"mc_agreement: no {' '.join(target.files)} test encodings in {args.directory}",
+              file=sys.stderr)
+        return 2
+    print(f"{target.name} (llvm-mc-19 -mcpu={target.mcpu}) per file")
+    for name, c in per_file.items():
+        print(_row(name, c))
+    print("per format")
+    total: Counter = Counter()
+    for fmt, c in sorted(per_format.items()):
+        total.update(c)
+        print(_row(fmt, c))
+        for verdict in VERDICTS[1:]:
+            for detail, n in examples.get((fmt, verdict), Counter()).most_common(args.show):
+                print(f"    {verdict}: {detail} x{n}")
+    print(_row("all", total))
+    misdecoded = sum(total[v] for v in ("wrong_name", "wrong_size", "accepts_invalid"))
+    print(f"misdecoded (another mnemonic or size, or an invalid encoding taken): {misdecoded}")
+    if args.missing:
+        cov = missing(target.name)
+        done = sum(t - len(m) for t, m in cov.values())
+        print(f"opcode coverage: {done}/{sum(t for t, _ in cov.values())} table opcodes have "
+              "semantics; refused by name:")
+        for enc, (t, names) in cov.items():
+            print(f"  {enc:8} {t - len(names):4}/{t:4}" + (f"  {' '.join(names)}" if names
+                                                             else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The gfx9/gfx12 MC-test yardstick (`hsa.virtual.mc_agreement`) on test files made here.
+
+LLVM's own test files are not stored in the repository; these tests write files of the
+same form (byte lines) from encodings llvm-mc-19 assembles, and check that the runner finds
+right what is right, catches an encoding LLVM rejects that a decoder takes, and that the
+gfx9 decoder refuses the operand forms LLVM's disassembler refuses (odd MFMA tuples,
+register pairs past the file, SDWA on 64-bit sources, literals in VOP3)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hsa.virtual import mc_agreement as mc
+
+pytestmark = [pytest.mark.isa_gfx9, pytest.mark.isa_gfx12,
+              pytest.mark.skipif(shutil.which("llvm-mc-19") is None,
+                                 reason="llvm-mc-19 is not installed")]
+
+GFX940 = """ds_gws_init v2 offset:16 gds
+ds_gws_barrier v2 offset:16 gds
+ds_gws_sema_v offset:16 gds
+ds_nop
+v_mfma_f32_32x32x8_f16 v[0:15], v[16:17], v[18:19], v[0:15]
+v_fmac_f64_e32 v[4:5], v[2:3], v[4:5]
+buffer_wbl2 sc0 sc1
+buffer_inv sc0 sc1
+global_load_lds_dword v[2:3], off
+s_dcache_wb
+"""
+GFX1201 = """image_load v[0:3], v0, s[0:7] dmask:0xf dim:SQ_RSRC_IMG_1D
+s_add_co_u32 s1, s2, s3
+v_max_num_f32_e32 v1, v2, v3
+s_cvt_f32_u32 s1, s2
+s_fmaak_f32 s1, s2, s3, 0x3f800000
+v_s_rcp_f32 s1, s2
+global_inv scope:SCOPE_SYS
+global_atomic_add_u32 v1, v2, v3, s[4:5] th:TH_ATOMIC_RETURN
+ds_nop
+"""
+# encodings LLVM 19's disassembler rejects on gfx940 though their opcode is known
+REJECTED_GFX940 = [
+    "0x01,0x05,0xfe,0x09",  # v_fmac_f64_e32 v[255:256]: past the register file
+    "0xf9,0x04,0x0a,0x08,0x01,0x06,0x06,0x06",  # v_fmac_f64 SDWA (no SDWA on f64)
+    "0x05,0x00,0x04,0xd1,0xff,0x05,0x02,0x00",  # v_fmac_f64_e64 with a literal code
+    "0x05,0x00,0x04,0xd1,0x67,0x04,0x02,0x00",  # s[103:104]: runs into xnack_mask
+]
+
+
+def _assembled(source: str, mcpu: str) -> list[str]:
+    out = subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", f"-mcpu={mcpu}",
+                          "-show-encoding"], input=source, capture_output=True, text=True,
+                         check=True).stdout
+    lines = [m.group(1) for m in re.finditer(r"encoding: \[([^\]]*)\]", out)]
+    assert len(lines) == len(source.splitlines()), out
+    return lines
+
+
+def _measure(tmp_path: Path, name: str, lines: list[str], target: str) -> dict:
+    (tmp_path / name).write_text("\n\n".join(lines) + "\n")
+    per_file, per_format, examples = mc.measure(tmp_path, mc._targets()[target])
+    return {"file": per_file[name], "examples": examples}
+
+
+def test_gfx942_right_encodings_measure_right(tmp_path: Path):
+    got = _measure(tmp_path, "gfx940_made.txt", _assembled(GFX940, "gfx940"), "gfx942")
+    assert got["file"]["right"] == len(GFX940.splitlines()), got["examples"]
+
+
+def test_gfx1201_right_encodings_measure_right(tmp_path: Path):
+    got = _measure(tmp_path, "gfx12_dasm_made.txt", _assembled(GFX1201, "gfx1201"),
+                   "gfx1201")
+    assert got["file"]["right"] == len(GFX1201.splitlines()), got["examples"]
+
+
+def test_gfx9_decoder_refuses_what_llvm_refuses(tmp_path: Path):
+    assert mc.llvm_decode([bytes(int(b, 16) for b in line.split(","))
+                           for line in REJECTED_GFX940], "gfx940") == [None] * 4
+    got = _measure(tmp_path, "gfx940_bad.txt", REJECTED_GFX940, "gfx942")
+    assert got["file"]["right"] == len(REJECTED_GFX940), got["examples"]
+
+
+def test_an_accepted_invalid_encoding_is_counted(tmp_path: Path, monkeypatch):
+    """A decoder that takes an encoding LLVM rejects is caught (here: the gfx9 decoder
+    with its validity rules switched off)."""
+    from hsa.virtual.gfx9 import decoder as d9
+
+    monkeypatch.setattr(d9, "_invalid", lambda *a: None)
+    got = _measure(tmp_path, "gfx940_bad.txt", REJECTED_GFX940, "gfx942")
+    assert got["file"]["accepts_invalid"] == len(REJECTED_GFX940)
+
+
+def test_missing_lists_refused_opcodes():
+    cov = mc.missing("gfx942")
+    refused = {n for _, names in cov.values() for n in names}
+    assert "s_dcache_wb" not in refused and "buffer_wbl2" not in refused
+    assert sum(t for t, _ in cov.values()) > 1000
+
+
+def test_command_line_refuses_a_missing_directory(tmp_path: Path):
+    run = subprocess.run([sys.executable, "-m", "hsa.virtual.mc_agreement",
+                          str(tmp_path / "absent"), "--target", "gfx90a"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert "is not a directory" in run.stderr and "Traceback" not in run.stderr
