@@ -173,27 +173,29 @@ flock -u 9
 export AMDGPU_EMULATED_NODE=${AMDGPU_EMULATED_NODE:-gfx942}
 inner_env=(PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root
            TERM=${TERM:-dumb} AMDGPU_ROCM6_SUITE=$suite)
+# The environment to pass in: this one, or the one the emulated kernel's hook gives a client
+# (never exported here: the host's unshare, mount and chroot must not load the shim).
+hook_env=$(mktemp)
 if [[ -f $CHECKOUT/scripts/emulated_env.sh ]]; then
-    # shellcheck source=/dev/null
-    source "$CHECKOUT/scripts/emulated_env.sh"
+    bash -c 'source "$1" && env -0' _ "$CHECKOUT/scripts/emulated_env.sh" >"$hook_env" ||
+        { rm -f "$hook_env"; die "scripts/emulated_env.sh failed; run it alone to see why"; }
 elif [[ -f $CHECKOUT/scripts/emulated.sh ]]; then
     # the emulated kernel's launcher starts the node's device server on this host (its
     # socket is under /tmp, shared with the chroot) and runs its command with the client
     # environment: run `env -0` under it and keep that environment
-    envfile=$(mktemp)
-    trap 'rm -f "$envfile"' EXIT
-    bash "$CHECKOUT/scripts/emulated.sh" env -0 >"$envfile" ||
-        die "the emulated kernel did not start (bash scripts/emulated.sh failed); run it alone to see why"
-    while IFS= read -r -d '' kv; do
-        case ${kv%%=*} in LD_PRELOAD|AMDGPU_*|HSA_*) export "$kv" ;; esac
-    done <"$envfile"
+    bash "$CHECKOUT/scripts/emulated.sh" env -0 >"$hook_env" ||
+        { rm -f "$hook_env"; die "the emulated kernel did not start (bash scripts/emulated.sh env failed); run it alone to see why"; }
+else
+    env -0 >"$hook_env"
 fi
-while IFS='=' read -r name value; do
+while IFS= read -r -d '' kv; do
+    name=${kv%%=*} value=${kv#*=}
     case $name in
         AMDGPU_*|HSA_*|HIP_*|ROCR_*|HSAKMT_*|LD_PRELOAD|LD_LIBRARY_PATH|PYTHON*|DEBUG_*)
             inner_env+=("$name=${value//$CHECKOUT/$MOUNTPOINT}") ;;
     esac
-done < <(env)
+done <"$hook_env"
+rm -f "$hook_env"
 
 # Private mounts: they vanish with this process, nothing is left mounted on the host.
 exec unshare --mount --propagation private bash -ec '
