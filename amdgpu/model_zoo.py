@@ -279,10 +279,12 @@ def _check(name: str, got: list, want: list, out: Path) -> tuple[bool, float, An
         sim_err = float(np.abs(sim_got - sim_want).max())
         ok = ok and sim_err <= 1e-4
         sentences = (out / "minilm.txt").read_text().splitlines()
+        notes.extend(f"[{i}] {text}" for i, text in enumerate(sentences))
         notes.append(f"cosine similarities, max abs error vs PyTorch {sim_err:.2g}:")
+        notes.append("     " + "".join(f"{f'[{j}]':>8}" for j in range(len(sentences))))
         for i in range(len(sentences)):
-            for j in range(i + 1, len(sentences)):
-                notes.append(f"  {sim_got[i, j]:+.3f}  {sentences[i]!r} ~ {sentences[j]!r}")
+            notes.append(f"{f'[{i}]':<5}" + "".join(f"{sim_got[i, j]:>8.3f}"
+                                                    for j in range(len(sentences))))
     return ok, err, worst, notes
 
 
