@@ -252,7 +252,7 @@ def test_replay_patch_paths_small_and_vectorized(dev, code_object, n):
     """Segments up to SMALL_SITES sites / SMALL_ROWS rows patch through memoryviews, larger
     ones with numpy: both give every dispatch its own bindings, kernarg block and address,
     and rebinding re-patches only when the addresses change."""
-    from amdgpu.hsa_backend import command_buffer as cbm
+    from amdgpu.hsa_backend import command_segments as cbm
 
     saxpy = dev.load(code_object).kernel("saxpy")
     cb = dev.command_buffer()
@@ -358,7 +358,7 @@ def test_a_kept_instance_is_repatched_only_once_its_lane_completed_it(
     """With every instance slot taken, a new table re-patches the least recently used
     instance of the lane only once the lane has completed its last submission; until
     then it takes the ring path, and the instance in flight keeps its bytes."""
-    from amdgpu.hsa_backend import command_buffer as hcb
+    from amdgpu.hsa_backend import command_replay as hcb
 
     monkeypatch.setattr(hcb, "MAX_INSTANCES", 1)
     saxpy, cb = _record(dev, code_object)

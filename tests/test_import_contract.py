@@ -194,6 +194,11 @@ INNER_ORDER = {
     "hsa.abi.codeobject": ("descriptor", "elf", "metadata", "bundle", "reader"),
     "amdgpu.vulkan": ("command_plan", "command_bindings", "command_recording",
                       "command_buffer"),
+    # the HSA command buffer (what recording makes, patching, replay, recording) and the
+    # device's parts (shared state, then one module per concern, then the device)
+    "amdgpu.hsa_backend": ("command_segments", "command_patching", "command_replay",
+                           "command_buffer", "parts", "loading", "memory", "transfers",
+                           "submission", "device"),
 }
 
 

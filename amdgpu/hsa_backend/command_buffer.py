@@ -48,152 +48,29 @@ from __future__ import annotations
 
 import struct
 import threading
-import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 import packets
 from amdgpu.buffer import Buffer
-from amdgpu.command_buffer import BindingSlot, CommandBuffer, Param, split_grid
-from amdgpu.device import TimelinePoint
-from amdgpu.geometry import MAX_SIZE
+from amdgpu.command_buffer import BindingSlot, Param, split_grid
+from amdgpu.hsa_backend.command_replay import CommandReplay
+from amdgpu.hsa_backend.command_segments import (
+    FLOAT_CODE,
+    GRID_WORD,
+    WIDTH_CODE,
+    HostOp,
+    RecordedDispatch,
+    Segment,
+)
 from amdgpu.hsa_backend.executable import HsaKernel
-from amdgpu.hsa_backend.kernargs import KernargRing
-from amdgpu.hsa_backend.tracing import announce_all, announce_template
 from ground.errors import KernelArgumentError
 from hsa.abi.hidden_args import GEOMETRY_KINDS
 
-_KARG_WORD = 5  # kernarg_address is u64 word 5 of a packet
-_SIGNAL_WORD = 7  # completion_signal is u64 word 7
-_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
-SMALL_SITES = 16  # binding patch sites up to which Python stores beat one numpy call
-SMALL_ROWS = 8  # dispatch rows up to which Python stores beat one numpy call
-_M64 = (1 << 64) - 1
-_GRID_WORD = 3  # grid_size_x is u32 word 3 of a dispatch packet (then y, z)
-# Replay instances (_Instance): at most this many per segment (over its lanes); past that,
-# or when the lane's kept kernarg blocks are full, a replay with a new table re-patches an
-# idle instance of its lane, or takes the ring path (a fresh kernarg block every time).
-MAX_INSTANCES = 8
-RING_SLACK = KernargRing.RING_SLACK
-_WIDTH_CODE = {2: "H", 4: "I", 8: "Q"}
-_FLOAT_CODE = {2: "e", 4: "f", 8: "d"}
 
-
-@dataclass
-class _Dispatch:
-    kernel: HsaKernel
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    dims: int
-    dynamic_lds: int
-    template: bytes
-    sites: list[tuple[int, int, int]]  # (kernarg byte offset, binding index, binding offset)
-    barrier: bool
-    cluster: Any = None  # gfx1250 workgroups per cluster (None: the default, 1)
-    # parameters: (kernarg byte offset, width, derivation) and (grid axis, derivation); a
-    # derivation is a hashable key `_derive` turns into the bits to store (see dispatch)
-    param_sites: list[tuple[int, int, tuple]] = field(default_factory=list)
-    grid_sites: list[tuple[int, tuple]] = field(default_factory=list)
-
-
-@dataclass
-class _HostOp:
-    kind: str  # "fill" | "copy"
-    dst: Any  # Buffer or BindingSlot
-    src: Any = None  # Buffer or BindingSlot (copy) / value (fill)
-    nbytes: int | None = None
-
-
-@dataclass
-class _Segment:
-    block: np.ndarray  # PACKET array with INVALID headers, patched per submit
-    words: np.ndarray  # (n, 8) uint64 view of block
-    headers: np.ndarray  # uint32 header words (header | setup << 16), published last
-    dispatch_rows: np.ndarray
-    kernarg_offsets: np.ndarray  # uint64, per dispatch row
-    template: np.ndarray  # uint8, the kernarg block
-    site_words: np.ndarray  # int64, u64 index into the kernarg block
-    site_binding: np.ndarray  # int64
-    site_offset: np.ndarray  # uint64
-    last_row: int
-    dispatches: int = 0
-    symbols: list[str] = field(default_factory=list)
-    kernels: list[HsaKernel] = field(default_factory=list)  # each kernel once, for traces
-    patched_for: tuple = ()  # binding addresses the template is patched with now
-    # Small segments patch from Python through memoryviews: a handful of scalar stores
-    # cost less than numpy's per-call overhead (see SMALL_SITES / SMALL_ROWS).
-    sites: list[tuple[int, int, int]] = field(default_factory=list)  # (u64 word, binding, +)
-    # views made once the segment is built (memoryviews; None before):
-    template_bytes: Any = None  # the template as bytes (B)
-    template_words: Any = None  # the template as u64 words (Q)
-    block_words: Any = None  # the packet block as u64 words (Q)
-    row_offsets: list[int] = field(default_factory=list)  # kernarg_offsets as ints
-    header_list: list[int] = field(default_factory=list)  # headers as ints
-    # parameters: the derivations read (values appended to the binding table at submit),
-    # and per element width the sites of the template (u16/u32 index, table index); the
-    # packets' grid fields (u32 index into the block, table index). u64 parameter sites
-    # are in site_words/site_binding with the bindings: one write patches both.
-    param_keys: list[tuple] = field(default_factory=list)
-    narrow_sites: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
-    grid_words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    grid_src: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # uint32, per dispatch row: its kernarg bytes (for the trace's kernarg values)
-    kernarg_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
-    # the trace's block template of this segment, built at its first traced submit, the
-    # sinks told about it (a WeakSet) and a weak reference to the last one (the fast check)
-    trace_template: Any = None
-    trace_sinks: Any = None
-    trace_sink: Any = None
-    # replay instances (see _Instance), least recently used first: (lane, table) -> one
-    instances: dict = field(default_factory=dict)
-    seen: dict = field(default_factory=dict)  # (lane, table) -> None: the latest tables
-    last_block: Any = None  # the block last published (an instance's, or `block`)
-    # or (kernarg base, signal) of the last publish of `block` through publish_rows
-    last_rows: tuple[int, int] | None = None
-    block_view: Any = None  # `block` as bytes (B): what publish_rows reads
-
-    def full_block(self) -> np.ndarray:
-        """A copy of the block last published with its headers in place (what the ring
-        received)."""
-        out = (self.block if self.last_block is None else self.last_block).copy()
-        if self.last_rows is not None:  # the fields publish_rows set on the way
-            base, signal = self.last_rows
-            words = out.view(np.uint64).reshape(len(out), 8)
-            np.add(self.kernarg_offsets, np.uint64(base), out=words[: self.dispatches, _KARG_WORD])
-            words[self.last_row, _SIGNAL_WORD] = signal
-        out.view(np.uint32).reshape(len(out), 16)[:, 0] = self.headers
-        return out
-
-
-class _Instance:
-    """One segment replayed for one lane and one binding table, kept: its own kernarg
-    block (a kernarg-pool allocation holding the template patched for the table) and, only
-    where the segment's packets carry parameter grids, its own packet block (kernarg_address
-    column, completion signal and grids set). Kernels never write their kernarg segment,
-    so one instance serves every submission of that (lane, table), however many are in
-    flight: a replay publishes the segment's block with this instance's kernarg addresses
-    and the lane's signal set on the way (Ring.publish_rows), or its own block (one copy
-    into the ring), one header store either way, and copies no kernarg bytes. `value` is
-    the lane's latest submission that reads it: the instance is re-patched for another
-    table only once the lane has completed that value."""
-
-    __slots__ = ("address", "memory", "block", "view", "value", "nbytes", "signal")
-
-    def __init__(self, address: int, memory: np.ndarray, block: np.ndarray | None,
-                 nbytes: int, signal: int):
-        self.address = address
-        self.memory = memory
-        self.block = block  # None: the segment's block, through publish_rows
-        self.view = None if block is None else memoryview(block.view(np.uint8)).cast("B")
-        self.value = 0
-        self.nbytes = nbytes
-        self.signal = signal
-
-
-class HsaCommandBuffer(CommandBuffer):
+class HsaCommandBuffer(CommandReplay):
     def __init__(self, device: Any):
         self.device = device
         self._ops: list[Any] = []
@@ -202,7 +79,7 @@ class HsaCommandBuffer(CommandBuffer):
         self._segments: list[Any] | None = None
         # the one segment of a buffer that holds dispatches only (no host op): its replays
         # without waits or parameters take _submit's short way (set by finalize)
-        self._only: _Segment | None = None
+        self._only: Segment | None = None
         self.dispatches = 0
         # One replay at a time patches the shared kernarg template and packet block and
         # copies them out (into its own kernarg block, into the ring): replays from several
@@ -255,7 +132,7 @@ class HsaCommandBuffer(CommandBuffer):
                 if k_axis != axis or source not in ("block_count", "remainder"):
                     continue
                 op = "div" if source == "block_count" else "mod"
-                param_sites.append((off, size, (p.name, op, b[axis], _WIDTH_CODE[size],
+                param_sites.append((off, size, (p.name, op, b[axis], WIDTH_CODE[size],
                                                 kernel.name, kind)))
 
         def slot(arg_index: int, value: Any) -> int | None:
@@ -290,8 +167,8 @@ class HsaCommandBuffer(CommandBuffer):
         self.use_params([self._declared_params()[d[0]] for _, _, d in param_sites]
                         + [p for _, p in grid_params])
         self._ops.append(
-            _Dispatch(kernel, g, b, dims, dynamic_lds, template, sites, self._pending_barrier,
-                      cluster, param_sites, grid_sites)
+            RecordedDispatch(kernel, g, b, dims, dynamic_lds, template, sites,
+                             self._pending_barrier, cluster, param_sites, grid_sites)
         )
         self._pending_barrier = False
         self.dispatches += 1
@@ -331,7 +208,7 @@ class HsaCommandBuffer(CommandBuffer):
                         f"{what} does not take parameter {v.name!r} of {dt.name}: use a "
                         f"scalar of the argument's type"
                     )
-                code = _FLOAT_CODE[dt.itemsize]
+                code = FLOAT_CODE[dt.itemsize]
             self.check_param(v)
             out[i] = 0.0 if a.is_float else 0
             sites.append((a.offset, a.size, (v.name, "arg", 0, code, kernel.name, a.name)))
@@ -347,7 +224,7 @@ class HsaCommandBuffer(CommandBuffer):
         runs kernels and the size is known, else a host operation (see the module doc)."""
         pattern, nbytes = self.check_fill(buffer, value, nbytes)
         self._note_binding(buffer)
-        word = _fill_word(pattern, nbytes, buffer)
+        word = fill_word(pattern, nbytes, buffer)
         blits = self.device.blit_kernels() if word is not None else None
         if blits is not None:
             assert nbytes is not None  # a fill word exists only for a known length
@@ -355,7 +232,7 @@ class HsaCommandBuffer(CommandBuffer):
             n = nbytes // 4
             self.dispatch(blits["fill"], n, 256, (buffer, word, np.uint32(n)))
         else:
-            self._ops.append(_HostOp("fill", buffer, bytes(pattern), nbytes))
+            self._ops.append(HostOp("fill", buffer, bytes(pattern), nbytes))
         self._pending_barrier = True  # later dispatches see the fill
 
     def copy(self, dst: Any, src: Any, nbytes: int) -> None:
@@ -371,7 +248,7 @@ class HsaCommandBuffer(CommandBuffer):
             n = nbytes // 4
             self.dispatch(blits["copy"], n, 256, (dst, src, np.uint32(n)))
         else:
-            self._ops.append(_HostOp("copy", dst, src, nbytes))
+            self._ops.append(HostOp("copy", dst, src, nbytes))
         self._pending_barrier = True
 
     def _note_binding(self, value: Any) -> None:
@@ -383,9 +260,9 @@ class HsaCommandBuffer(CommandBuffer):
         if self._segments is not None:
             return self
         segments: list[Any] = []
-        run: list[_Dispatch] = []
+        run: list[RecordedDispatch] = []
         for op in self._ops:
-            if isinstance(op, _Dispatch):
+            if isinstance(op, RecordedDispatch):
                 run.append(op)
             else:
                 if run:
@@ -395,11 +272,11 @@ class HsaCommandBuffer(CommandBuffer):
         if run or not segments:
             segments.append(self._build(run))
         self._segments = segments
-        if len(segments) == 1 and isinstance(segments[0], _Segment) and segments[0].dispatches:
+        if len(segments) == 1 and isinstance(segments[0], Segment) and segments[0].dispatches:
             self._only = segments[0]
         return self
 
-    def _build(self, run: list[_Dispatch]) -> _Segment:
+    def _build(self, run: list[RecordedDispatch]) -> Segment:
         n = len(run)
         kernarg_offsets = np.zeros(n, np.uint64)
         pieces: list[bytes] = []
@@ -415,7 +292,7 @@ class HsaCommandBuffer(CommandBuffer):
         grid_src: list[int] = []
         for i, d in enumerate(run):
             for axis, derivation in d.grid_sites:
-                grid_words.append(i * 16 + _GRID_WORD + axis)
+                grid_words.append(i * 16 + GRID_WORD + axis)
                 grid_src.append(table_base + param_index.setdefault(derivation,
                                                                     len(param_index)))
         # Kernels cannot write their kernarg segment, so dispatches whose blocks would be
@@ -492,7 +369,7 @@ class HsaCommandBuffer(CommandBuffer):
         headers = block.view(np.uint32).reshape(len(block), 16)[:, 0].copy()
         block.view(np.uint32).reshape(len(block), 16)[0, 0] = packets.INVALID_HEADER
         template_bytes = memoryview(template)
-        return _Segment(
+        return Segment(
             block=block,
             block_view=memoryview(block.view(np.uint8)).cast("B"),
             headers=headers,
@@ -525,359 +402,18 @@ class HsaCommandBuffer(CommandBuffer):
     @property
     def packets(self) -> list[np.ndarray]:
         """The packet blocks (one per segment) as they were last submitted."""
-        return [s.full_block() for s in (self._segments or []) if isinstance(s, _Segment)]
+        return [s.full_block() for s in (self._segments or []) if isinstance(s, Segment)]
 
     @property
     def segments(self) -> int:
         return len(self._segments or [])
-
-    # --- replay --------------------------------------------------------------------------
-    def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> tuple:
-        """The binding addresses as ints, then the queue address (binding index -1)."""
-        self.check_bindings(bindings, self._bindings_needed)
-        return (*[b.address for b in bindings], queue_address)
-
-    def _submit(
-        self, lane: Any, bindings: Sequence[Any], wait: Sequence[TimelinePoint],
-        params: Any = None,
-    ) -> TimelinePoint:
-        segments = self._segments
-        if segments is None:
-            self.check_finalized()  # raises: not finalized
-            raise AssertionError("unreachable")
-        addrs = self._binding_addresses(bindings, lane.queue.handle)
-        values = self.check_params(params)
-        seg = self._only
-        if (seg is not None and not values and not wait and self.device.timer is None
-                and _TRACE.sink is None):  # the short way: one kept instance, published
-            with self._replay_lock, lane.lock:
-                value = lane.submitted + 1
-                self._publish_segment(lane, seg, addrs, value, None)
-                lane.submitted = value
-                return TimelinePoint(lane.index, value, lane)
-        # every parameter's bits for every segment, before anything is published
-        if values:
-            tables = [
-                addrs + tuple(_derive(k, values) for k in seg.param_keys)
-                if seg.__class__ is _Segment and seg.param_keys else addrs
-                for seg in segments
-            ]
-        else:  # no parameters: every segment's table is the bindings'
-            tables = [addrs] * len(segments)
-        with self._replay_lock:
-            return self._replay(lane, bindings, tables, wait)
-
-    def _replay(self, lane: Any, bindings: Sequence[Any], tables: list,
-                wait: Sequence[TimelinePoint]) -> TimelinePoint:
-        first = True
-        value = lane.submitted
-        for seg, addrs in zip(self._segments or (), tables, strict=True):
-            if seg.__class__ is _HostOp:
-                lane.wait(lane.submitted, self.device.default_timeout)
-                self._run_host_op(seg, bindings)
-                continue
-            # built before the lane's lock: they may publish on another lane under its lock
-            pre, proxies = lane.prepare_waits(wait) if first and wait else (None, None)
-            with lane.lock:  # value, kernarg block, patch, publish, counter: one step
-                value = lane.submitted + 1
-                self._publish_segment(lane, seg, addrs, value, pre)
-                if proxies:
-                    lane.hold_proxies(value, proxies)
-                lane.submitted = value
-            first = False
-        return TimelinePoint(lane.index, value, lane)
-
-    def _publish_segment(self, lane: Any, seg: _Segment, addrs: tuple, value: int,
-                         pre: np.ndarray | None) -> None:
-        """One segment's packets for `value`: a kept instance's (the instance path) or a
-        fresh kernarg block's (the ring path)."""
-        # no waits in front, no timer, no trace sink: what publish_rows can do alone
-        plain = pre is None and self.device.timer is None and _TRACE.sink is None
-        if plain and seg.dispatches and self._publish_instance(lane, seg, addrs, value):
-            return
-        seg.last_block = seg.last_rows = None
-        size = seg.template.size
-        off = lane.kernargs.allocate(size, value) if size else 0
-        self._patch_for(seg, addrs)
-        if size:  # the patched template into this submission's own kernarg block
-            lane.kernarg_view[off : off + size] = seg.template_bytes
-        rows = seg.dispatches
-        base = lane.kernarg_address + off
-        if plain and rows > SMALL_ROWS and len(seg.block) <= lane.ring.size:
-            # the addresses and the signal set on the way into the ring (no patch of the
-            # block first)
-            seg.last_rows = (base, lane.signal)
-            lane.ring.publish_rows(seg.block_view, seg.header_list[0], base,
-                                   seg.kernarg_offsets, seg.last_row, lane.signal)
-            return
-        bw = seg.block_words
-        if rows <= SMALL_ROWS:  # dispatch rows are the first ones
-            for row, k_off in enumerate(seg.row_offsets):
-                bw[row * 8 + _KARG_WORD] = base + k_off
-        else:
-            np.add(seg.kernarg_offsets, np.uint64(base), out=seg.words[:rows, _KARG_WORD])
-        bw[seg.last_row * 8 + _SIGNAL_WORD] = lane.signal
-        block = seg.block
-        headers: Any = seg.header_list
-        if rows > SMALL_ROWS:
-            headers = seg.headers
-        if pre is not None:  # the waits go first, in the same block
-            pre_words = pre.view(np.uint32).reshape(len(pre), 16)
-            headers = np.concatenate([pre_words[:, 0], seg.headers])
-            block = np.concatenate([pre, block])
-            block.view(np.uint32).reshape(len(block), 16)[: len(pre), 0] = (
-                packets.INVALID_HEADER
-            )
-        timer = self.device.timer
-        if timer is not None and rows:  # per-dispatch device time (hsa_backend.timing)
-            timer.publish_replay(lane, block, headers, len(block) - len(seg.block), rows,
-                                 seg.symbols, seg.kernels)
-        elif _TRACE.sink is not None:
-            self._publish_traced(lane, seg, block, headers, off, base, addrs)
-        elif pre is None and len(block) <= lane.ring.size:
-            lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header
-        else:
-            lane.publish_block(block, headers)
-
-    def _publish_instance(self, lane: Any, seg: _Segment, addrs: tuple, value: int) -> bool:
-        """The instance path: publish the kept instance of `seg` for (lane, addrs), made
-        now if the table came before (no kernarg copy, no patch); False when there is none
-        (the caller takes the ring path). Under the replay lock and the lane's lock."""
-        instances = seg.instances
-        key = (lane, addrs)
-        inst = instances.pop(key, None)
-        if inst is None:
-            inst = self._instance(lane, seg, addrs) if self._seen(seg, lane, addrs) else None
-            if inst is None:
-                return False
-        else:  # the most recently used goes last
-            instances[key] = inst
-        inst.value = value
-        if inst.block is None:
-            seg.last_block, seg.last_rows = None, (inst.address, inst.signal)
-            lane.ring.publish_rows(seg.block_view, seg.header_list[0], inst.address,
-                                   seg.kernarg_offsets, seg.last_row, inst.signal)
-        else:
-            seg.last_block, seg.last_rows = inst.block, None
-            lane.ring.publish_ready(inst.view, seg.header_list[0])
-        return True
-
-    @staticmethod
-    def _patch_for(seg: _Segment, addrs: tuple) -> None:
-        """The segment's template and parameter grids patched for the table `addrs`
-        (nothing to do when they already are)."""
-        if seg.param_keys and addrs != seg.patched_for:  # the parameters' packet fields
-            _patch_grids(seg, addrs)
-        if seg.template.size:
-            if (seg.sites or seg.narrow_sites) and addrs != seg.patched_for:  # the patch
-                _patch_template(seg, addrs)
-                seg.patched_for = addrs
-
-    @staticmethod
-    def _seen(seg: _Segment, lane: Any, addrs: tuple) -> bool:
-        """Whether (lane, addrs) came recently (it is noted now): a table is kept as an
-        instance from its second submission, so tables bound once (fresh buffers every
-        time) cost no instance, only the ring path."""
-        seen = seg.seen
-        key = (lane, addrs)
-        if key in seen:
-            return True
-        if len(seen) >= 2 * MAX_INSTANCES:
-            del seen[next(iter(seen))]  # the oldest
-        seen[key] = None
-        return False
-
-    def _instance(self, lane: Any, seg: _Segment, addrs: tuple) -> _Instance | None:
-        """A kept instance of `seg` for (lane, addrs): a new one, or the least recently
-        used idle one of this lane re-patched; None when neither may be had (the caller
-        takes the ring path). Called under the replay lock and the lane's lock."""
-        instances = seg.instances
-        inst = None
-        if len(instances) >= MAX_INSTANCES:
-            done = lane.completed()
-            for key, old in instances.items():
-                if key[0] is lane and old.value <= done:
-                    inst = old
-                    del instances[key]
-                    break
-            if inst is None:
-                return None
-        else:
-            inst = self._new_instance(lane, seg)
-            if inst is None:
-                return None
-        self._patch_for(seg, addrs)
-        size = seg.template.size
-        if size:
-            inst.memory[:size] = seg.template
-        block = inst.block
-        if block is not None:  # its own packets: the parameter grids differ per table
-            np.copyto(block, seg.block)  # the parameter grids with it
-            block_words = block.view(np.uint64).reshape(len(block), 8)
-            np.add(seg.kernarg_offsets, np.uint64(inst.address),
-                   out=block_words[: seg.dispatches, _KARG_WORD])
-            block_words[seg.last_row, _SIGNAL_WORD] = lane.signal
-        instances[(lane, addrs)] = inst
-        return inst
-
-    def _new_instance(self, lane: Any, seg: _Segment) -> _Instance | None:
-        """Kernarg memory (the template's bytes and the ring's slack: a kernel's widened
-        load past its last argument stays inside) from the lane's kept blocks, and a packet
-        block, for an instance; None when the lane has no room left."""
-        size = seg.template.size + RING_SLACK
-        if len(seg.block) > lane.ring.size:
-            return None
-        off = lane.kept.take(size)
-        if off is None:
-            return None
-        memory = lane.kernarg_memory[off : off + size]
-        memory.fill(0)
-        finalizer = self.__dict__.get("_instances_finalizer")
-        if finalizer is None:
-            held: list = []
-            done = weakref.finalize(self, _drop_instances, held)
-            done.atexit = False
-            self._instances_finalizer = (held, done)
-        else:
-            held = finalizer[0]
-        # a packet block of its own only where the grids are parameters (see _Instance)
-        own = seg.block.copy() if seg.grid_words.size else None
-        inst = _Instance(lane.kernarg_address + off, memory, own, size, lane.signal)
-        held.append((lane, off, inst))
-        return inst
-
-    @staticmethod
-    def _publish_traced(
-        lane: Any,
-        seg: _Segment,
-        block: np.ndarray,
-        headers: Any,
-        kernarg_off: int,
-        base: int,
-        addrs: tuple,
-    ) -> None:
-        """A replay while a trace sink is active: the sink learns each kernel's symbol (so
-        packet-trace names the packets of the block by kernel_object). A block of one
-        dispatch goes out as one packet record with its kernarg bytes and name. A larger
-        one, as published (no wait packets in front, one ring's worth), goes out as the
-        segment's block template (once per sink) and one small block replay record: its
-        kernarg base, completion signal and binding addresses, no copy of the packets."""
-        sink = _TRACE.sink
-        if sink is None:  # switched off meanwhile
-            lane.publish_block(block, headers)
-            return
-        if len(block) == 1 and seg.dispatches == 1:
-            announce_all(sink, seg.kernels)
-            kernel = seg.kernels[0]
-            start = kernarg_off + int(seg.kernarg_offsets[0])
-            kernarg = lane.kernarg_memory[start : start + kernel.layout.size].tobytes()
-            packet = struct.pack("<I", int(headers[0])) + block.tobytes()[4:]
-            lane.ring.publish(packet, kernarg=kernarg, symbol=kernel.name)
-            return
-        replay = getattr(sink, "block_replay", None)
-        if (replay is None or block is not seg.block or len(block) > lane.ring.size
-                or seg.param_keys):  # parameters: the template's values would be stale
-            announce_all(sink, seg.kernels)  # wait packets in front, a huge block, an old sink
-            lane.publish_block(block, headers)
-            return
-        ref = seg.trace_sink  # the sink last told about the template (and so the kernels)
-        if ref is not None and ref() is sink:
-            template_id = seg.trace_template.template_id
-        else:
-            template_id = announce_template(sink, seg)
-        lane.ring.publish_many(block, headers, replay, (template_id, base, lane.signal, addrs))
-
-    def _run_host_op(self, op: _HostOp, bindings: Sequence[Any]) -> None:
-        dev = self.device
-
-        def resolve(x: Any) -> Any:
-            if isinstance(x, BindingSlot):
-                buf = bindings[x.index]
-                return buf.view(x.offset, x.nbytes) if x.offset or x.nbytes is not None else buf
-            return x
-
-        dst = resolve(op.dst)
-        if op.kind == "fill":
-            nbytes = dst.nbytes if op.nbytes is None else op.nbytes
-            dst._check_range(0, nbytes)
-            dev._fill_now(dst.address, nbytes, op.src)
-        else:
-            src = resolve(op.src)
-            dst._check_range(0, op.nbytes)
-            src._check_range(0, op.nbytes)
-            dev.provider.memory_copy(dst.address, src.address, op.nbytes)
-
-
-def _drop_instances(held: list) -> None:
-    """A command buffer's finalizer: its instances' kernarg blocks go back to their lanes,
-    reused once each lane has completed the last submission that read them."""
-    for lane, off, inst in held:
-        lane.kept.give(off, inst.nbytes, inst.value)
-
-
-def _patch_template(seg: _Segment, addrs: tuple) -> None:
-    """Write binding address + offset into every patch site of the segment's template, and
-    the parameters' bits (`addrs` goes on with the values of seg.param_keys): the u64 sites
-    in one write, each narrower width in one more."""
-    if len(seg.sites) <= SMALL_SITES and not seg.narrow_sites:
-        tw = seg.template_words
-        for word, binding, plus in seg.sites:
-            tw[word] = (addrs[binding] + plus) & _M64
-        return
-    table = np.array(addrs, np.uint64)  # one vectorized write for many sites
-    if seg.site_words.size:
-        seg.template.view(np.uint64)[seg.site_words] = table[seg.site_binding] + seg.site_offset
-    for width, index, src in seg.narrow_sites:
-        seg.template.view(_NARROW[width])[index] = table[src]
-
-
-def _patch_grids(seg: _Segment, table: tuple) -> None:
-    """The grid_size fields of the packets whose grid axes are parameters."""
-    if seg.grid_words.size:
-        seg.block.view(np.uint32)[seg.grid_words] = np.array(table, np.uint64)[seg.grid_src]
-
-
-_NARROW = {2: np.uint16, 4: np.uint32}
-
-
-def _derive(key: tuple, values: dict) -> int:
-    """The bits a parameter site stores: key = (name, op, operand, struct code, kernel,
-    what). op "arg": the value in the slot's code; "grid": a grid axis (checked 1..2**32-1);
-    "div"/"mod": the hidden block count / remainder of that axis for a block of `operand`."""
-    name, op, operand, code, kernel, what = key
-    v = values[name]
-    if op == "grid":
-        if not 1 <= v <= MAX_SIZE:
-            raise KernelArgumentError(
-                f"parameter {name!r} = {v} makes kernel {kernel!r}'s {what} invalid: a grid "
-                f"axis counts 1..{MAX_SIZE} work-items"
-            )
-        return v
-    if op == "div":
-        v = max(v, 1) // operand
-    elif op == "mod":
-        v = max(v, 1) % operand
-    if code in "efd":
-        return int.from_bytes(struct.pack("<" + code, v), "little")
-    try:
-        raw = struct.pack("<" + code, v)
-    except struct.error:
-        size = struct.calcsize("<" + code)
-        try:  # an integer scalar wraps to its slot like an immediate argument's
-            raw = struct.pack("<" + code.lower() if v < 0 else "<" + code.upper(), v)
-        except struct.error:
-            raise KernelArgumentError(
-                f"parameter {name!r} = {v} does not fit kernel {kernel!r} argument {what!r} "
-                f"({size} bytes): pass a value in range"
-            ) from None
-    return int.from_bytes(raw, "little")
 
 
 def _offset(x: Any) -> int:
     return x.offset if isinstance(x, BindingSlot) else int(getattr(x, "address", 0))
 
 
-def _fill_word(pattern: np.ndarray, nbytes: int | None, target: Any) -> np.float32 | None:
+def fill_word(pattern: np.ndarray, nbytes: int | None, target: Any) -> np.float32 | None:
     """The fill pattern (`amdgpu.fill`) widened to one 32-bit word (as the float32 the
     library `fill` kernel takes), or None when the kernel cannot do this fill exactly."""
     if nbytes is None or nbytes <= 0 or nbytes % 4 or _offset(target) % 4:

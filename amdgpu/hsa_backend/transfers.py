@@ -13,7 +13,7 @@ import packets
 from amdgpu.buffer import Buffer, HostBuffer
 from amdgpu.device import TimelinePoint
 from amdgpu.fill import check_fill_length, fill_pattern
-from amdgpu.hsa_backend.command_buffer import _fill_word
+from amdgpu.hsa_backend.command_buffer import fill_word
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.lanes import QueueLane
 from amdgpu.hsa_backend.parts import DeviceParts
@@ -188,7 +188,7 @@ class DeviceTransfers(DeviceParts):
         """Fill with a 1-, 2- or 4-byte pattern (the library `fill` kernel where it can do
         it exactly, else on the host after waiting for the lanes)."""
         pattern, nbytes = self.check_fill(dst, value, nbytes)
-        word = _fill_word(pattern, nbytes, dst)
+        word = fill_word(pattern, nbytes, dst)
         blits = self.blit_kernels() if word is not None else None
         if blits is not None:
             n = nbytes // 4
