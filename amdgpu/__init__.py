@@ -7,6 +7,7 @@ from here, so this package may import its driver eagerly.
 
 from __future__ import annotations
 
+from amdgpu import errors  # amdgpu.errors.X, as before (the classes live in ground.errors)
 from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import BindingSlot, CommandBuffer
 from amdgpu.device import Device, Lane, TimelinePoint
@@ -16,5 +17,5 @@ from amdgpu.selection import devices, open
 
 __all__ = [
     "BindingSlot", "Buffer", "CommandBuffer", "Device", "DeviceReport", "Lane",
-    "ProgramRunner", "TimelinePoint", "devices", "open",
+    "ProgramRunner", "TimelinePoint", "devices", "errors", "open",
 ]

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from ground.errors import HsaError
 from ground.status import HSA_STATUS_ERROR_INVALID_ARGUMENT
+from hsa import status  # hsa.status.X, as before (the numbers live in ground.status)
 
 if TYPE_CHECKING:
     from hsa.provider import HsaProvider
 
-__all__ = ["open_provider"]
+__all__ = ["open_provider", "status"]
 
 
 def open_provider(name: str) -> HsaProvider:

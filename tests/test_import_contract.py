@@ -119,6 +119,19 @@ def test_the_graph_was_read():
     assert typed_only, "no annotation-only import found: the TYPE_CHECKING test is broken"
 
 
+def test_the_public_error_modules_are_reached_as_before():
+    # `import amdgpu` then `amdgpu.errors.X` (and `hsa.status.X`) worked as a side effect of
+    # the layers importing them; now that they import `ground`, the packages import them
+    import subprocess
+    import sys
+
+    code = ("import amdgpu, hsa; print(amdgpu.errors.BufferStateError.__mro__[1].__name__, "
+            "hsa.status.HSA_STATUS_ERROR)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["DeviceError", "4096"], out.stderr
+
+
 def test_the_public_error_modules_re_export_the_ground_floor():
     import amdgpu.errors
     import ground.errors
