@@ -48,10 +48,11 @@ def test_cnn(capsys, spec):
     assert d["per_call"]["dispatches_per_call"] == d["dispatches"] > 1
 
 
-@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan"])
+@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan", "amdgpu:virtual:gfx942"])
 def test_gpt2_decode_carries_the_cache(capsys, spec):
     """Each decode step's logits depend on every earlier step's keys and values: they
-    match transformers' own cache only if the device buffers were carried."""
+    match transformers' own cache only if the device buffers were carried. gfx942's
+    prefill attention indexes VGPRs (s_set_gpr_idx_on ... v_mov_b32 ... _off)."""
     rc, d, err = _run(capsys, "gpt2-decode", "--device", _device(spec), "--size", "small",
                       "--replay")
     assert rc == 0 and d["correct"] is True, (d, err)

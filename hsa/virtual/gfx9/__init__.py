@@ -37,7 +37,8 @@ def family(target: str) -> Family:
     return Family(target, partial(decoder.decode_one, target=target), wave_sizes=(64,),
                   vgpr_rows=vgpr_rows, kernarg_preload=target != "gfx90a",
                   private_buffer=private_vsharp,
-                  compile=semantics.make_compile(sample, target))
+                  compile=semantics.make_compile(sample, target),
+                  vgpr_msb=semantics.gpr_idx_variant)
 
 
 class Gfx9Executor:

@@ -358,6 +358,83 @@ for _n in ("v_pk_fma_f32", "v_pk_mul_f32", "v_pk_add_f32", "v_pk_mov_b32"):
     _GFX9_ALU[_n] = _pk_f32(_n)
 
 
+# --- VGPR indexing mode (s_set_gpr_idx_on ... s_set_gpr_idx_off) --------------------------
+# The wave's mode lives in WaveGroup.vgpr_msb (zero on gfx9 otherwise): GPR_IDX_ON | the
+# mode's operand bits (bit 0 src0, 1 src1, 2 src2, 3 dst relative). The instructions in
+# between are compiled under it (Program.cache_for, Family.vgpr_msb = gpr_idx_variant): a
+# v_mov_b32 becomes an indexed move, offset by M0[7:0] of each wave.
+GPR_IDX_ON = 0x100
+_SALU_OR_MEMORY = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM", "DS", "FLAT", "GLOBAL",
+                   "SCRATCH", "MUBUF", "MTBUF")
+
+
+def _compile_gpr_idx(inst: d.Instruction, kind: str) -> Callable[[WaveGroup], int]:
+    """s_set_gpr_idx_on S0, mode: M0[7:0] = S0[7:0], M0[15:12] = mode, indexing on;
+    _idx: M0[7:0] = S0[7:0]; _mode: M0[15:12] = simm16[3:0]; _off: indexing off."""
+    nxt = inst.pc + inst.size
+
+    def index(g: WaveGroup) -> np.ndarray:
+        value = np.asarray(g.sread(inst.f["ssrc0"], inst.literal), u32)
+        return np.broadcast_to(value, (g.count,)) & u32(0xFF)
+
+    def run(g: WaveGroup) -> int:
+        m0 = g.s[:, d.M0]
+        if kind == "on":
+            mode = inst.f["ssrc1"] & 0xF  # the SOPC ssrc1 field holds the mode itself
+            g.s[:, d.M0] = (m0 & ~u32(0xF0FF)) | index(g) | u32(mode << 12)
+            g.vgpr_msb = GPR_IDX_ON | mode
+        elif kind == "idx":
+            g.s[:, d.M0] = (m0 & ~u32(0xFF)) | index(g)
+        elif kind == "mode":
+            mode = inst.f["simm16"] & 0xF
+            g.s[:, d.M0] = (m0 & ~u32(0xF000)) | u32(mode << 12)
+            if g.vgpr_msb:
+                g.vgpr_msb = GPR_IDX_ON | mode
+        else:
+            g.vgpr_msb = 0
+        return nxt
+
+    return run
+
+
+def gpr_idx_variant(inst: d.Instruction, mode: int) -> d.Instruction | None:
+    """`inst` as it runs in VGPR indexing mode: scalar and memory instructions unchanged,
+    v_mov_b32 as an indexed move; None (not implemented) for other VALU instructions."""
+    if not mode & GPR_IDX_ON:
+        return None
+    if inst.encoding in _SALU_OR_MEMORY:
+        return inst
+    if base_name(inst.name) == "v_mov_b32" and "sdwa" not in inst.f and "dpp" not in inst.f:
+        return dataclasses.replace(inst, name="v_gpr_idx_mov_b32",
+                                   f=dict(inst.f, gpr_idx_mode=mode & 0xF))
+    return None
+
+
+def _gpr_idx_mov(g: WaveGroup, form: AluForm) -> None:
+    """v_mov_b32 in indexing mode: the source VGPR (mode bit 0) and the destination (bit
+    3) offset by M0[7:0]; indexes past the wave's VGPRs read 0 and write nothing."""
+    mode = form.inst.f["gpr_idx_mode"]
+    idx = (g.s[:, d.M0] & u32(0xFF)).astype(np.int64)
+    nreg = g.v.shape[0]
+    src = form.srcs[0]
+    for off in np.unique(idx):
+        waves = idx == off
+        dst = form.vdst + (int(off) if mode & 8 else 0)
+        if src >= d.VGPR0:
+            reg = src - d.VGPR0 + (int(off) if mode & 1 else 0)
+            value = g.v[reg] if 0 <= reg < nreg else np.zeros((g.count, g.lanes), u32)
+        else:
+            value = np.broadcast_to(read_src(g, form, 0, "u32"), (g.count, g.lanes))
+        if 0 <= dst < nreg:
+            np.copyto(g.v[dst], np.broadcast_to(value, (g.count, g.lanes)),
+                      where=g.exec_mask() & waves[:, None], casting="unsafe")
+
+
+_GFX9_ALU["v_gpr_idx_mov_b32"] = _alu(_gpr_idx_mov)
+_GPR_IDX_OPS = {"s_set_gpr_idx_on": "on", "s_set_gpr_idx_off": "off",
+                "s_set_gpr_idx_idx": "idx", "s_set_gpr_idx_mode": "mode"}
+
+
 def make_compile(
     samples: Callable[[d.Instruction], str], target: str = "gfx942",
 ) -> Callable[[d.Instruction], core.Compiled]:
@@ -367,6 +444,9 @@ def make_compile(
     def compile_inst(inst: d.Instruction) -> core.Compiled:
         if inst.name in ("<unknown>", "<outside code>"):
             return core.compile_instruction(inst)
+        if inst.name in _GPR_IDX_OPS:  # control ops: the mode selects the compiled code
+            run = _compile_gpr_idx(inst, _GPR_IDX_OPS[inst.name])
+            return core.Compiled(inst, core.CONTROL, run)
         base = base_name(inst.name)
         canon = canonical(base)
         renamed = dataclasses.replace(inst, name=canon)
