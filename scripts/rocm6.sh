@@ -183,7 +183,8 @@ elif [[ -f $CHECKOUT/scripts/emulated.sh ]]; then
     # the emulated kernel's launcher starts the node's device server on this host (its
     # socket is under /tmp, shared with the chroot) and runs its command with the client
     # environment: run `env -0` under it and keep that environment
-    bash "$CHECKOUT/scripts/emulated.sh" env -0 >"$hook_env" ||
+    launcher=$CHECKOUT/scripts/emulated.sh
+    bash "$launcher" env -0 >"$hook_env" ||
         { rm -f "$hook_env"; die "the emulated kernel did not start (bash scripts/emulated.sh env failed); run it alone to see why"; }
 else
     env -0 >"$hook_env"
@@ -197,8 +198,20 @@ while IFS= read -r -d '' kv; do
 done <"$hook_env"
 rm -f "$hook_env"
 
-# Private mounts: they vanish with this process, nothing is left mounted on the host.
-exec unshare --mount --propagation private bash -ec '
+# A device server leaves after some idle seconds, and the shim cannot start one from inside
+# the chroot (no host Python there): while the command runs, the launcher is asked again
+# every 10 s (it starts a server only when none runs), so one is up whenever the command
+# first opens /dev/kfd, e.g. after a long hipcc.
+keepalive=
+if [[ -n ${launcher:-} ]]; then
+    (while sleep 10; do bash "$launcher" true >/dev/null 2>&1 || true; done) &
+    keepalive=$!
+    trap 'kill "$keepalive" 2>/dev/null' EXIT
+fi
+
+# Private mounts: they vanish with the command, nothing is left mounted on the host.
+status=0
+unshare --mount --propagation private bash -ec '
     root=$1 checkout=$2 mountpoint=$3; shift 3
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
@@ -207,4 +220,5 @@ exec unshare --mount --propagation private bash -ec '
     mount --bind "$checkout" "$root$mountpoint"
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
     exec chroot "$root" /usr/bin/env -i "$@"
-' _ "$ROOT" "$CHECKOUT" "$MOUNTPOINT" "${inner_env[@]}" bash -c 'cd '"$MOUNTPOINT"' 2>/dev/null; exec "$@"' _ "$@"
+' _ "$ROOT" "$CHECKOUT" "$MOUNTPOINT" "${inner_env[@]}" bash -c 'cd '"$MOUNTPOINT"' 2>/dev/null; exec "$@"' _ "$@" || status=$?
+exit "$status"
