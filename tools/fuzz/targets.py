@@ -32,7 +32,11 @@ def codeobject(data: bytes) -> None:
         co = read_code_object(data)
     except AmdgpuError:
         return
-    _ = co.target, co.processor, co.image_size
+    try:  # a processor without a table here reads, but has no TargetId: a project error
+        _ = co.target
+    except AmdgpuError:
+        pass
+    _ = co.processor, co.image_size
     for info in co.kernels.values():
         _ = info.explicit_args, info.hidden_args, info.hidden_args_offset
         _ = info.kernel_code_address
