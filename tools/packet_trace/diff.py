@@ -81,7 +81,9 @@ def kernarg_changes(ra, fa, sa: SymbolTable, rb, fb, sb: SymbolTable,
                 continue
             x, y = va.get(name), vb.get(name)
             if x is None or y is None or x.value != y.value:
-                label = f"kernarg {name}" + (" [hidden]" if (x or y).hidden else "")
+                either = x if x is not None else y
+                hidden = either is not None and either.hidden
+                label = f"kernarg {name}" + (" [hidden]" if hidden else "")
                 out.append((label, x.text if x else "absent", y.text if y else "absent"))
         if out or len(ra.kernarg) == len(rb.kernarg):
             return out  # bytes outside every argument (padding) are not reported
@@ -129,13 +131,14 @@ def run(args, console: Console) -> int:
     printed = 0
     console.print(f"--- {escape(str(args.a))}\n+++ {escape(str(args.b))}", highlight=False)
     for pair in itertools.zip_longest(a_iter, b_iter):
-        (ra, sa), (rb, sb) = pair[0] or (None, None), pair[1] or (None, None)
-        if ra is None:
+        first, second = pair
+        if first is None:
             only_b += 1
             continue
-        if rb is None:
+        if second is None:
             only_a += 1
             continue
+        (ra, sa), (rb, sb) = first, second
         compared += 1
         if (ra.raw == rb.raw and ra.kernarg == rb.kernarg and ra.queue_id == rb.queue_id
                 and (ra.symbol == rb.symbol or not _is_dispatch(ra.raw))

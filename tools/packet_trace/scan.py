@@ -22,6 +22,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -37,7 +38,6 @@ _PACKET_STRIDE = trace.PACKET_RECORD.itemsize  # 112
 _KIND_PACKET = int(trace.RecordKind.PACKET)
 _KIND_COMPLETION = int(trace.RecordKind.COMPLETION)
 _KIND_BATCH = int(getattr(trace.RecordKind, "PACKET_BATCH", 6))
-_KIND_TEMPLATE = int(trace.RecordKind.BLOCK_TEMPLATE)
 _KIND_REPLAY = int(trace.RecordKind.BLOCK_REPLAY)
 _KIND_CHECKSUM = trace.KIND_CHECKSUM
 
@@ -254,7 +254,7 @@ def _walk(data: bytes, base: int, out: _Builder, with_tails: bool, templates: di
                 )
             packet_parts.append(_batch_rows(payload, offset))
         elif kind == _KIND_REPLAY:
-            replay = trace.parse_record(kind, flags, payload, offset)
+            replay = cast(trace.BlockReplayRecord, trace.parse_record(kind, flags, payload, offset))
             template = templates.get(replay.template_id)
             if template is None:
                 raise TraceFormatError(
@@ -275,7 +275,7 @@ def _walk(data: bytes, base: int, out: _Builder, with_tails: bool, templates: di
                 if with_tails:
                     out.others.append(record)
             else:
-                if kind == _KIND_TEMPLATE:
+                if isinstance(record, trace.BlockTemplateRecord):
                     templates[record.template_id] = record
                 out.others.append(record)
         out.records += 1
