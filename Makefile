@@ -6,7 +6,8 @@ PY := .venv/bin/python
 
 # What `make lint` type-checks: whole packages where they are clean, else the driver's
 # public API module by module (widen it as modules become clean).
-TYPED := ground packets compiler amdgpu hsa/abi/hidden_args.py hsa/status.py
+TYPED := ground packets compiler amdgpu tools/packet_trace tools/hwlab hsa/abi/hidden_args.py \
+	hsa/status.py
 
 setup:
 	@bash scripts/setup.sh

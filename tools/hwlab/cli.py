@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import sys
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -39,7 +40,7 @@ def _inventory(specs: list[str] | None):
     machine = machine_name()
     devices = inventory(machine)
     if specs:
-        chosen = []
+        chosen: list[Any] = []
         for spec in specs:
             dev = find_device(machine, spec, devices)
             if dev.key not in {d.key for d in chosen}:

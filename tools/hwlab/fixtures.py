@@ -15,6 +15,7 @@ functions that suites import from here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ class OpenDevices:
     """The lab devices opened so far: one at a time (the runner groups tests by device)."""
 
     def __init__(self) -> None:
-        self.devices: dict[str, object] = {}
+        self.devices: dict[str, Any] = {}
         self.reopened: dict[str, int] = {}
 
     def get(self, spec: str):
@@ -128,7 +129,7 @@ def empty_submission(device, lane: int = 0, wait=()) -> TimelinePoint:
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:
-    done = []
+    done: list[bool] = []
 
     def call() -> None:
         if not done:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,8 @@ def measure(launches: int = 500, replay_count: int = 5000) -> dict:
         return {"skipped": "the emulated gfx90a needs hsa/virtual's gfx9 executor, which this "
                            "checkout does not have"}
     code = compile_v4(FILL_CL, "gfx90a")
-    dev = amdgpu.open("amdgpu:emulated", lanes=1, queue_size=1 << 14, kernarg_bytes=64 << 20)
+    dev: Any = amdgpu.open("amdgpu:emulated", lanes=1, queue_size=1 << 14,
+                           kernarg_bytes=64 << 20)  # an HsaDevice: its provider, close(timeout)
     spec = dev.provider.node_spec
 
     class device:  # the device server holds doorbells while a loop is timed

@@ -38,7 +38,9 @@ def _show(value, unit: str) -> str:
 def judge(check: levels_mod.Check, measured: checks_mod.Measured) -> tuple[str, str]:
     """(outcome, verdict line): every threshold holds -> passed; else failed, naming each
     figure against its threshold; a metric the device did not report -> skipped."""
-    failures, passes, missing = [], [], []
+    failures: list[str] = []
+    passes: list[str] = []
+    missing: list[str] = []
     for t in check.thresholds:
         unit = _unit(check.name, t.metric)
         if t.metric == "name_has":  # a substring of the device's name

@@ -38,7 +38,7 @@ class LevelFileError(AmdgpuError):
 # --- units -------------------------------------------------------------------------------
 # Every figure is kept in one base unit per quantity; a threshold may be written in any unit
 # of its quantity.
-_UNITS = {
+_UNITS: dict[str, dict[str, float]] = {
     "bandwidth": {"GB/s": 1.0, "TB/s": 1e3, "MB/s": 1e-3},
     "time": {"us": 1.0, "ms": 1e3, "s": 1e6, "ns": 1e-3},
     "flops": {"GFLOPS": 1.0, "TFLOPS": 1e3, "MFLOPS": 1e-3},

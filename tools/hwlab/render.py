@@ -53,8 +53,8 @@ def terminal(report: LabReport, console: Console | None = None) -> None:
     reasons: dict[tuple[str, str], int] = {}
     for r in report.results:
         if r.outcome == "skipped":
-            key = (r.device, summary_line(r.message))
-            reasons[key] = reasons.get(key, 0) + 1
+            reason = (r.device, summary_line(r.message))
+            reasons[reason] = reasons.get(reason, 0) + 1
     if reasons:
         console.print("[bold]skipped[/]")
         for (device, why), n in reasons.items():

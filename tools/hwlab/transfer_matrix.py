@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ def gpu_specs(lab_device, pair: str | None) -> list[str]:
 
 
 class _Runner:
-    def __init__(self, devices: dict[str, object], nbytes: int, repeat: int):
+    def __init__(self, devices: dict[str, Any], nbytes: int, repeat: int):
         self.devices = devices
         self.n = nbytes
         self.repeat = repeat

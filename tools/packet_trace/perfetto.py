@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, OrderedDict
+from typing import cast
 
 from rich.console import Console
 
@@ -149,9 +150,10 @@ class PerfettoExporter:
                 if anchor is None or anchor == (tid, ts):
                     continue  # an external signal, or a dependency inside this submission
                 self.flows += 1
+                producer_tid, producer_ts = cast("tuple[int, int]", anchor)  # ours, above
                 common = {"name": "dependency", "cat": edge.kind, "id": self.flows}
-                self.out.event({**common, "ph": "s", "pid": HOST_PID, "tid": anchor[0],
-                                "ts": anchor[1],
+                self.out.event({**common, "ph": "s", "pid": HOST_PID, "tid": producer_tid,
+                                "ts": producer_ts,
                                 "args": {"signal": f"0x{edge.signal:x}"}})
                 self.out.event({**common, "ph": "f", "bp": "e", "pid": HOST_PID, "tid": tid,
                                 "ts": ts})

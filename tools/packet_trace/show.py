@@ -42,6 +42,10 @@ class Filters:
         self.until = parse_time(args.until) if args.until else None
         self.origin: int | None = None  # reserve_ns of the first packet
 
+    def micros(self, ns: int) -> float:
+        """us since the origin (set by the first accept or accept_vulkan: call one first)."""
+        return (ns - (self.origin if self.origin is not None else ns)) / 1000
+
     def accept_vulkan(self, rec: trace.VulkanSubmissionRecord) -> bool:
         """Vulkan submissions are rows too, unless a packet filter is given."""
         if self.origin is None:
@@ -276,7 +280,7 @@ def run(args, console: Console) -> int:
                     pass
                 continue
             if isinstance(rec, trace.VulkanSubmissionRecord) and filters.accept_vulkan(rec):
-                t_us = (rec.time_ns - filters.origin) / 1000
+                t_us = filters.micros(rec.time_ns)
                 text = _payload_text(rec.payload)
                 if args.raw:
                     emit(rec.offset, rows.text, f"+{t_us:.3f}us vulkan_submission {text}")
@@ -296,7 +300,7 @@ def run(args, console: Console) -> int:
                 symbols.learn(fields["kernel_object"], rec.symbol)
             if not filters.accept(rec, fields, kernel):
                 continue
-            t_us = (rec.reserve_ns - filters.origin) / 1000
+            t_us = filters.micros(rec.reserve_ns)
             if args.raw:
                 lines = [f"+{t_us:.3f}us queue {rec.queue_id} id {rec.packet_id} "
                          f"{type_name(fields)}" + (f" {kernel}" if kernel else "")

@@ -245,7 +245,8 @@ class StatsBuilder:
                 "submit_publish": qs.publish.to_json(),
                 "submit_doorbell": qs.doorbell.to_json(),
                 "device": qs.device.to_json(),
-                "span_ns": (qs.last_ns - qs.first_ns) if qs.first_ns is not None else 0,
+                "span_ns": (qs.last_ns - qs.first_ns)
+                if qs.first_ns is not None and qs.last_ns is not None else 0,
                 "info": jsonable(qs.info),
             })
         out = {

@@ -211,7 +211,7 @@ def write_many(path: str | os.PathLike, count: int, batch: int = 1000,
                                           count=batch - 1).view(packets.PACKET),
             packets.barrier_and_batch(dep_signals=[[SIGNAL_BASE]], count=1).view(
                 packets.PACKET)])
-        raws = [bytes(block[i]) for i in range(batch)] if single else None
+        raws = [bytes(block[i]) for i in range(batch)] if single else []
         if replay:  # every dispatch shares one 32-byte kernarg block: x and y bindings
             writer.block_template(packets.trace.BlockTemplateRecord.build(
                 1, block, kernarg_offsets=np.zeros(batch - 1), kernarg_sizes=np.full(
