@@ -50,13 +50,19 @@ from .command_plan import (
     Dispatch,
     Fill,
     Plan,
+    aliased_bindings,
     barrier_sides,
+    dependencies,
+    locate_bound,
+    memory_buffers,
     param_words,
     plan,
+    recorded_form,
 )
 from .command_plan import to_u32 as to_u32
 from .command_recording import Instance, free_instance, record
 from .executable import Kernel
+from .sync import dependency_struct
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import VulkanContext
@@ -84,6 +90,7 @@ class CommandBuffer(CommandBufferAPI):
         self._submit_lock = threading.Lock()
         self._plan = Plan()  # worked out at finalize (command_plan.plan)
         self._barrier_cache: dict[str, list] = {}  # barrier mode -> VkDependencyInfo each
+        self._barrier_keep: list = []
 
     # --- recording ------------------------------------------------------------------------
     def _ref(self, arg) -> BufferRef:
@@ -186,15 +193,22 @@ class CommandBuffer(CommandBufferAPI):
         return self
 
     # --- instances ------------------------------------------------------------------------
-    def _record(self, bound: Sequence[Buffer] | None, words: tuple = ()) -> Instance:
-        inst = record(self.device, self.ops, self._plan, self._barrier_infos(), bound, words)
+    def _record(self, bound: Sequence[Buffer] | None, words: tuple = (),
+                aliased: bool = False) -> Instance:
+        inst = record(self.device, self.ops, self._plan, self._barrier_infos(bound, aliased),
+                      bound, words)
         self.record_count += 1
         return inst
 
-    def _barrier_infos(self) -> list:
-        """The VkDependencyInfo of each barrier, in order, under the device's barrier mode
-        (worked out once per mode: the operations do not change after finalize)."""
+    def _barrier_infos(self, bound: Sequence[Buffer] | None = None,
+                       aliased: bool = False) -> list:
+        """The VkDependencyInfo of each barrier, in order (None: the barrier is not
+        recorded), under the device's barrier mode. Mode "narrow" follows the plan's
+        dependencies: with the bound buffers of the slots baked into this recording, or
+        with every reference possibly any memory when the bound buffers overlap."""
         mode = self.device.tuning.barrier
+        if mode == "narrow":
+            return self._narrow_infos(bound, aliased)
         infos = self._barrier_cache.get(mode)
         if infos is None:
             memo: dict[tuple[int, int], object] = {}
@@ -207,13 +221,60 @@ class CommandBuffer(CommandBufferAPI):
             self._barrier_cache[mode] = infos
         return infos
 
+    def _narrow_infos(self, bound: Sequence[Buffer] | None, aliased: bool) -> list:
+        plan = self._plan
+        cache_key = "narrow, aliased" if aliased else "narrow"
+        baked = bound is not None and bool(plan.baked_slots) and not aliased
+        if not baked and cache_key in self._barrier_cache:
+            return self._barrier_cache[cache_key]
+        if aliased:
+            deps, buffers = plan.dependencies_aliased, {}
+        elif baked:
+            deps = dependencies(self.ops, locate_bound(bound, plan.baked_slots))  # type: ignore[arg-type]
+            buffers = memory_buffers(self.ops, bound)
+        else:
+            deps, buffers = plan.dependencies, memory_buffers(self.ops, None)
+        memo: dict = {}
+        infos: list = []
+        keep = []
+        for dep in deps:
+            form = recorded_form(dep, buffers)
+            if form is None:
+                infos.append(None)
+                continue
+            info = memo.get(form)
+            if info is None:
+                info, parts = dependency_struct(form, buffers)
+                memo[form] = info
+                keep.append(parts)
+            infos.append(info)
+        self._barrier_keep = keep  # the structs the infos point at, until the next
+        if not baked:
+            self._barrier_cache[cache_key] = infos
+            self._barrier_cache[cache_key + " keep"] = keep
+        return infos
+
+    def recorded_barriers(self, bindings: Sequence[Buffer] | None = None) -> list:
+        """What each `barrier()` records under the device's mode "narrow"
+        (command_plan.recorded_form: None where it is left out), for these bindings."""
+        plan = self._plan
+        aliased = bindings is not None and plan.alias_sensitive and aliased_bindings(
+            bindings, plan.fixed_buffers)
+        if aliased:
+            return [recorded_form(d, {}) for d in plan.dependencies_aliased]
+        if bindings is not None and plan.baked_slots:
+            deps = dependencies(self.ops, locate_bound(bindings, plan.baked_slots))
+            return [recorded_form(d, memory_buffers(self.ops, bindings)) for d in deps]
+        return [recorded_form(d, memory_buffers(self.ops, None)) for d in plan.dependencies]
+
     def _barrier_sides(self) -> list[tuple[int, int]]:
         return barrier_sides(self.ops)
 
     def _free_instance(self, inst: Instance) -> None:
         free_instance(self.device, inst)
 
-    def _acquire(self, key: tuple, bound: Sequence[Buffer], words: tuple = ()) -> Instance:
+    def _acquire(self, key: tuple, bound: Sequence[Buffer], words: tuple = (),
+                 aliased: bool = False) -> Instance:
         pool = self._instances.get(key)
         if pool is None:
             while len(self._instances) >= MAX_KEYS:  # evict the least recently used key
@@ -231,7 +292,7 @@ class CommandBuffer(CommandBufferAPI):
                 return inst
         if len(pool) < MAX_IN_FLIGHT:
             with self.device._pool_lock:  # recording uses the device's command pool
-                inst = self._record(bound, words)
+                inst = self._record(bound, words, aliased)
             pool.append(inst)
             return inst
         inst = pool.pop(0)  # the oldest: wait for it and reuse it
@@ -266,12 +327,18 @@ class CommandBuffer(CommandBufferAPI):
             key = ()
         if words:
             key = (key, words)
+        aliased = False
+        if plan.alias_sensitive and self.device.tuning.barrier == "narrow" and \
+                aliased_bindings(bindings, plan.fixed_buffers):
+            # The narrowed barriers took the slots for distinct memory: these overlap.
+            key, aliased = (key, "aliased"), True
         with self._submit_lock:
-            return self._submit_instance(key, bindings, lane, wait, words, groups)
+            return self._submit_instance(key, bindings, lane, wait, words, groups, aliased)
 
     def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
-                         wait, words: tuple = (), groups=None) -> TimelinePoint:
-        inst = self._acquire(key, bindings, words)
+                         wait, words: tuple = (), groups=None,
+                         aliased: bool = False) -> TimelinePoint:
+        inst = self._acquire(key, bindings, words, aliased)
         plan = self._plan
         if groups is not None:
             signature = groups.tobytes()

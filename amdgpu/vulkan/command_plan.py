@@ -120,6 +120,14 @@ class Plan:
     details: dict = field(default_factory=dict)  # what a trace's submission record says
     scalar_params: list[Param] = field(default_factory=list)  # push-constant parameters
     grid_ops: list[Dispatch] = field(default_factory=list)  # dispatches with grid params
+    # Barrier mode "narrow": per barrier, its Dependency with slots taken as distinct
+    # memory, and with any reference possibly any memory (slots bound to overlapping
+    # buffers); alias_sensitive: the two record differently, so a submit checks the bound
+    # buffers for overlap and records the second where they share memory.
+    dependencies: list = field(default_factory=list)
+    dependencies_aliased: list = field(default_factory=list)
+    alias_sensitive: bool = False
+    fixed_buffers: tuple = ()  # the buffers the recording names directly
 
 
 def _refs(op) -> list[BufferRef]:
@@ -204,6 +212,18 @@ def plan(ops: list, slot_count: int) -> Plan:
             op.indirect = len(out.grid_ops)
             out.grid_ops.append(op)
     out.scalar_params = [scalars[n] for n in sorted(scalars)]
+    out.dependencies = dependencies(ops, locate_slots)
+    out.dependencies_aliased = dependencies(ops, locate_any)
+    fixed = {}
+    for op in ops:
+        for r, _, _ in op_accesses(op):
+            if r.slot < 0 and r.buffer is not None:
+                fixed[r.buffer.handle.uid, r.buffer.offset, r.buffer.nbytes] = r.buffer
+    out.fixed_buffers = tuple(fixed.values())
+    buffers = memory_buffers(ops, None)
+    out.alias_sensitive = slot_count + len(fixed) > 1 and [
+        recorded_form(d, buffers) for d in out.dependencies
+    ] != [recorded_form(d, {}) for d in out.dependencies_aliased]
     return out
 
 
@@ -239,6 +259,196 @@ def param_words(plan: Plan, values: dict,
                 f"parameter {p.name!r} = {v} does not fit a 32-bit push constant"
             ) from None
     return tuple(words), groups
+
+
+# --- dependencies: what each barrier must order (barrier mode "narrow") ------------------
+
+# Access bits of one operation on one buffer range: reads and writes per kind of work.
+COMPUTE_READ, TRANSFER_READ, COMPUTE_WRITE, TRANSFER_WRITE = 1, 2, 4, 8
+READS, WRITES = COMPUTE_READ | TRANSFER_READ, COMPUTE_WRITE | TRANSFER_WRITE
+END = 1 << 62  # "to the end of the buffer" (a slot bound later, or an unknown alias)
+
+
+def kinds_of(bits: int) -> int:
+    """The kinds of work (sync.COMPUTE | sync.TRANSFER) of access bits."""
+    return (bits | bits >> 2) & (COMPUTE | TRANSFER)
+
+
+def op_accesses(op) -> list[tuple[BufferRef, int | None, int]]:
+    """(reference, bytes or None for its whole range, access bits) of one operation. A
+    dispatch reads and writes each of its buffers unless the kernel says the binding is
+    read-only (the SPIR-V's NonWritable, or IREE's ReadOnly binding flag)."""
+    if isinstance(op, Dispatch):
+        ro = op.kernel.readonly
+        return [
+            (r, r.nbytes, COMPUTE_READ if i < len(ro) and ro[i] else COMPUTE_READ | COMPUTE_WRITE)
+            for i, r in enumerate(op.refs)
+        ]
+    if isinstance(op, Fill):
+        return [(op.ref, op.ref.nbytes, TRANSFER_WRITE)]
+    if isinstance(op, Copy):
+        return [(op.src, op.nbytes, TRANSFER_READ), (op.dst, op.nbytes, TRANSFER_WRITE)]
+    return []
+
+
+def locate_slots(ref: BufferRef, nbytes: int | None) -> tuple[object, int, int]:
+    """(memory key, first byte, end) of a reference while slots are unbound: a slot is its
+    own memory (`aliased_bindings` checks that at submit), a fixed buffer its allocation."""
+    if ref.slot >= 0:
+        return ("slot", ref.slot), ref.offset, END if nbytes is None else ref.offset + nbytes
+    b = ref.buffer
+    assert b is not None
+    lo = b.offset + ref.offset
+    return ("mem", b.handle.uid), lo, lo + (b.nbytes - ref.offset if nbytes is None else nbytes)
+
+
+def locate_bound(bound: Sequence[Buffer], baked: tuple[int, ...]):
+    """`locate_slots`, but the slots baked into this recording are their bound buffers."""
+    def locate(ref: BufferRef, nbytes: int | None) -> tuple[object, int, int]:
+        if ref.slot >= 0 and ref.slot in baked:
+            b = bound[ref.slot]
+            lo = b.offset + ref.offset
+            return ("mem", b.handle.uid), lo, lo + (
+                b.nbytes - ref.offset if nbytes is None else nbytes)
+        return locate_slots(ref, nbytes)
+    return locate
+
+
+def memory_buffers(ops: list, bound: Sequence[Buffer] | None) -> dict:
+    """The VkBuffer of each ("mem", uid) key the recording's references can name."""
+    out = {}
+    for op in ops:
+        for r, _, _ in op_accesses(op):
+            b = r.buffer if r.slot < 0 else (bound[r.slot] if bound is not None else None)
+            if b is not None:
+                out[("mem", b.handle.uid)] = b.handle.buffer
+    return out
+
+
+def recorded_form(dep: Dependency | None, buffers: dict) -> tuple | None:
+    """What a Dependency records as: None (no barrier); ("buffers", src, dst, ranges) with
+    one buffer-range barrier per range whose VkBuffer is known (`buffers`); else
+    ("global", src, dst, written bits, later bits): one memory barrier (or, with no bits,
+    an execution dependency alone)."""
+    if dep is None:
+        return None
+    if dep.ranges and all(r[0] in buffers for r in dep.ranges):
+        return ("buffers", dep.src, dep.dst, dep.ranges)
+    written = later = 0
+    for _, _, _, w, lt in dep.ranges:
+        written, later = written | w, later | lt
+    return ("global", dep.src, dep.dst, written, later)
+
+
+def locate_any(ref: BufferRef, nbytes: int | None) -> tuple[object, int, int]:
+    """Every reference may be any memory (slots bound to overlapping buffers)."""
+    return "any", 0, END
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """What one recorded barrier waits for (mode "narrow"): the earlier work of kinds `src`
+    (every operation since the previous recorded barrier) before the later work of kinds
+    `dst` (every kind that follows in the command buffer), and per memory key that earlier
+    work wrote, (key, first byte, end, written bits, bits of the later accesses to that
+    key): a memory dependency on that range only. No ranges: an execution dependency
+    alone (the earlier work only read what later work writes)."""
+
+    src: int
+    dst: int
+    ranges: tuple[tuple[object, int, int, int, int], ...] = ()
+
+
+def dependencies(ops: list, locate=locate_slots) -> list[Dependency | None]:
+    """Per barrier of `ops`, the Dependency to record, or None where nothing before it
+    conflicts with the work after it (up to the next barrier): that barrier is left out,
+    and the next recorded one also orders the work before it. A recorded barrier orders
+    everything before it against everything after it that touches the same memory, so
+    the work before it needs no further barrier. A barrier next to an empty stretch (the
+    start or end, or two barriers in a row) orders against other submissions too: it
+    waits for all earlier work and makes every earlier write visible to any later work."""
+    segments: list[list[tuple[object, int, int, int]]] = [[]]
+    for op in ops:
+        if isinstance(op, Barrier):
+            segments.append([])
+        else:
+            segments[-1].extend(locate(r, n) + (bits,) for r, n, bits in op_accesses(op))
+    # Per barrier: the kinds and per-key access bits of all the work after it.
+    after_kinds: list[int] = [0] * len(segments)
+    after_keys: list[dict] = [{} for _ in segments]
+    kinds, keys = 0, {}  # type: ignore[var-annotated]
+    for j in range(len(segments) - 1, 0, -1):
+        for key, _, _, bits in segments[j]:
+            kinds |= kinds_of(bits)
+            keys[key] = keys.get(key, 0) | bits
+        after_kinds[j - 1] = kinds
+        after_keys[j - 1] = dict(keys)
+    out: list[Dependency | None] = []
+    # The work since the last recorded barrier, per memory key: [first byte, end, bits]
+    # (a hull: a conflict found through it may be one the exact ranges would not have).
+    pending: dict[object, list[int]] = {}
+    for j in range(len(segments) - 1):
+        for key, lo, hi, bits in segments[j]:
+            p = pending.get(key)
+            if p is None:
+                pending[key] = [lo, hi, bits]
+            else:
+                p[0], p[1], p[2] = min(p[0], lo), max(p[1], hi), p[2] | bits
+        nxt = segments[j + 1]
+        if segments[j] and nxt and not _conflict(pending, nxt):
+            out.append(None)
+            continue
+        done = 0
+        for _, _, bits in pending.values():
+            done |= bits
+        src = kinds_of(done) if segments[j] else COMPUTE | TRANSFER
+        if not segments[j] or not nxt:  # orders against other submissions too
+            dst = after_kinds[j] if nxt else COMPUTE | TRANSFER
+            out.append(Dependency(src, dst, (
+                ("any", 0, END, WRITES & _bits(src), (READS | WRITES) & _bits(dst)),)))
+        else:
+            ranges = []
+            for key, (lo, hi, bits) in pending.items():
+                later = (after_keys[j].get(key, 0) if key != "any"
+                         else _or_all(after_keys[j]))
+                if bits & WRITES and later:
+                    ranges.append((key, lo, hi, bits & WRITES, later))
+            out.append(Dependency(src, after_kinds[j], tuple(ranges)))
+        pending = {}
+    return out
+
+
+def _bits(kinds: int) -> int:
+    """Every access bit of the kinds of work `kinds`."""
+    return kinds | kinds << 2
+
+
+def _or_all(keys: dict) -> int:
+    bits = 0
+    for b in keys.values():
+        bits |= b
+    return bits
+
+
+def _conflict(before: dict, after: list) -> bool:
+    """Whether an access of `after` overlaps the work `before` with a write on either side."""
+    for key, lo, hi, bits in after:
+        for key0, (lo0, hi0, bits0) in before.items():
+            if (key == key0 or key == "any" or key0 == "any") and lo < hi0 and lo0 < hi \
+                    and (bits | bits0) & WRITES:
+                return True
+    return False
+
+
+def aliased_bindings(bindings: Sequence[Buffer], fixed: Sequence[Buffer]) -> bool:
+    """Whether any two bound buffers (or a bound and a fixed one) share memory."""
+    spans = sorted(
+        (b.handle.uid, b.offset, b.offset + b.nbytes) for b in (*bindings, *fixed)
+    )
+    for (u0, _, end0), (u1, lo1, _) in zip(spans, spans[1:], strict=False):
+        if u0 == u1 and lo1 < end0:
+            return True
+    return False
 
 
 def barrier_sides(ops: list) -> list[tuple[int, int]]:

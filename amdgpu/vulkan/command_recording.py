@@ -164,7 +164,9 @@ def record(device: VulkanContext, ops: list, plan: Plan, barriers: list,
             else:
                 lib.vkCmdDispatch(cb, *op.groups)
         elif isinstance(op, Barrier):
-            lib.vkCmdPipelineBarrier2(cb, next(next_barrier))
+            info = next(next_barrier)
+            if info is not None:  # None: nothing on either side needs it (mode "narrow")
+                lib.vkCmdPipelineBarrier2(cb, info)
         elif isinstance(op, Fill):
             buf, off, size, _ = op.ref.resolve(bound)
             if off % 4 or size % 4:  # a slot's range, known only now

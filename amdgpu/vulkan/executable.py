@@ -76,6 +76,27 @@ def _count(value: Any) -> int | None:
     return None
 
 
+def _readonly(entry: EntryInterface, info: dict, descriptor_bindings: list,
+              count: int) -> tuple[bool, ...]:
+    """Per kernel binding, whether the kernel only reads it: the SPIR-V says NonWritable,
+    or IREE's layout flags it ReadOnly in every dispatch of this kernel the variant's info
+    lists. Unknown: read and written (barriers then order it both ways)."""
+    out = [False] * count
+    nonwritable = {(b.set, b.binding): b.readonly for b in entry.bindings}
+    for i, sb in enumerate(descriptor_bindings[:count]):
+        out[i] = nonwritable.get(sb, False)
+    listed: list[list] = [
+        d["bindings"] for d in (info or {}).get("dispatches", ()) or ()
+        if isinstance(d, dict) and entry.name in (d.get("kernel"), d.get("spirv_entry"))
+        and isinstance(d.get("bindings"), list)
+    ]
+    if listed and all(len(b) == count for b in listed):
+        for i in range(count):
+            if all(isinstance(b[i], dict) and b[i].get("readonly") is True for b in listed):
+                out[i] = True
+    return tuple(out)
+
+
 class Kernel:
     """A compute pipeline for one entry point, on one dispatch path."""
 
@@ -127,6 +148,7 @@ class Kernel:
         if hinted_constants is not None:
             n_constants = max(n_constants, hinted_constants)
         self.binding_count = n_bindings
+        self.readonly = _readonly(entry, info, self.descriptor_bindings, n_bindings)
         self.constant_count = n_constants
         self.push_size = self.constants_offset + 4 * n_constants
         if self.push_size > device.physical.max_push_constants:
@@ -325,6 +347,8 @@ class Executable:
                 "the bundle has no SPIR-V variant; compile the .mlir source with target "
                 "'vulkan' (OpenCL C gives HSACO only)"
             )
+        program = getattr(bundle, "program", None)
+        program_dispatches = program.get("dispatches") if isinstance(program, dict) else None
         by_abi: dict[str, _ParsedVariant] = {}
         for abi, data, info in variants:
             modules = _modules(data, info)
@@ -381,6 +405,10 @@ class Executable:
             self.kernels[name] = Kernel(
                 self, entry, abi, kernel_path, handles[index], chosen.info, hint
             )
+            if program_dispatches:  # the host program's ReadOnly flags, where it has them
+                self.kernels[name].readonly = _readonly(
+                    entry, {"dispatches": program_dispatches},
+                    self.kernels[name].descriptor_bindings, self.kernels[name].binding_count)
 
     def _create_module(self, code: bytes):
         ffi = vk.ffi

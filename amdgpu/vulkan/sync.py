@@ -4,7 +4,13 @@
 how the host waits for it; each has an environment variable (read when a device opens) and
 can be changed on `device.tuning` before recording (benchmarks compare them that way):
 
-- AMDGPU_VULKAN_BARRIER: "tight" (default) records each `barrier()` with only the stages
+- AMDGPU_VULKAN_BARRIER: "narrow" (default) records what each `barrier()` is needed for,
+  from the recorded operations' buffer ranges (command_plan.dependencies): none where the
+  work on either side shares no memory with a write, an execution dependency alone where
+  earlier work only read what later work writes, else a memory dependency on the written
+  ranges only (a VkBufferMemoryBarrier2 per buffer whose VkBuffer the recording knows,
+  else one VkMemoryBarrier2), with the stages and accesses of the work involved; "tight"
+  records each `barrier()` with only the stages
   and accesses of the operations on either side of it (compute -> compute: one
   VkMemoryBarrier2 SHADER_STORAGE_WRITE -> SHADER_STORAGE_READ|WRITE between COMPUTE_SHADER
   stages); "compute" the same stages with the generic SHADER_READ/WRITE accesses; "full"
@@ -32,7 +38,7 @@ from ground.errors import VulkanError
 from .instance import vk
 
 SPIN_US_GPU = 1000.0
-BARRIER_MODES = ("tight", "compute", "full")
+BARRIER_MODES = ("narrow", "tight", "compute", "full")
 TABLE_MEMORY = ("device", "host")
 BUFFER_MEMORY = ("rebar", "device")
 
@@ -51,7 +57,7 @@ def _flag(name: str, default: bool) -> bool:
 
 @dataclass
 class Tuning:
-    barrier: str = "tight"
+    barrier: str = "narrow"
     spin_us: float = 0.0
     simultaneous_use: bool = True
     table_memory: str = "device"
@@ -60,7 +66,7 @@ class Tuning:
 
     @classmethod
     def from_env(cls, cpu_device: bool) -> Tuning:
-        barrier = os.environ.get("AMDGPU_VULKAN_BARRIER", "tight").strip().lower()
+        barrier = os.environ.get("AMDGPU_VULKAN_BARRIER", "narrow").strip().lower()
         if barrier not in BARRIER_MODES:
             raise VulkanError(
                 f"AMDGPU_VULKAN_BARRIER={barrier!r} is not one of {BARRIER_MODES}; unset it"
@@ -97,6 +103,8 @@ def barrier_masks(mode: str, before: int, after: int) -> tuple[int, int, int, in
     work of the kinds `before` and `after` (COMPUTE | TRANSFER bit sets)."""
     if mode == "full":
         before = after = ANY
+    if mode == "narrow":  # barriers next to an empty side: the "tight" masks
+        mode = "tight"
     storage = mode == "tight"
     shader_write = (
         vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT if storage else vk.VK_ACCESS_2_SHADER_WRITE_BIT
@@ -150,3 +158,62 @@ class BarrierCache:
             self._keep.append(mb)
             self._infos[masks] = info
         return info
+
+
+def stages(kinds: int) -> int:
+    """The pipeline stages of kinds of work (COMPUTE | TRANSFER)."""
+    out = 0
+    if kinds & COMPUTE:
+        out |= vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
+    if kinds & TRANSFER:
+        out |= vk.VK_PIPELINE_STAGE_2_TRANSFER_BIT
+    return out
+
+
+def accesses(bits: int) -> int:
+    """The access flags of command_plan's access bits (compute/transfer reads/writes)."""
+    out = 0
+    if bits & 1:
+        out |= vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT
+    if bits & 2:
+        out |= vk.VK_ACCESS_2_TRANSFER_READ_BIT
+    if bits & 4:
+        out |= vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
+    if bits & 8:
+        out |= vk.VK_ACCESS_2_TRANSFER_WRITE_BIT
+    return out
+
+
+def dependency_struct(form: tuple, buffers: dict):
+    """(VkDependencyInfo, what it points at) of a command_plan.recorded_form."""
+    ffi = vk.ffi
+    info = ffi.new("VkDependencyInfo*")
+    info.sType = vk.VK_STRUCTURE_TYPE_DEPENDENCY_INFO
+    if form[0] == "buffers":
+        _, src, dst, ranges = form
+        barriers = ffi.new("VkBufferMemoryBarrier2[]", len(ranges))
+        for b, (key, lo, hi, written, later) in zip(barriers, ranges, strict=True):
+            b.sType = vk.VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER_2
+            b.srcStageMask, b.dstStageMask = stages(src), stages(dst)
+            b.srcAccessMask, b.dstAccessMask = accesses(written), accesses(later)
+            b.srcQueueFamilyIndex = b.dstQueueFamilyIndex = vk.VK_QUEUE_FAMILY_IGNORED
+            b.buffer = buffers[key]
+            b.offset, b.size = lo, hi - lo
+        info.bufferMemoryBarrierCount = len(ranges)
+        info.pBufferMemoryBarriers = barriers
+        # The execution dependency for what only the ranges' barriers do not name (earlier
+        # reads of other buffers that later work overwrites): no memory access, all memory.
+        exe = ffi.new("VkMemoryBarrier2*")
+        exe.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER_2
+        exe.srcStageMask, exe.dstStageMask = stages(src), stages(dst)
+        info.memoryBarrierCount = 1
+        info.pMemoryBarriers = exe
+        return info, (barriers, exe)
+    _, src, dst, written, later = form
+    mb = ffi.new("VkMemoryBarrier2*")
+    mb.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER_2
+    mb.srcStageMask, mb.dstStageMask = stages(src), stages(dst)
+    mb.srcAccessMask, mb.dstAccessMask = accesses(written), accesses(later)
+    info.memoryBarrierCount = 1
+    info.pMemoryBarriers = mb
+    return info, mb
