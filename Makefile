@@ -4,10 +4,10 @@ PY := .venv/bin/python
 
 .PHONY: setup demo test test-fast bench lint fuzz
 
-# What `make lint` type-checks: whole packages where they are clean, else the driver's
-# public API module by module (widen it as modules become clean).
-TYPED := ground packets compiler amdgpu tools/packet_trace tools/hwlab hsa/abi/hidden_args.py \
-	hsa/status.py
+# What `make lint` type-checks: every package but hsa's providers (hsa/rocr, hsa/virtual,
+# hsa/emulated) and tools/fuzz, which still have mypy errors; widen it as they become clean.
+TYPED := ground packets compiler amdgpu tools/packet_trace tools/hwlab hsa/__init__.py \
+	hsa/abi hsa/provider.py hsa/status.py
 
 setup:
 	@bash scripts/setup.sh
