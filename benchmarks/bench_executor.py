@@ -16,7 +16,11 @@ gives the rate over the process's CPU time (time.process_time), which other proc
 load disturbs less than the wall clock.
 
     python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3]
-        [--targets gfx1100,gfx942] [--json]
+        [--targets gfx1100,gfx942] [--gemm 1024 [--only-gemm]] [--json]
+
+--gemm N adds, per target, IREE's N^3 GEMM in f16 and in the target's fp8 (gfx942's
+FNUZ, gfx950's and gfx12's OCP E4M3) with f32 results, one run each, checked bit-exact
+against numpy (small-integer inputs make every sum exact).
 """
 
 from __future__ import annotations
@@ -160,6 +164,106 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
     }
 
 
+GEMM = """
+func.func @gemm(%a: tensor<{n}x{n}x{t}>, %b: tensor<{n}x{n}x{t}>) -> tensor<{n}x{n}xf32> {{
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{n}x{n}xf32>
+  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}x{t}>, tensor<{n}x{n}x{t}>)
+                     outs(%f : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  return %r : tensor<{n}x{n}xf32>
+}}
+"""
+# the fp8 type each target's matrix cores take (gfx942: the FNUZ variants; gfx1100: none)
+FP8 = {"gfx942": "f8E4M3FNUZ", "gfx950": "f8E4M3FN", "gfx1201": "f8E4M3FN",
+       "gfx1250": "f8E4M3FN"}
+
+
+def bench_gemm(h: Harness, size: int, elem: str) -> dict:
+    """IREE's n^3 GEMM (f16 or fp8 in, f32 out) once, with small-integer inputs so that
+    every product and sum is exact: the result must equal numpy's bit for bit."""
+    t = "f16" if elem == "f16" else FP8.get(h.target)
+    if t is None:
+        return {"kernel": f"iree gemm {elem} {size}^3 ({h.target})", "skipped":
+                f"{h.target} has no fp8 matrix instructions"}
+    import compiler
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"gemm_{elem}_{size}.mlir"
+        path.write_text(GEMM.format(n=size, t=t))
+        bundle = compiler.compile(path, targets=[h.target], abi=())
+    rng = np.random.default_rng(3)
+    dtypes = [s["dtype"] for s in bundle.program["inputs"]]
+    ints = [rng.integers(-4, 5, (size, size)) for _ in range(2)]
+    inputs = [x.astype(dt) for x, dt in zip(ints, dtypes, strict=True)]
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        got = run_program(h, bundle, inputs)[0]
+    except Exception as e:  # noqa: BLE001 - a gap in the executor: say which
+        return {"kernel": f"iree gemm {elem} {size}^3 ({h.target}, {t})",
+                "skipped": f"does not run: {str(e).splitlines()[0][:300]}"}
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    want = (ints[0] @ ints[1]).astype(np.float32)
+    if not np.array_equal(got, want):
+        raise SystemExit(f"gemm {elem} on {h.target} differs from numpy")
+    CPU_SECONDS[:] = [cpu]
+    lane_instr = h.executor.last_lane_instructions
+    return {
+        "kernel": f"iree gemm {elem} {size}^3 ({h.target}, {t})", "row": f"gemm {elem}",
+        "target": h.target, "shape": [[size, size]] * 2, "seconds": seconds,
+        "instructions": h.executor.last_instructions, "lane_instructions": lane_instr,
+        **_rates(lane_instr, seconds), "numpy_seconds": 0.0, "overhead_vs_numpy": 0.0,
+        "exact": True,
+    }
+
+
+ATOMICS_CL = r"""
+#define GID (__builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + \
+             __builtin_amdgcn_workitem_id_x())
+__kernel void stores(__global int* out, __global const int* x) { out[GID] = x[GID]; }
+/* a histogram's atomics: 16 bins (lanes collide), a sum and a max (all lanes collide),
+   a float sum */
+__kernel void atomics(__global int* bins, __global int* total, __global float* fsum,
+                      __global const int* x) {
+  int v = x[GID];
+  __atomic_fetch_add(&bins[v & 15], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&total[0], v, __ATOMIC_RELAXED);
+  __atomic_fetch_max(&total[1], v, __ATOMIC_RELAXED);
+  __atomic_fetch_add(fsum, (float)(v & 7), __ATOMIC_RELAXED);
+}
+"""
+
+
+def bench_atomics(h: Harness, n: int, repeat: int) -> dict:
+    """Lane-instructions per second of a kernel of global atomics (colliding as a
+    histogram's do) against a kernel of plain global stores, same n; the atomics' results
+    checked against numpy."""
+    code = h.load(build_code_object(ATOMICS_CL, "cl", mcpu=h.target))
+    x = np.random.default_rng(4).integers(0, 1000, n).astype(np.int32)
+    xa, out = h.buffer(x), h.alloc(4 * n)
+    rates = {}
+    for name in ("stores", "atomics"):
+        bins, total, fsum = h.buffer(np.zeros(16, np.int32)), h.buffer(
+            np.zeros(2, np.int32)), h.buffer(np.zeros(1, np.float32))
+        args = [out, xa] if name == "stores" else [bins, total, fsum, xa]
+
+        def run(name=name, args=args) -> None:
+            h.dispatch(code, name, (n,), (256,), args)
+
+        run()
+        if name == "atomics":
+            ok = (np.array_equal(h.read(bins, np.int32, 16), np.bincount(x & 15, minlength=16))
+                  and h.read(total, np.int32, 2).tolist() == [int(x.sum()), int(x.max())]
+                  and h.read(fsum, np.float32, 1)[0] == (x & 7).sum())
+            if not ok:
+                raise SystemExit(f"atomics on {h.target} differ from numpy")
+        seconds = _best(run, repeat)
+        rates[name] = h.executor.last_lane_instructions / seconds
+    return {"kernel": f"clang atomics vs stores ({h.target})", "row": "atomics",
+            "target": h.target, "elements": n, "store_lane_instructions_per_s": rates["stores"],
+            "atomic_lane_instructions_per_s": rates["atomics"],
+            "atomic_slowdown": rates["stores"] / rates["atomics"], "skipped_rate_row": True}
+
+
 def bench_copy_targets(n: int, repeat: int) -> list[dict]:
     """The library copy kernel through the driver on each virtual target, same n."""
     import amdgpu
@@ -212,9 +316,28 @@ def main() -> None:
                         "the baseline of the ratio column")
     p.add_argument("--target", help="one target only (the same as --targets TARGET)")
     p.add_argument("--no-copy", action="store_true", help="skip the driver copy rows")
+    p.add_argument("--gemm", type=int, default=0,
+                   help="add an n^3 GEMM row (f16, and fp8 where the target has it) per "
+                        "target, one run each, checked exact (issue 32: --gemm 1024)")
+    p.add_argument("--only-gemm", action="store_true", help="the GEMM rows alone")
+    p.add_argument("--atomics", action="store_true",
+                   help="only the atomics-against-stores row per target")
     args = p.parse_args()
     results = []
-    for target in (args.target or args.targets).split(","):
+    if args.atomics:
+        for target in (args.target or args.targets).split(","):
+            r = bench_atomics(Harness(target.strip()), args.n, args.repeat)
+            print(f"{r['kernel']}: stores {r['store_lane_instructions_per_s'] / 1e6:.2f} M, "
+                  f"atomics {r['atomic_lane_instructions_per_s'] / 1e6:.2f} M "
+                  f"lane-instructions/s: atomics {r['atomic_slowdown']:.1f}x slower")
+        return
+    if args.gemm:
+        for target in (args.target or args.targets).split(","):
+            h = Harness(target.strip())
+            results += [bench_gemm(h, args.gemm, "f16"), bench_gemm(h, args.gemm, "fp8")]
+        if args.only_gemm:
+            args.targets, args.target, args.no_copy = "", None, True
+    for target in filter(None, (args.target or args.targets).split(",")):
         h = Harness(target.strip())
         results += [bench_saxpy(h, args.n, args.repeat),
                     bench_matmul_f16(h, args.repeat, args.matmul),

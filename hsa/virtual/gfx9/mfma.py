@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-import ml_dtypes
 import numpy as np
 
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
 from hsa.virtual.isa.valu import base_name
+from hsa.virtual.isa.vop3p import fp8_values
 
 u32, f32, f64 = np.uint32, np.float32, np.float64
 
@@ -135,12 +135,6 @@ def layout(shape: MfmaShape, cbsz: int = 0, abid: int = 0, blgp: int = 0
     return a_take, b_take, d_take
 
 
-def _fp8_table(kind: str, ocp: bool) -> np.ndarray:
-    dtype = {("fp8", False): ml_dtypes.float8_e4m3fnuz, ("bf8", False): ml_dtypes.float8_e5m2fnuz,
-             ("fp8", True): ml_dtypes.float8_e4m3fn, ("bf8", True): ml_dtypes.float8_e5m2}
-    return np.arange(256, dtype=np.uint8).view(dtype[kind, ocp]).astype(f64)
-
-
 def _to_tf32(x: np.ndarray) -> np.ndarray:
     b = np.asarray(x, f32).view(u32)
     b = (b + u32(0xFFF) + ((b >> u32(13)) & u32(1))) & u32(0xFFFFE000)
@@ -153,7 +147,7 @@ def operand_values(words: np.ndarray, kind: str, vals: int, ocp_fp8: bool) -> np
     if kind == "i8":
         return words.view(np.int8)[..., :vals].astype(f64)
     if kind in ("fp8", "bf8"):
-        return _fp8_table(kind, ocp_fp8)[words.view(np.uint8)[..., :vals]]
+        return fp8_values(kind, ocp_fp8)[words.view(np.uint8)[..., :vals]]
     if kind == "f16":
         return words.view(np.float16)[..., :vals].astype(f64)
     if kind in ("bf16", "bf16_1k"):

@@ -303,13 +303,35 @@ def _atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None
     }.get(operation)
 
 
+def _atomic_scan(op: str) -> Callable[[np.ndarray], np.ndarray] | None:
+    """seq -> the running results of applying <op> along seq (the first item is memory's
+    value, the others the lanes' in lane order), for the ops a numpy ufunc accumulates in
+    order (float sums stay sequential: np.add.accumulate does not reassociate)."""
+    operation, _, t = op.rpartition("_")
+    wide = t in _WIDE
+    unsigned = u64 if wide else u32
+    view = {"f": np.float64 if wide else np.float32, "i": np.int64 if wide else np.int32}.get(
+        t[0], unsigned)
+    ufunc = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or,
+             "xor": np.bitwise_xor,
+             "min": np.fmin if t[0] == "f" else np.minimum,
+             "max": np.fmax if t[0] == "f" else np.maximum}.get(operation)
+    if operation in ("swap", "storexchg"):
+        return lambda seq: seq
+    if ufunc is None or (t[0] == "f" and operation not in ("add", "min", "max")):
+        return None
+    return lambda seq: ufunc.accumulate(seq.view(view), dtype=view).view(unsigned)
+
+
 def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
                write: Callable[[np.ndarray, np.ndarray], None], addresses: np.ndarray,
                values: np.ndarray, fn, compare: np.ndarray | None = None,
-               float_compare: bool = False) -> np.ndarray:
+               float_compare: bool = False,
+               scan: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """Apply an atomic per lane in lane order; returns the value each lane saw before.
     Values are unsigned words (uint32 or uint64); `compare` makes it a compare-and-swap
-    (cmpswap_f32 compares as floats: -0 equals +0, NaN equals nothing)."""
+    (cmpswap_f32 compares as floats: -0 equals +0, NaN equals nothing). `scan`, where the
+    op has one (`_atomic_scan`), folds one address's lanes in a single ufunc accumulate."""
     dtype = values.dtype
 
     def same(a, b):
@@ -327,19 +349,43 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
             new = fn(old, values).astype(dtype)
         write(addresses, new)
         return old
-    returned = np.empty(addresses.size, dtype=dtype)
-    current: dict[int, int] = {}
-    olds = old_read(addresses)
-    for i, a in enumerate(addresses.tolist()):
-        old = current.get(a, int(olds[i]))
-        returned[i] = old
-        if compare is not None:
-            new = int(values[i]) if same(old, compare[i]) else old
-        else:
-            new = int(fn(np.array([old], dtype), values[i:i + 1])[0])
-        current[a] = new
-    keys = np.array(list(current.keys()), dtype=addresses.dtype)
-    write(keys, np.array(list(current.values()), dtype=dtype))
+    # Lanes that share an address apply in lane order. Sorted stably by address, each run
+    # of one address is a segment; either each segment is one ufunc scan (when the op has
+    # one and the segments are few: a sum or a max that every lane hits) or the lanes go
+    # in rounds, round r applying the r-th lane of every segment at once (few lanes per
+    # address: a histogram). Both give each lane the value it saw and memory the last.
+    n = addresses.size
+    order = np.argsort(addresses, kind="stable")
+    sa, sv = addresses[order], values[order]
+    head = np.empty(n, bool)
+    head[0] = True
+    np.not_equal(sa[1:], sa[:-1], out=head[1:])
+    starts = np.flatnonzero(head)
+    sizes = np.diff(np.append(starts, n))
+    current = np.asarray(old_read(sa[starts]), dtype).copy()
+    seen = np.empty(n, dtype)
+    scan = scan if compare is None else None
+    if scan is not None and starts.size < sizes.max():
+        for k, (s0, size) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
+            run = scan(np.concatenate([current[k:k + 1], sv[s0:s0 + size]]))
+            seen[s0:s0 + size] = run[:-1]
+            current[k] = run[-1]
+    else:
+        segment = np.repeat(np.arange(starts.size), sizes)
+        rank = np.arange(n) - starts[segment]
+        for r in range(int(sizes.max())):
+            at = np.flatnonzero(rank == r)
+            segs = segment[at]
+            old = current[segs]
+            seen[at] = old
+            if compare is not None:
+                new = np.where(same(old, compare[order[at]]), sv[at], old)
+            else:
+                new = fn(old, sv[at])
+            current[segs] = np.asarray(new).astype(dtype)
+    write(sa[starts], current)
+    returned = np.empty(n, dtype)
+    returned[order] = seen
     return returned
 
 
@@ -361,7 +407,8 @@ def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, v
         fn = _atomic_fn(op)
     dtype = np.dtype(u64 if wide else u32)
     old = atomic_rmw(lambda a: space.gather(a, dtype), lambda a, v: space.scatter(a, v),
-                     addr, values, fn, compare, float_compare=op == "cmpswap_f32")
+                     addr, values, fn, compare, float_compare=op == "cmpswap_f32",
+                     scan=None if compare is not None else _atomic_scan(op))
     if returns:
         if nregs == 1:
             _put(g, vdst, idx, old)

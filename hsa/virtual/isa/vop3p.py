@@ -8,7 +8,9 @@ VGPR i of lane l holds element (row 2*i + l//16, column l%16).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
+import ml_dtypes
 import numpy as np
 
 from hsa.virtual.isa import operands as d
@@ -215,6 +217,18 @@ def _acc_values(g: WaveGroup, inst: d.Instruction, f32_acc: bool, bf16: bool,
     return _bf16_to_f32(raw) if bf16 else raw.astype(np.uint16).view(np.float16).astype(f32)
 
 
+@cache
+def fp8_values(kind: str, ocp: bool) -> np.ndarray:
+    """The 256 values of an 8-bit float code as float64: fp8 (E4M3) or bf8 (E5M2), in OCP's
+    encoding (gfx950, gfx12) or the FNUZ one (gfx942)."""
+    dtype = {("fp8", False): ml_dtypes.float8_e4m3fnuz, ("bf8", False): ml_dtypes.float8_e5m2fnuz,
+             ("fp8", True): ml_dtypes.float8_e4m3fn, ("bf8", True): ml_dtypes.float8_e5m2}
+    return np.arange(256, dtype=np.uint8).view(dtype[kind, ocp]).astype(np.float64)
+
+
+_FP8_PAIRS = ("fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")
+
+
 def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     f = inst.f
     a_reg, b_reg = (f[f"src{k}"] - d.VGPR0 for k in range(2))
@@ -224,7 +238,14 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     f32_acc = name.startswith("v_wmma_f32")
     if gfx12 and not f32_acc:
         raise NotImplementedError("gfx12 WMMA with a 16-bit accumulator")
-    if typ == "f32":
+    if typ in _FP8_PAIRS:
+        if not gfx12:
+            raise NotImplementedError(f"{name} outside gfx12")
+        # 8-bit floats in the 8-bit integer layout (gfx12: A/B as the iu8 WMMA's), OCP codes
+        kinds = typ.split("_")
+        a, b = (fp8_values(kind, True)[_operand_int_gfx12(g, reg, 8, False, k)].astype(f32)
+                for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
+    elif typ == "f32":
         a, b = _operand32_gfx12(g, a_reg), _operand32_gfx12(g, b_reg)
     elif gfx12:
         a, b = _operand16_gfx12(g, a_reg, bf16, k), _operand16_gfx12(g, b_reg, bf16, k)
