@@ -183,7 +183,10 @@ def test_sid_rocminfo_over_the_emulated_kernel(rootfs, target):
     from hsa.emulated.models import MODELS
 
     model = MODELS[target]
-    done = rocm6("rocminfo", timeout=300, env={**os.environ, "AMDGPU_EMULATED_NODE": target})
+    # "1x<target>": a node of its own (servers are per node name and user, whichever
+    # checkout started them; another checkout's "gfx90a" server may speak another protocol)
+    done = rocm6("rocminfo", timeout=300,
+                 env={**os.environ, "AMDGPU_EMULATED_NODE": f"1x{target}"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     gpu = done.stdout.split("Device Type:             GPU", 1)[-1]
     assert "Device Type:             GPU" in done.stdout
