@@ -18,6 +18,12 @@ load disturbs less than the wall clock.
     python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3]
         [--targets gfx1100,gfx942] [--gemm 1024 [--only-gemm]] [--json]
 
+--atomics runs only the atomics row per target, over --n lanes: clang OpenCL global
+atomics (returning add_u32 over 4096 addresses, add_f32 over 256, max_u32 on one address,
+cmpswap and exchange each lane its own address; checked against numpy) and the same kernel
+with plain stores to the same addresses, each memory instruction timed on its own (thread
+CPU time): nanoseconds per lane-instruction of an atomic and of a store, and their ratio.
+
 --gemm N adds, per target, IREE's N^3 GEMM in f16 and in the target's fp8 (gfx942's
 FNUZ, gfx950's and gfx12's OCP E4M3) with f32 results, one run each, checked bit-exact
 against numpy (small-integer inputs make every sum exact).
@@ -217,51 +223,103 @@ def bench_gemm(h: Harness, size: int, elem: str) -> dict:
 
 
 ATOMICS_CL = r"""
-#define GID (__builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + \
-             __builtin_amdgcn_workitem_id_x())
-__kernel void stores(__global int* out, __global const int* x) { out[GID] = x[GID]; }
-/* a histogram's atomics: 16 bins (lanes collide), a sum and a max (all lanes collide),
-   a float sum */
-__kernel void atomics(__global int* bins, __global int* total, __global float* fsum,
-                      __global const int* x) {
-  int v = x[GID];
-  __atomic_fetch_add(&bins[v & 15], 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&total[0], v, __ATOMIC_RELAXED);
-  __atomic_fetch_max(&total[1], v, __ATOMIC_RELAXED);
-  __atomic_fetch_add(fsum, (float)(v & 7), __ATOMIC_RELAXED);
+#define GID_X (__builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + \
+               __builtin_amdgcn_workitem_id_x())
+#define R __ATOMIC_RELAXED
+#define DEV __MEMORY_SCOPE_DEVICE
+__kernel void atomics_row(__global unsigned int *u, __global float *f,
+                          __global unsigned int *olds) {
+  unsigned int i = GID_X, a = (i * 2654435761u) >> 20;  /* 4096 addresses */
+  [[clang::atomic(no_remote_memory, no_fine_grained_memory)]] {
+    olds[i] = __scoped_atomic_fetch_add(&u[a], i, R, DEV);
+    __scoped_atomic_fetch_add(&f[a & 255], 0.5f, R, DEV);
+    __scoped_atomic_fetch_max(&u[4096], i, R, DEV);
+    unsigned int expected = 0;
+    __scoped_atomic_compare_exchange_n(&u[8192 + i], &expected, i, 0, R, R, DEV);
+    __scoped_atomic_exchange_n(&olds[i], a, R, DEV);
+  }
+}
+__kernel void stores_row(__global unsigned int *u, __global float *f,
+                         __global unsigned int *olds) {
+  unsigned int i = GID_X, a = (i * 2654435761u) >> 20;
+  olds[i] = u[a];
+  *(volatile __global float *)&f[a & 255] = 0.5f;
+  *(volatile __global unsigned int *)&u[4096] = i;
+  *(volatile __global unsigned int *)&u[8192 + i] = i;
+  *(volatile __global unsigned int *)&olds[i] = a;
 }
 """
 
 
+def _timed_memory(executor, names: tuple[str, ...]) -> dict[str, list[float]]:
+    """Wrap the compiled memory instructions whose mnemonic contains one of `names` in
+    every cached program of `executor` with timers: {mnemonic: [CPU seconds, lanes]}."""
+    from hsa.virtual.isa.executor import MEMORY
+
+    totals: dict[str, list[float]] = {}
+    inner = getattr(executor, "_by_target", None)
+    executors = list(inner.values()) if inner else [executor]
+    for ex in executors:
+        for prog in ex._programs.values():
+            for c in prog.cache.values():
+                if c.kind != MEMORY or not any(n in c.inst.name for n in names):
+                    continue
+                slot = totals.setdefault(c.inst.name, [0.0, 0])
+
+                def timed(g, ctx, fn=c.fn, slot=slot):
+                    t = time.thread_time()  # CPU time: other processes' load disturbs less
+                    fn(g, ctx)
+                    slot[0] += time.thread_time() - t
+                    slot[1] += int(g.exec_mask().sum())
+
+                c.fn = timed
+    return totals
+
+
 def bench_atomics(h: Harness, n: int, repeat: int) -> dict:
-    """Lane-instructions per second of a kernel of global atomics (colliding as a
-    histogram's do) against a kernel of plain global stores, same n; the atomics' results
-    checked against numpy."""
+    """ns per lane-instruction of global atomics and of plain global stores (same run)."""
     code = h.load(build_code_object(ATOMICS_CL, "cl", mcpu=h.target))
-    x = np.random.default_rng(4).integers(0, 1000, n).astype(np.int32)
-    xa, out = h.buffer(x), h.alloc(4 * n)
-    rates = {}
-    for name in ("stores", "atomics"):
-        bins, total, fsum = h.buffer(np.zeros(16, np.int32)), h.buffer(
-            np.zeros(2, np.int32)), h.buffer(np.zeros(1, np.float32))
-        args = [out, xa] if name == "stores" else [bins, total, fsum, xa]
+    u, f, olds = h.alloc(4 * (8192 + n)), h.alloc(4 * 256), h.alloc(4 * n)
+    per_lane = {}
+    seconds = {}
+    for kernel, names in (("atomics_row", ("_atomic_",)), ("stores_row", ("_store_",))):
+        def run(kernel=kernel) -> None:
+            h.dispatch(code, kernel, (n,), (256,), [u, f, olds])
 
-        def run(name=name, args=args) -> None:
-            h.dispatch(code, name, (n,), (256,), args)
-
-        run()
-        if name == "atomics":
-            ok = (np.array_equal(h.read(bins, np.int32, 16), np.bincount(x & 15, minlength=16))
-                  and h.read(total, np.int32, 2).tolist() == [int(x.sum()), int(x.max())]
-                  and h.read(fsum, np.float32, 1)[0] == (x & 7).sum())
-            if not ok:
+        run()  # warm: decode and compile once
+        if kernel == "atomics_row":  # one run from zeros: check what the atomics did
+            h.memory.write(u, np.zeros(8192 + n, np.uint32))
+            h.memory.write(f, np.zeros(256, np.float32))
+            run()
+            i = np.arange(n, dtype=np.uint64)
+            a = (i * 2654435761 & 0xFFFFFFFF) >> 20
+            got = h.read(u, np.uint32, 8192 + n)
+            want_sum = np.bincount(a, weights=i, minlength=4096).astype(np.uint64) % (1 << 32)
+            if not (np.array_equal(got[:4096], want_sum) and got[4096] == n - 1
+                    and np.array_equal(got[8192:], i.astype(np.uint32))
+                    and np.array_equal(h.read(f, np.float32, 256),
+                                       np.bincount(a & 255, minlength=256) * 0.5)):
                 raise SystemExit(f"atomics on {h.target} differ from numpy")
-        seconds = _best(run, repeat)
-        rates[name] = h.executor.last_lane_instructions / seconds
-    return {"kernel": f"clang atomics vs stores ({h.target})", "row": "atomics",
-            "target": h.target, "elements": n, "store_lane_instructions_per_s": rates["stores"],
-            "atomic_lane_instructions_per_s": rates["atomics"],
-            "atomic_slowdown": rates["stores"] / rates["atomics"], "skipped_rate_row": True}
+        totals = _timed_memory(h.executor, names)
+        seconds[kernel] = _best(run, repeat)
+        spent = sum(t for t, _ in totals.values())
+        lanes = sum(k for _, k in totals.values())
+        per_lane[kernel] = spent / lanes if lanes else float("nan")
+        per_lane[kernel + "_by_instruction"] = {
+            name: t / k * 1e9 for name, (t, k) in totals.items() if k}
+    if h.read(u, np.uint32, 8192 + n)[4096] != n - 1:  # the stores ran last: u[4096] = i
+        raise SystemExit(f"the stores kernel left a wrong value on {h.target}")
+    ratio = per_lane["atomics_row"] / per_lane["stores_row"]
+    return {
+        "kernel": f"clang atomics vs stores ({h.target})", "row": "atomics vs stores",
+        "target": h.target, "elements": n, "seconds": seconds["atomics_row"],
+        "stores_seconds": seconds["stores_row"],
+        "atomic_ns_per_lane_instruction": per_lane["atomics_row"] * 1e9,
+        "store_ns_per_lane_instruction": per_lane["stores_row"] * 1e9,
+        "atomic_ns_by_instruction": per_lane["atomics_row_by_instruction"],
+        "store_ns_by_instruction": per_lane["stores_row_by_instruction"],
+        "atomic_to_store": ratio,
+    }
 
 
 def bench_copy_targets(n: int, repeat: int) -> list[dict]:
@@ -321,15 +379,19 @@ def main() -> None:
                         "target, one run each, checked exact (issue 32: --gemm 1024)")
     p.add_argument("--only-gemm", action="store_true", help="the GEMM rows alone")
     p.add_argument("--atomics", action="store_true",
-                   help="only the atomics-against-stores row per target")
+                   help="only the atomics-against-stores row per target (--n lanes)")
     args = p.parse_args()
     results = []
     if args.atomics:
         for target in (args.target or args.targets).split(","):
             r = bench_atomics(Harness(target.strip()), args.n, args.repeat)
-            print(f"{r['kernel']}: stores {r['store_lane_instructions_per_s'] / 1e6:.2f} M, "
-                  f"atomics {r['atomic_lane_instructions_per_s'] / 1e6:.2f} M "
-                  f"lane-instructions/s: atomics {r['atomic_slowdown']:.1f}x slower")
+            each = ", ".join(f"{k} {v:.0f}" for k, v in {**r["atomic_ns_by_instruction"],
+                                                         **r["store_ns_by_instruction"]}.items())
+            print(f"{r['kernel']}: {r['elements']} lanes; atomics "
+                  f"{r['atomic_ns_per_lane_instruction']:.1f} ns per lane-instruction, stores "
+                  f"{r['store_ns_per_lane_instruction']:.1f} ns (x{r['atomic_to_store']:.2f}); "
+                  f"kernels {r['seconds'] * 1e3:.1f} ms and {r['stores_seconds'] * 1e3:.1f} ms;"
+                  f" ns by instruction (CPU time): {each}")
         return
     if args.gemm:
         for target in (args.target or args.targets).split(","):

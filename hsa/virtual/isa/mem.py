@@ -17,6 +17,8 @@ import numpy as np
 from ground.errors import MemoryFault
 from ground.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
+from hsa.virtual.isa.atomics import atomic_fn as _atomic_fn
+from hsa.virtual.isa.atomics import atomic_rmw
 from hsa.virtual.isa.state import WaveGroup
 from hsa.virtual.memory import MemoryMap
 
@@ -271,124 +273,6 @@ def _store_values(g: WaveGroup, vdata: int, idx, kind) -> tuple[np.ndarray | Non
 _WIDE = ("u64", "i64", "b64", "f64")
 
 
-def _atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
-    """fn(old, value) -> new for an atomic named <operation>_<type> (add_u32, max_i64, ...),
-    on unsigned words of the type's width; None if unknown. cmpswap is handled apart."""
-    operation, _, t = op.rpartition("_")
-    if t not in ("u32", "i32", "b32", "f32") + _WIDE:
-        return None
-    wide = t in _WIDE
-    unsigned = u64 if wide else u32
-    signed = np.int64 if wide else np.int32
-    flt = np.float64 if wide else np.float32
-    one = unsigned(1)
-    return {
-        "swap": lambda old, v: v,
-        "storexchg": lambda old, v: v,
-        "add": lambda old, v: (old.view(flt) + v.view(flt)).view(unsigned) if t[0] == "f"
-        else old + v,
-        "sub": lambda old, v: old - v,
-        "rsub": lambda old, v: v - old,
-        "min": lambda old, v: (np.minimum(old.view(signed), v.view(signed)).view(unsigned)
-                               if t[0] == "i" else np.fmin(old.view(flt), v.view(flt)).view(
-                                   unsigned) if t[0] == "f" else np.minimum(old, v)),
-        "max": lambda old, v: (np.maximum(old.view(signed), v.view(signed)).view(unsigned)
-                               if t[0] == "i" else np.fmax(old.view(flt), v.view(flt)).view(
-                                   unsigned) if t[0] == "f" else np.maximum(old, v)),
-        "and": lambda old, v: old & v, "or": lambda old, v: old | v,
-        "xor": lambda old, v: old ^ v,
-        "csub": lambda old, v: old - np.minimum(old, v),  # clamps at 0 (returns old)
-        "inc": lambda old, v: np.where(old >= v, unsigned(0), old + one),
-        "dec": lambda old, v: np.where((old == 0) | (old > v), v, old - one),
-    }.get(operation)
-
-
-def _atomic_scan(op: str) -> Callable[[np.ndarray], np.ndarray] | None:
-    """seq -> the running results of applying <op> along seq (the first item is memory's
-    value, the others the lanes' in lane order), for the ops a numpy ufunc accumulates in
-    order (float sums stay sequential: np.add.accumulate does not reassociate)."""
-    operation, _, t = op.rpartition("_")
-    wide = t in _WIDE
-    unsigned = u64 if wide else u32
-    view = {"f": np.float64 if wide else np.float32, "i": np.int64 if wide else np.int32}.get(
-        t[0], unsigned)
-    ufunc = {"add": np.add, "sub": np.subtract, "and": np.bitwise_and, "or": np.bitwise_or,
-             "xor": np.bitwise_xor,
-             "min": np.fmin if t[0] == "f" else np.minimum,
-             "max": np.fmax if t[0] == "f" else np.maximum}.get(operation)
-    if operation in ("swap", "storexchg"):
-        return lambda seq: seq
-    if ufunc is None or (t[0] == "f" and operation not in ("add", "min", "max")):
-        return None
-    return lambda seq: ufunc.accumulate(seq.view(view), dtype=view).view(unsigned)
-
-
-def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
-               write: Callable[[np.ndarray, np.ndarray], None], addresses: np.ndarray,
-               values: np.ndarray, fn, compare: np.ndarray | None = None,
-               float_compare: bool = False,
-               scan: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
-    """Apply an atomic per lane in lane order; returns the value each lane saw before.
-    Values are unsigned words (uint32 or uint64); `compare` makes it a compare-and-swap
-    (cmpswap_f32 compares as floats: -0 equals +0, NaN equals nothing). `scan`, where the
-    op has one (`_atomic_scan`), folds one address's lanes in a single ufunc accumulate."""
-    dtype = values.dtype
-
-    def same(a, b):
-        a, b = np.asarray(a, dtype), np.asarray(b, dtype)
-        if float_compare:
-            ft = np.float64 if dtype == np.dtype(u64) else np.float32
-            return a.view(ft) == b.view(ft)
-        return a == b
-    uniq = np.unique(addresses)
-    if uniq.size == addresses.size:
-        old = old_read(addresses)
-        if compare is not None:
-            new = np.where(same(old, compare), values, old)
-        else:
-            new = fn(old, values).astype(dtype)
-        write(addresses, new)
-        return old
-    # Lanes that share an address apply in lane order. Sorted stably by address, each run
-    # of one address is a segment; either each segment is one ufunc scan (when the op has
-    # one and the segments are few: a sum or a max that every lane hits) or the lanes go
-    # in rounds, round r applying the r-th lane of every segment at once (few lanes per
-    # address: a histogram). Both give each lane the value it saw and memory the last.
-    n = addresses.size
-    order = np.argsort(addresses, kind="stable")
-    sa, sv = addresses[order], values[order]
-    head = np.empty(n, bool)
-    head[0] = True
-    np.not_equal(sa[1:], sa[:-1], out=head[1:])
-    starts = np.flatnonzero(head)
-    sizes = np.diff(np.append(starts, n))
-    current = np.asarray(old_read(sa[starts]), dtype).copy()
-    seen = np.empty(n, dtype)
-    scan = scan if compare is None else None
-    if scan is not None and starts.size < sizes.max():
-        for k, (s0, size) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
-            run = scan(np.concatenate([current[k:k + 1], sv[s0:s0 + size]]))
-            seen[s0:s0 + size] = run[:-1]
-            current[k] = run[-1]
-    else:
-        segment = np.repeat(np.arange(starts.size), sizes)
-        rank = np.arange(n) - starts[segment]
-        for r in range(int(sizes.max())):
-            at = np.flatnonzero(rank == r)
-            segs = segment[at]
-            old = current[segs]
-            seen[at] = old
-            if compare is not None:
-                new = np.where(same(old, compare[order[at]]), sv[at], old)
-            else:
-                new = fn(old, sv[at])
-            current[segs] = np.asarray(new).astype(dtype)
-    write(sa[starts], current)
-    returned = np.empty(n, dtype)
-    returned[order] = seen
-    return returned
-
-
 def _lanes64(g: WaveGroup, reg: int, idx) -> np.ndarray:
     return _sel(g.v[reg], idx).astype(u64) | (_sel(g.v[reg + 1], idx).astype(u64) << u64(32))
 
@@ -407,8 +291,8 @@ def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, v
         fn = _atomic_fn(op)
     dtype = np.dtype(u64 if wide else u32)
     old = atomic_rmw(lambda a: space.gather(a, dtype), lambda a, v: space.scatter(a, v),
-                     addr, values, fn, compare, float_compare=op == "cmpswap_f32",
-                     scan=None if compare is not None else _atomic_scan(op))
+                     addr, values, fn, compare, float_compare=op == "cmpswap_f32", op=op,
+                     returns=returns)
     if returns:
         if nregs == 1:
             _put(g, vdst, idx, old)
@@ -874,9 +758,13 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
             def op(old, k):
                 k = np.asarray(k).astype(np.int64)
                 return (old & ~clear[k]) | setv[k]
+        seen = atomic_rmw(lambda x: flat.gather(x, dtype), flat.scatter, pos[inside], data0,
+                          op, compare, float_compare=core.endswith(("f32", "f64")),
+                          op="" if mskor else core, returns=rtn)
+        if not rtn:
+            return
         old = np.zeros(pos.size, dtype)
-        old[inside] = atomic_rmw(lambda x: flat.gather(x, dtype), flat.scatter, pos[inside],
-                                 data0, op, compare, float_compare=core.endswith(("f32", "f64")))
+        old[inside] = seen
         if rtn and wide:
             _put(g, f["vdst"], idx, (old & u64(0xFFFFFFFF)).astype(u32))
             _put(g, f["vdst"] + 1, idx, (old >> u64(32)).astype(u32))

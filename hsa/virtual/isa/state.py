@@ -263,9 +263,17 @@ class WaveGroup:
 
     @staticmethod
     def merge(groups: list[WaveGroup]) -> WaveGroup:
-        g = WaveGroup(np.concatenate([x.s for x in groups]),
-                      np.concatenate([x.v for x in groups], axis=1),
-                      np.concatenate([x.scc for x in groups]),
-                      np.concatenate([x.waves for x in groups]), groups[0].pc)
+        """One group of the waves of `groups`, in wave order (so that the lanes of an atomic
+        are always applied in work-item order, whatever paths the waves took)."""
+        groups = sorted(groups, key=lambda x: int(x.waves[0]))
+        waves = np.concatenate([x.waves for x in groups])
+        s = np.concatenate([x.s for x in groups])
+        v = np.concatenate([x.v for x in groups], axis=1)
+        scc = np.concatenate([x.scc for x in groups])
+        if waves.size > 1 and not np.all(waves[1:] > waves[:-1]):  # interleaved pieces
+            order = np.argsort(waves, kind="stable")
+            waves, s, scc = waves[order], s[order], scc[order]
+            v = np.take(v, order, axis=1)  # C-contiguous, as v[:, order] is not
+        g = WaveGroup(s, v, scc, waves, groups[0].pc)
         g.vgpr_msb = groups[0].vgpr_msb  # the scheduler merges groups of one mode only
         return g
