@@ -119,8 +119,9 @@ def test_every_family_names_its_cache_instructions() -> None:
 @pytest.mark.parametrize("bins", [1, 16, 1000])
 def test_atomics_apply_in_lane_order(op: str, bins: int) -> None:
     """Lanes that hit one address apply in lane order, each seeing the value before it:
-    the vectorized paths (one ufunc scan per address, or rounds of one lane per address)
-    give what applying the lanes one by one gives, bit for bit (float sums included)."""
+    the vectorized paths (hsa.virtual.isa.atomics: the op's own whole-array way, or its
+    `fn` once per rank) give what applying the lanes one by one gives, bit for bit (float
+    sums included)."""
     from hsa.virtual.isa import mem
 
     wide = op.endswith("64")
@@ -139,7 +140,7 @@ def test_atomics_apply_in_lane_order(op: str, bins: int) -> None:
         old = ref.get(a, dt(7))
         seen.append(old)
         ref[a] = fn(np.array([old], dt), np.array([v], dt))[0]
-    for scan in (mem._atomic_scan(op), None):
+    for how in (op, ""):  # the op's plan, then the generic path
         memory = {}
 
         def read(a, memory=memory):
@@ -148,6 +149,6 @@ def test_atomics_apply_in_lane_order(op: str, bins: int) -> None:
         def write(a, v, memory=memory):
             memory.update(zip(a.tolist(), np.asarray(v, dt), strict=True))
 
-        got = mem.atomic_rmw(read, write, addr, values, fn, scan=scan)
+        got = mem.atomic_rmw(read, write, addr, values, fn, op=how)
         np.testing.assert_array_equal(got, np.array(seen, dt))
         assert {k: int(v) for k, v in memory.items()} == {k: int(v) for k, v in ref.items()}
