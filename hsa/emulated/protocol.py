@@ -16,6 +16,7 @@ import re
 import struct
 from pathlib import Path
 
+VERSION = 2  # HELLO carries it (in nfds); kfd_shim.c's PROTOCOL_VERSION
 OP_HELLO, OP_IOCTL, OP_STATUS, OP_HOLD, OP_RELEASE = 1, 2, 3, 4, 5
 KIND_KFD, KIND_RENDER = 1, 2
 REQUEST = struct.Struct("<IIQIIII")  # op, kind, request (HELLO: minor), arglen, extralen, nfds, pid
@@ -26,10 +27,12 @@ KEY = struct.Struct("<QQ")
 # The events page (one per KFD client, a memfd mapped by both sides)
 EVENTS_SEQ = 0  # u32 futex word: bumped on every signal
 EVENTS_FAULT = 64  # kfd_hsa_memory_exception_data of the last memory fault (32 bytes)
-EVENTS_SIGNALED = 4096  # u32[MAX_EVENTS]
-EVENTS_AUTO_RESET = 4096 + 16384  # u8[MAX_EVENTS]
-EVENTS_TYPE = 4096 + 16384 + 4096  # u8[MAX_EVENTS]
-EVENTS_PAGE_BYTES = 32768
+EVENTS_SIGNALED = 4096  # u32[MAX_EVENTS]: manual-reset events' state
+EVENTS_FIRED = 4096 + 16384  # u32[MAX_EVENTS]: how often each event fired
+EVENTS_CONSUMED = 4096 + 32768  # u32[MAX_EVENTS]: FIRED as of the last wait that took it
+EVENTS_AUTO_RESET = 4096 + 49152  # u8[MAX_EVENTS]
+EVENTS_TYPE = 4096 + 49152 + 4096  # u8[MAX_EVENTS]
+EVENTS_PAGE_BYTES = 65536
 MAX_EVENTS = 4096
 
 NODE_ENV = "AMDGPU_EMULATED_NODE"

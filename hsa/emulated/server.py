@@ -51,7 +51,7 @@ from .sysfs import NodeInfo, write_topology
 log = logging.getLogger("hsa.emulated.server")
 
 PAGE = 4096
-EINVAL, ENOENT, ENOMEM, ENOTTY = 22, 2, 12, 25
+EINVAL, ENOENT, ENOMEM, ENOTTY, EPROTO = 22, 2, 12, 25, 71
 
 # amd_queue_t and amd_signal_t offsets (hsa/amd_hsa_queue.h, amd_hsa_signal.h)
 Q_SIZE, Q_ID, Q_READ, Q_PROPERTIES, Q_INACTIVE_SIGNAL = 24, 32, 128, 180, 192
@@ -689,8 +689,9 @@ class Kfd:
             etype = _u32(a, 12)
             types[eid] = etype if etype else 0xFF  # 0 means free: signal events are 0xFF
             client.events[protocol.EVENTS_AUTO_RESET + eid] = 1 if _u32(a, 16) else 0
-            client.events[protocol.EVENTS_SIGNALED + 4 * eid:
-                          protocol.EVENTS_SIGNALED + 4 * eid + 4] = 0
+            words = client.events[:protocol.EVENTS_PAGE_BYTES].view(np.uint32)
+            words[protocol.EVENTS_SIGNALED // 4 + eid] = 0  # a reused id starts unsignaled
+            words[protocol.EVENTS_CONSUMED // 4 + eid] = words[protocol.EVENTS_FIRED // 4 + eid]
         if _u64(a, 0) or client.has_events_page:
             # the process has an events page (libhsakmt passes its handle once): each
             # event's slot in it is the CP's mailbox (HWData2), as KFD's signal page
@@ -831,7 +832,7 @@ class Server:
 
     def _session(self, conn: socket.socket) -> Client | None:
         head, fds = _recv_head(conn)
-        op, kind, minor, _arglen, _extralen, _nfds, pid = head
+        op, kind, minor, _arglen, _extralen, version, pid = head
         if op in (protocol.OP_HOLD, protocol.OP_RELEASE):
             if op == protocol.OP_HOLD:
                 self.doorbell_watch.hold()
@@ -843,6 +844,11 @@ class Server:
             conn.sendall(protocol.REPLY.pack(0, len(body), 0, 0) + body)
             return None
         if op != protocol.OP_HELLO:
+            return None
+        if version != protocol.VERSION:
+            log.warning("client %d speaks protocol %d, this server %d: refused", pid, version,
+                        protocol.VERSION)
+            _send(conn, -EPROTO, Answer(b""))
             return None
         client = None
         if kind == protocol.KIND_KFD:
@@ -981,6 +987,10 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
               f"{_holder(run)}, {run}); use it, or stop it first", file=sys.stderr)
         return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks to the log
     server = Server(spec, run, idle_exit_s)
     path = run / "sock"
     path.unlink(missing_ok=True)

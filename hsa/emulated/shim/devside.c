@@ -12,6 +12,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define EV_SIGNALED 4096
+#define EV_FIRED (4096 + 16384)
 
 static uint64_t now_ns(void) {
     struct timespec t;
@@ -65,10 +66,13 @@ EXPORT void devside_store32(uint64_t addr, uint32_t value) {
     __atomic_store_n((uint32_t*)(uintptr_t)addr, value, __ATOMIC_SEQ_CST);
 }
 
-/* An event's interrupt: signaled[id] = 1, the page's sequence word bumped, waiters woken
- * (the shim's wait sleeps on that word with FUTEX_WAIT). */
+/* An event's interrupt: fired[id] counted and signaled[id] set (manual-reset events keep
+ * it), the page's sequence word bumped, waiters woken (the shim's wait sleeps on that word
+ * with FUTEX_WAIT). Every waiter present sees the count move, as KFD wakes all of them. */
 EXPORT void devside_fire(uint64_t page, uint32_t id) {
     uint32_t* signaled = (uint32_t*)(uintptr_t)(page + EV_SIGNALED);
+    uint32_t* fired = (uint32_t*)(uintptr_t)(page + EV_FIRED);
+    __atomic_add_fetch(&fired[id], 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&signaled[id], 1u, __ATOMIC_SEQ_CST);
     __atomic_add_fetch((uint32_t*)(uintptr_t)page, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, (uint32_t*)(uintptr_t)page, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +50,7 @@
 #define PAGE 4096ull
 
 /* The wire protocol (hsa/emulated/protocol.py has the same numbers). */
+#define PROTOCOL_VERSION 2 /* HELLO carries it in nfds; a server of another version refuses */
 #define OP_HELLO 1
 #define OP_IOCTL 2
 #define KIND_KFD 1
@@ -69,10 +71,12 @@ struct rep_head {
 /* The events page the server shares with each KFD client (protocol.py: EVENTS_*). */
 #define EV_SEQ 0
 #define EV_FAULT 64 /* kfd_hsa_memory_exception_data of the last fault */
-#define EV_SIGNALED 4096
-#define EV_AUTO (4096 + 16384)
-#define EV_TYPE (4096 + 16384 + 4096)
-#define EV_PAGE_BYTES 32768
+#define EV_SIGNALED 4096 /* u32: manual-reset events' state */
+#define EV_FIRED (4096 + 16384) /* u32: times fired */
+#define EV_CONSUMED (4096 + 32768) /* u32: EV_FIRED as of the last wait that took it */
+#define EV_AUTO (4096 + 49152)
+#define EV_TYPE (4096 + 49152 + 4096)
+#define EV_PAGE_BYTES 65536
 #define MAX_EVENTS 4096
 #define EVENT_MEMORY 8
 
@@ -340,8 +344,18 @@ static void start_server(void) {
     snprintf(node, sizeof node, "AMDGPU_EMULATED_NODE=%s", node_spec());
     char* argv[] = {python, "-m", "hsa.emulated.server", "--daemon", NULL};
     char* envp[] = {pypath, node, "PATH=/usr/bin:/bin", NULL};
+    /* the server must not keep this process's descriptors (pipes a parent reads to EOF,
+     * sockets): only 0-2 go along, and --daemon replaces those */
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    struct rlimit lim;
+    int top = getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 65536 ? (int)lim.rlim_cur : 65536;
+    for (int fd = 3; fd < top; fd++)
+        if (fcntl(fd, F_GETFD) >= 0) posix_spawn_file_actions_addclose(&actions, fd);
     pid_t pid;
-    if (posix_spawnp(&pid, python, NULL, NULL, argv, envp) == 0) {
+    int spawned = posix_spawnp(&pid, python, &actions, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned == 0) {
         int st;
         waitpid(pid, &st, 0); /* --daemon returns once the socket listens (or it failed) */
     }
@@ -383,7 +397,8 @@ static int open_device(const char* path, int flags) {
         errno = ENOENT;
         return -1;
     }
-    struct req_head h = {OP_HELLO, (uint32_t)kind, (uint64_t)minor, 0, 0, 0, (uint32_t)getpid()};
+    struct req_head h = {OP_HELLO, (uint32_t)kind, (uint64_t)minor, 0, 0, PROTOCOL_VERSION,
+                         (uint32_t)getpid()};
     struct rep_head rep;
     int rfds[4], nr = 0, s = -1;
     /* a server that is just exiting (idle) may take the connection and never answer it:
@@ -404,6 +419,13 @@ static int open_device(const char* path, int flags) {
         pthread_mutex_unlock(&lock);
         for (int i = 0; i < nr; i++) real_close(rfds[i]);
         real_close(s);
+        if (!failed && rep.ret == -EPROTO) {
+            char dir[PATH_MAX] = "?";
+            run_dir(dir, sizeof dir);
+            fprintf(stderr, "amdgpu emulated kernel: the device server of %s runs another "
+                    "version of the emulated kernel; stop it (the pid in %s/lock) or wait 30 s "
+                    "for it to exit idle\n", node_spec(), dir);
+        }
         if (!failed || attempt == 2) {
             errno = rep.ret ? -rep.ret : ENODEV;
             return -1;
@@ -716,16 +738,28 @@ static int set_event(struct fdinfo* f, uint32_t id, int on) {
         errno = EINVAL;
         return -1;
     }
-    uint32_t* signaled = (uint32_t*)((char*)f->events + EV_SIGNALED);
-    __atomic_store_n(&signaled[id], on ? 1u : 0u, __ATOMIC_SEQ_CST);
-    if (on) {
-        __atomic_add_fetch((uint32_t*)f->events, 1, __ATOMIC_SEQ_CST);
-        futex_wake_all((uint32_t*)f->events);
+    char* page = f->events;
+    uint32_t* signaled = (uint32_t*)(page + EV_SIGNALED);
+    uint32_t* fired = (uint32_t*)(page + EV_FIRED);
+    uint32_t* consumed = (uint32_t*)(page + EV_CONSUMED);
+    if (on) { /* as the server's devside_fire */
+        __atomic_add_fetch(&fired[id], 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&signaled[id], 1u, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch((uint32_t*)page, 1, __ATOMIC_SEQ_CST);
+        futex_wake_all((uint32_t*)page);
+    } else {
+        __atomic_store_n(&signaled[id], 0u, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&consumed[id], __atomic_load_n(&fired[id], __ATOMIC_SEQ_CST),
+                         __ATOMIC_SEQ_CST);
     }
     return 0;
 }
 
-/* AMDKFD_IOC_WAIT_EVENTS over the shared events page. */
+/* AMDKFD_IOC_WAIT_EVENTS over the shared events page, with KFD's semantics: a manual-reset
+ * event counts while signaled; an auto-reset one counts if it fired during this wait (every
+ * waiter sees that, as KFD wakes them all) or fired before with no wait having taken it
+ * since; a wait that returns takes its auto-reset events. */
+#define MAX_WAIT 256
 static int wait_events(int fd, struct fdinfo* f, char* arg) {
     char* page = f->events;
     if (!page) {
@@ -737,24 +771,46 @@ static int wait_events(int fd, struct fdinfo* f, char* arg) {
     uint32_t timeout_ms = *(uint32_t*)(arg + 16);
     uint32_t* seqp = (uint32_t*)page;
     uint32_t* signaled = (uint32_t*)(page + EV_SIGNALED);
+    uint32_t* fired = (uint32_t*)(page + EV_FIRED);
+    uint32_t* consumed = (uint32_t*)(page + EV_CONSUMED);
     uint8_t* autoreset = (uint8_t*)(page + EV_AUTO);
     uint8_t* type = (uint8_t*)(page + EV_TYPE);
+    if (n > MAX_WAIT) {
+        errno = EINVAL;
+        return -1;
+    }
+    uint32_t start[MAX_WAIT];
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t id = *(uint32_t*)(events + i * 48 + 40);
+        start[i] = id < MAX_EVENTS ? __atomic_load_n(&fired[id], __ATOMIC_SEQ_CST) : 0;
+    }
     uint64_t deadline = timeout_ms == 0xFFFFFFFFu ? UINT64_MAX : now_ns() + timeout_ms * 1000000ull;
     for (;;) {
         uint32_t seq = __atomic_load_n(seqp, __ATOMIC_SEQ_CST);
-        uint32_t hit = 0;
+        uint32_t hit = 0, ready[MAX_WAIT];
         for (uint32_t i = 0; i < n; i++) {
             uint32_t id = *(uint32_t*)(events + i * 48 + 40);
-            if (id < MAX_EVENTS && __atomic_load_n(&signaled[id], __ATOMIC_SEQ_CST)) hit++;
+            ready[i] = 0;
+            if (id >= MAX_EVENTS) continue;
+            uint32_t now_fired = __atomic_load_n(&fired[id], __ATOMIC_SEQ_CST);
+            if (autoreset[id])
+                ready[i] = now_fired != start[i] ||
+                           now_fired != __atomic_load_n(&consumed[id], __ATOMIC_SEQ_CST);
+            else
+                ready[i] = __atomic_load_n(&signaled[id], __ATOMIC_SEQ_CST) != 0;
+            hit += ready[i];
         }
         if (n && (all ? hit == n : hit > 0)) {
             for (uint32_t i = 0; i < n; i++) {
                 char* ev = events + i * 48;
                 uint32_t id = *(uint32_t*)(ev + 40);
-                if (id >= MAX_EVENTS || !__atomic_load_n(&signaled[id], __ATOMIC_SEQ_CST))
-                    continue;
+                if (!ready[i]) continue;
                 if (type[id] == EVENT_MEMORY) memcpy(ev, page + EV_FAULT, 32);
-                if (autoreset[id]) __atomic_store_n(&signaled[id], 0u, __ATOMIC_SEQ_CST);
+                if (autoreset[id]) {
+                    __atomic_store_n(&consumed[id], __atomic_load_n(&fired[id], __ATOMIC_SEQ_CST),
+                                     __ATOMIC_SEQ_CST);
+                    __atomic_store_n(&signaled[id], 0u, __ATOMIC_SEQ_CST);
+                }
             }
             *(uint32_t*)(arg + 20) = 0; /* KFD_IOC_WAIT_RESULT_COMPLETE */
             return 0;
