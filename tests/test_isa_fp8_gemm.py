@@ -1,4 +1,5 @@
-"""fp8 GEMMs from IREE on the matrix instructions of gfx942 (MFMA, FNUZ fp8) and gfx1201
+"""fp8 GEMMs from IREE on the matrix instructions of gfx942 (MFMA, FNUZ fp8), gfx950
+(v_mfma_f32_16x16x128_f8f6f4 with fp8 formats, OCP fp8) and gfx1201
 (v_wmma_f32_16x16x16_fp8_fp8, OCP fp8), against numpy bit for bit: small-integer inputs
 make every product and sum exact. gfx1201's fp8 WMMA read its operands as f16 before
 (every element wrong)."""
@@ -26,7 +27,8 @@ func.func @gemm(%a: tensor<{n}x{n}x{t}>, %b: tensor<{n}x{n}x{t}>) -> tensor<{n}x
 """
 
 
-@pytest.mark.parametrize("target,fp8", [("gfx942", "f8E4M3FNUZ"), ("gfx1201", "f8E4M3FN")])
+@pytest.mark.parametrize("target,fp8", [("gfx942", "f8E4M3FNUZ"), ("gfx950", "f8E4M3FN"),
+                                       ("gfx1201", "f8E4M3FN")])
 def test_fp8_gemm_is_exact(target: str, fp8: str) -> None:
     require_iree()
     import ml_dtypes  # noqa: F401 - numpy's names for the fp8 dtypes

@@ -119,6 +119,9 @@ GFX950_ADDED = {"VOP3P": [
     "v_mfma_f32_32x32x16_bf16 v[16:31], v[0:3], v[8:11], 0",
     "v_mfma_i32_16x16x64_i8 v[4:7], v[0:3], v[8:11], 0",
     "v_mfma_i32_32x32x32_i8 v[16:31], v[0:3], v[8:11], 0",
+    # the 8/6/4-bit float MFMA: cbsz / blgp pick A's / B's format (0 fp8, 1 bf8, ...)
+    "v_mfma_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3]",
+    "v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:23], v[24:31], v[0:15]",
     "v_dot2_f32_bf16 v5, v1, v2, v3",
 ], "VOP3": [
     "v_bitop3_b32 v3, v18, v8, v7 bitop3:0x1e", "v_bitop3_b16 v3, v18, v8, v7 bitop3:0x1e",

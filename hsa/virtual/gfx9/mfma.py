@@ -21,6 +21,7 @@ product there); the sums are float64 then rounded to the output type.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,9 +38,11 @@ u32, f32, f64 = np.uint32, np.float32, np.float64
 
 _MFMA = re.compile(
     r"^v_mfma_(f32|i32|f64)_(\d+)x(\d+)x(\d+)(?:_(\d+)b)?_?"
-    r"(f16|bf16_1k|bf16|xf32|f32|i8|f64|(?:fp8|bf8)_(?:fp8|bf8))$")
+    r"(f16|bf16_1k|bf16|xf32|f32|i8|f64|(?:fp8|bf8)_(?:fp8|bf8)|f8f6f4)$")
 _BYTES = {"f16": 2, "bf16": 2, "bf16_1k": 2, "f32": 4, "xf32": 4, "i8": 1, "f64": 8,
-          "fp8": 1, "bf8": 1}
+          "fp8": 1, "bf8": 1, "f8f6f4": 1}
+# gfx950's f8f6f4 MFMA: cbsz (A) and blgp (B) select the operand format; fp8 and bf8 run
+F8F6F4_FORMATS = {0: "fp8", 1: "bf8"}
 
 
 @dataclass(frozen=True)
@@ -167,12 +170,19 @@ def compile_mfma(inst: d.Instruction, sample: str, target: str = "gfx942"
     f = inst.f
     neg = 0
     blgp = f["blgp"]
+    cbsz = f["cbsz"]
+    if shape.a_kind == "f8f6f4":  # the format fields, not broadcast controls
+        kinds = F8F6F4_FORMATS.get(cbsz), F8F6F4_FORMATS.get(blgp)
+        if None in kinds:
+            return None  # fp6/bf6/fp4 operands: not modelled (refused by name)
+        shape = dataclasses.replace(shape, a_kind=kinds[0], b_kind=kinds[1])
+        cbsz = blgp = 0
     if shape.out == "f64":
         if target == "gfx90a" and blgp:
             return None
         neg, blgp = blgp, 0  # gfx940+: the f64 forms' blgp bits are neg:[A, B, C]
     try:
-        a_take, b_take, d_take = layout(shape, f["cbsz"], f["abid"], blgp)
+        a_take, b_take, d_take = layout(shape, cbsz, f["abid"], blgp)
     except ValueError:
         return None
     regs_a = max(1, shape.vals * _BYTES[shape.a_kind] // 4)
