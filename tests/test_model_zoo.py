@@ -48,6 +48,14 @@ def test_cnn(capsys, spec):
     assert d["per_call"]["dispatches_per_call"] == d["dispatches"] > 1
 
 
+@pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan"])
+def test_cnn_f16(capsys, spec):
+    """The same net in f16, against PyTorch's own f16 on the CPU (tolerance 2e-2)."""
+    rc, d, err = _run(capsys, "cnn-f16", "--device", _device(spec))
+    assert rc == 0 and d["correct"] is True, (d, err)
+    assert 0 < d["max_abs_error"] < 2e-2  # f16 rounding shows, within the f16 tolerance
+
+
 @pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan", "amdgpu:virtual:gfx942"])
 def test_gpt2_decode_carries_the_cache(capsys, spec):
     """Each decode step's logits depend on every earlier step's keys and values: they

@@ -1,6 +1,6 @@
 """`cnn`: a small convolutional net on an image tensor, exported with iree-turbine.
 
-    .venv/bin/python examples/models/cnn.py OUT_DIR     # OUT_DIR/cnn.mlir, inputs, expected
+    .venv/bin/python examples/models/cnn.py OUT_DIR [--dtype f16]   # OUT_DIR/cnn.mlir, .npz
 
 Conv(3->8, 3x3) + BatchNorm + ReLU, max-pool 2x2, Conv(8->16, 3x3) + BatchNorm + ReLU,
 global average pool, Linear(16->10). Weights and batch-norm statistics are seeded
@@ -55,10 +55,19 @@ def build() -> tuple[nn.Module, tuple]:
     return model, (image,)
 
 
-def main(out: Path) -> None:
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description="export the small CNN with iree-turbine")
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--dtype", choices=("f32", "f16"), default="f32",
+                    help="f16: weights, image and arithmetic in half precision")
+    args = ap.parse_args()
     model, inputs = build()
-    export_program(model, inputs, out / "cnn.mlir", "cnn")
+    if args.dtype == "f16":  # folded first (in f32), then converted, as a deployment does
+        model, inputs = model.half(), tuple(t.half() for t in inputs)
+    export_program(model, inputs, args.out / "cnn.mlir", "cnn")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("."))
+    main()
