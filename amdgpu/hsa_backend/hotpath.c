@@ -25,6 +25,55 @@
  * is read and written through its attributes, as the Python code does, so both paths can
  * be mixed on one lane (tests/test_hot_path.py runs the same sequence through both and
  * compares the ring, the kernarg bytes and the timeline values).
+ *
+ * Threading contract (what every entry below relies on; the Python steps keep the same):
+ *   - Every entry runs with the GIL held and never releases it itself; the Python code it
+ *     calls (attribute reads, a provider's add_write_index or doorbell, Ring._wait_*,
+ *     KernargRing.allocate's slow path) may, so other threads can run between any two of
+ *     its Python calls. Values read before such a call are read again after it (the ring's
+ *     `_hint`/`_read`, `python_ran` in publish_locked); nothing read before is trusted.
+ *   - One producer per lane at a time: Publisher takes QueueLane.lock for the whole
+ *     submission (timeline value, kernarg block, packet, doorbell, counter); Submit takes
+ *     the command buffer's `_replay_lock`, then the lane's lock (always in that order; no
+ *     code takes a lane lock and then a replay lock, or two lane locks: waits on other
+ *     lanes are built before the lock, QueueLane.prepare_waits). ReadyPublisher's two
+ *     calls are made with the lane's lock held by their caller (the command buffer's
+ *     replay). A dispatch and a submit on one lane therefore never interleave.
+ *   - The write index itself is multi-producer safe without the lock (ROCr's
+ *     hsa_queue_add_write_index_scacq_screl; the virtual queue's word by one atomic
+ *     fetch-add, acq_rel): the lock only keeps slots, timeline values and doorbells in one
+ *     order per lane.
+ *
+ * Backpressure: room in the AQL ring is proven before anything is reserved
+ * (hint - read >= size: Ring._wait_unreserved, which raises QueueFullError with the queue
+ * intact), and again for the reserved ids (Ring._wait_reserved). The kernarg block comes
+ * from the lane's KernargRing under the same lock (its fast path here, head + size <=
+ * limit; else KernargRing.allocate, which waits for completed timeline values to reclaim
+ * blocks). A dispatch's kernarg bytes are packed before the lock is taken, so a refused
+ * argument leaves no reservation behind.
+ *
+ * Memory ordering: a reserved slot's header is INVALID (queues start so; the packet
+ * processor sets a slot back to INVALID before it advances the read index). The kernarg
+ * bytes and the packet body (bytes 4..63) are written first, then the 32-bit header word
+ * (header | setup << 16) with one release store, which orders every earlier store before
+ * the packet becomes valid; then the doorbell (the virtual queue's signal word by a
+ * release store, ROCr's hsa_signal_store_screlease). A block goes in as one copy whose
+ * first header is INVALID; the kernarg addresses and completion signal of its rows are set
+ * in the ring, then the first header is stored last (release): an in-order packet
+ * processor reaches rows 2..N only through row 1. Kernarg memory is host memory of the
+ * kernarg pool, so the header's release store is the only publication it needs (a
+ * device-local, write-combined kernarg pool would need a store fence and an HDP flush
+ * before it; none is used). The Python steps rely on x86's store order for the same.
+ * The lane's counter (`submitted`) moves after the doorbell, still under the lock; the
+ * packet's completion signal is the lane's timeline signal, so value v completes when the
+ * signal reads TIMELINE_START - v.
+ *
+ * Buffer checks (issue 35): a kept argument tuple's bytes are reused only while
+ * buffer.Lifetime.ends is the object it was when they were packed (no buffer freed since);
+ * otherwise the launch's converter requires each buffer's `_life.owner` to be this
+ * device's owner token (alive, this device's); anything else goes to the Python method,
+ * whose check_usable names the buffer. A kept replay instance is used only while its
+ * command buffer's `_recorded_checked` is Lifetime.ends.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
