@@ -24,7 +24,7 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ground.errors import HsaError, HsaUnavailable, IllegalInstruction, MemoryFault
 from ground.status import (
@@ -148,6 +148,9 @@ def _lookup(lib: Any, name: str) -> Any:
 
 class HsaApi:
     """The bound functions of one libhsa-runtime64, as attributes named like the C ones."""
+
+    if TYPE_CHECKING:  # set from REQUIRED and OPTIONAL in __init__: ctypes functions or None
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, lib: Any, path: str = ""):
         self.lib = lib
