@@ -521,7 +521,7 @@ class Kfd:
 
     def nr_01(self, a: bytearray, extra: bytes, fds: list[int]) -> None:  # GET_VERSION
         _put32(a, 0, 1)
-        _put32(a, 4, 8)
+        _put32(a, 4, 9)  # 1.9: AVAILABLE_MEMORY (libhsakmt checks the minor before asking)
 
     def nr_04(self, a, extra, fds):  # SET_MEMORY_POLICY
         self.server.node(_u32(a, 16))
@@ -554,6 +554,14 @@ class Kfd:
         if int.from_bytes(a[0:4], "little", signed=True) > 0:
             raise ServerError(EINVAL, "XNACK is off on the emulated GPU")
         _put32(a, 0, 0)
+
+    def nr_23(self, a, extra, fds):  # AVAILABLE_MEMORY: VRAM not yet allocated on the GPU
+        node = self.server.node(_u32(a, 8))
+        with self.server._lock:
+            clients = list(self.server.clients.values())
+        used = sum(bo.size for c in clients for bo in list(c.bos.values())
+                   if bo.gpu_id == node.gpu_id and bo.flags & ALLOC_VRAM)
+        _put64(a, 0, max(0, node.model.vram_bytes - used))
 
     def nr_14(self, a, extra, fds):  # GET_PROCESS_APERTURES_NEW
         ptr, count = _u64(a, 0), _u32(a, 8)

@@ -502,7 +502,10 @@ class PacketProcessor:
         if cond > 3:
             raise self._bad_packet(packet_id, words, f"BARRIER_VALUE condition {cond} (0..3)")
         if signal == 0:
-            raise self._bad_packet(packet_id, words, "BARRIER_VALUE with signal handle 0")
+            # no dependency: HIP 6's CLR sends these (signal 0, mask 0, EQ 0) as a plain
+            # fence with a completion signal; the CP treats a null signal as satisfied, as
+            # BARRIER_AND does its null dep_signals
+            return
 
         def test(values: list[int]) -> bool | None:
             return True if condition_holds(values[0] & mask, cond, value) else None

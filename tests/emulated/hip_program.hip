@@ -2,6 +2,7 @@
 // Debian's hipcc: `hip_program MODE` prints one "MODE ok" line or fails.
 //   basic   kernel launch on a stream, events, copies both ways, atomics
 //   host    hipHostRegister of malloc'd memory, written by a kernel in place, unregistered
+//   pinned  hipHostMalloc'd memory, written by a kernel, read by the host directly, freed
 //   peer    two GPUs: a peer copy device 0 -> device 1
 //   fault   a kernel writes far outside every allocation (the process ends with ROCr's report)
 #include <hip/hip_runtime.h>
@@ -58,6 +59,13 @@ int main(int argc, char** argv) {
     CHECK(hipDeviceSynchronize());
     CHECK(hipHostUnregister(p));
     for (int i = 0; i < n; i++) if (p[i] != 3 * i) { printf("host memory wrong at %d\n", i); return 1; }
+  } else if (!strcmp(mode, "pinned")) {
+    int* p; CHECK(hipHostMalloc((void**)&p, n * 4, hipHostMallocDefault));
+    for (int i = 0; i < n; i++) p[i] = i;
+    hipLaunchKernelGGL(scale, dim3(n / 256), dim3(256), 0, 0, p, n);
+    CHECK(hipDeviceSynchronize());
+    for (int i = 0; i < n; i++) if (p[i] != 3 * i) { printf("pinned memory wrong at %d\n", i); return 1; }
+    CHECK(hipHostFree(p));
   } else if (!strcmp(mode, "peer")) {
     int devices = 0; CHECK(hipGetDeviceCount(&devices));
     if (devices < 2) { printf("%d device(s)\n", devices); return 1; }

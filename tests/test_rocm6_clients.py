@@ -1,0 +1,68 @@
+"""Today's ROCm clients, unmodified, on the emulated kernel inside scripts/rocm6.sh's Debian
+sid root filesystem (issue 29): HIP 6.4.3 programs built with sid's hipcc for gfx942.
+
+Needs root and the root filesystem (tests/test_rocm6_rootfs.py builds it; these skip while
+it is missing, so the order of the run does not matter).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.generic, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "rocm6.sh"
+CACHE = Path(os.environ.get("AMDGPU_ROCM6_CACHE", "/var/cache/amdgpu-direct"))
+# a node of these tests' own spelling: a device server per node name, whichever checkout
+# started it
+NODE = "1xgfx942"
+
+
+def rocm6(*args: str, node: str = NODE, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO,
+                          env={**os.environ, "AMDGPU_EMULATED_NODE": node})
+
+
+@pytest.fixture(scope="module")
+def sid() -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("scripts/rocm6.sh needs root (chroot, mount namespaces)")
+    if not list(CACHE.glob("rocm6-sid-*/etc/amdgpu-direct-recipe")):
+        pytest.skip("the sid root filesystem is not built (bash scripts/rocm6.sh --build, or "
+                    "tests/test_rocm6_rootfs.py)")
+
+
+@pytest.fixture(scope="module")
+def hip_program(sid) -> str:
+    """tests/emulated/hip_program.hip built by sid's hipcc 7.0 for gfx942 (HIP 6.4.3)."""
+    out = REPO / "build" / "rocm6" / "hip_program_gfx942"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    built = rocm6("hipcc", "--offload-arch=gfx942", "-o", str(out.relative_to(REPO)),
+                  "tests/emulated/hip_program.hip", timeout=600)
+    assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+    return str(out.relative_to(REPO))
+
+
+@pytest.mark.parametrize("mode", ["basic", "host", "pinned"])
+def test_hip64_programs_run_on_the_emulated_mi300x(hip_program, mode):
+    """Launch on a stream, events, copies both ways and atomics (basic); hipHostRegister'd
+    memory written in place (host); hipHostMalloc'd memory read back directly (pinned):
+    each result checked by the program against the host's arithmetic."""
+    run = rocm6(hip_program, mode)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert f"{mode} ok" in run.stdout
+
+
+def test_hip64_memory_fault_is_reported_as_an_error(hip_program):
+    run = rocm6(hip_program, "fault")
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert "Memory access fault by GPU node-1" in out, out[-3000:]
+    assert "fault ok" not in out
