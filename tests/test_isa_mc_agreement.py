@@ -108,3 +108,24 @@ def test_command_line_refuses_a_missing_directory(tmp_path: Path):
                          capture_output=True, text=True)
     assert run.returncode == 2
     assert "is not a directory" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_clang22_targets_measure_right(tmp_path: Path):
+    """gfx950 and gfx1250 (unknown to LLVM 19): the check lines' texts, assembled by clang 22
+    each into a section of its own, decode to their mnemonic and size; gfx90a's MFMA
+    spelling is gfx940's instruction."""
+    from toolchains import require_clang
+
+    require_clang()
+    lines = ["# GFX940: v_mfma_f32_4x4x1f32 v[0:3], v0, v1, v[2:5] ; encoding: [0x00]",
+             "# GFX940: v_fmac_f64_e32 v[4:5], v[2:3], v[4:5] ; encoding: [0x00]",
+             "# GFX940: buffer_wbl2 sc0 sc1 ; encoding: [0x00]",
+             "# GFX940: not_an_instruction v1 ; encoding: [0x00]"]
+    (tmp_path / "gfx940_made.txt").write_text("\n".join(lines) + "\n")
+    per_file, _, examples = mc.measure(tmp_path, mc._targets()["gfx950"])
+    assert per_file["gfx940_made.txt"]["right"] == 3, examples  # clang rejects the 4th
+    (tmp_path / "gfx12_dasm_made.txt").write_text(
+        "# GFX12: s_cvt_f32_u32 s1, s2 ; encoding: [0x00]\n"
+        "# GFX12: v_max_num_f32_e32 v1, v2, v3 ; encoding: [0x00]\n")
+    per_file, _, examples = mc.measure(tmp_path, mc._targets()["gfx1250"])
+    assert per_file["gfx12_dasm_made.txt"]["right"] == 2, examples

@@ -2,6 +2,7 @@
 
     python -m hsa.virtual.mc_agreement DIR --target gfx942 [--missing] [--show 3]
     python -m hsa.virtual.mc_agreement DIR --target gfx1201
+    python -m hsa.virtual.mc_agreement DIR --target gfx950|gfx1250   (needs clang 22)
 
 DIR holds LLVM's `llvm/test/MC/Disassembler/AMDGPU` (Debian's `llvm-toolchain-19` source
 package, unpacked outside the repository: nothing of LLVM's is stored here). The test
@@ -16,6 +17,12 @@ and the mnemonic (encoding suffixes aside; gfx12's renames through the decoder's
 MIMG/VIMAGE/VSAMPLE and EXP, image and export formats with no table here, count as right
 when our decoder names no other instruction for them and the size agrees; so do the
 graphics formats VINTERP and LDSDIR/VDSDIR, which the executor refuses by format.
+
+gfx950 and gfx1250, which LLVM 19 does not know, are measured the other way round
+(`--target gfx950|gfx1250`): the check-line texts of the gfx9/gfx940 (or gfx12) files that
+clang 22 from the ziglang wheel assembles for the target, each into a section of its own,
+must decode to their mnemonic (gfx90a's MFMA spellings being gfx940's instructions) and
+their size.
 
 `--missing` lists the opcodes of the target's tables that have no semantics (the executor
 refuses them by name), found by compiling a probe instruction of each opcode. Needs
@@ -34,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ground.errors import CompileError
 from hsa.virtual.isa.operands import Instruction
 from hsa.virtual.isa.valu import base_name
 
@@ -53,6 +61,7 @@ class Target:
     files: tuple[str, ...]  # glob patterns of LLVM's test files for the family
     decode: Callable[[list[int]], Instruction]
     canonical: Callable[[str], str]  # LLVM's mnemonic -> the one our decoder reports
+    clang22: bool = False  # the truth: clang 22 assembling the files' check-line texts
 
 
 def _targets() -> dict[str, Target]:
@@ -66,6 +75,12 @@ def _targets() -> dict[str, Target]:
            for t in ("gfx90a", "gfx942")}
     out["gfx1201"] = Target("gfx1201", "gfx1201", ("gfx12_dasm_*.txt",),
                             lambda w: d12.decode_one(w, 0, 0, "gfx1201"), d12.core_name)
+    # LLVM 19 knows neither: their instructions are the gfx940 / gfx12 check lines' texts
+    # that clang 22 assembles for them
+    out["gfx950"] = Target("gfx950", "gfx950", files["gfx942"],
+                           lambda w: d9.decode_one(w, 0, 0, "gfx950"), lambda n: n, True)
+    out["gfx1250"] = Target("gfx1250", "gfx1250", ("gfx12_dasm_*.txt",),
+                            lambda w: d12.decode_one(w, 0, 0, "gfx1250"), d12.core_name, True)
     return out
 
 
@@ -120,11 +135,83 @@ def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int] | None]:
     return out
 
 
+_MFMA_NAME = re.compile(r"^v_mfma_(f32|i32|f64)_(\d+)x(\d+)x(\d+)(?:_\d+b)?_?(\w+?)(?:_1k)?$")
+
+
+def _mfma_key(name: str) -> tuple | None:
+    """An MFMA's (out, M, N, K, input type) whatever the spelling: gfx90a's
+    v_mfma_f32_4x4x1f32 and v_mfma_f32_32x32x8bf16_1k are gfx940's v_mfma_f32_4x4x1_16b_f32
+    and v_mfma_f32_32x32x8_bf16 (clang 22 takes both)."""
+    m = _MFMA_NAME.match(base_name(name))
+    return m.groups() if m else None
+
+
 def _spellings(target: Target, name: str) -> set[str]:
     """LLVM's mnemonic as our decoder may report it: renamed (gfx12's s_add_co_u32 is the
     core's s_add_u32; the renames are keyed by e32/e64 names), encoding suffixes aside."""
     base = base_name(name)
     return {base_name(target.canonical(n)) for n in (name, base, base + "_e32", base + "_e64")}
+
+
+_CHECK_TEXT = re.compile(r"^#\s*[A-Z0-9-]+:\s*([a-z_][^;]*?)\s*(?:;|$)")
+_ASM_ERROR = re.compile(r":(\d+):\d+: error:")
+
+
+def check_texts(directory: Path, patterns: tuple[str, ...]) -> list[tuple[str, int, str]]:
+    """(file, line, instruction text) of the check lines of the matching test files."""
+    out = []
+    for path in sorted(directory.glob("*.txt")):
+        if not any(fnmatch.fnmatch(path.name, p) for p in patterns):
+            continue
+        for n, raw in enumerate(path.read_text().splitlines(), 1):
+            m = _CHECK_TEXT.match(raw.strip())
+            if m and "warning" not in m.group(1) and "error" not in m.group(1):
+                out.append((path.name, n, m.group(1).strip()))
+    return out
+
+
+def clang22_encodings(texts: list[str], mcpu: str, chunk: int = 1500) -> list[bytes | None]:
+    """Each instruction text assembled alone by clang 22 (the ziglang wheel) for `mcpu`:
+    its bytes, or None where clang rejects it. Each goes into a section of its own, so the
+    section sizes are the instruction sizes (no decoder is asked)."""
+    import struct
+    import tempfile
+
+    from hsa.virtual.gfx11.gen_tables import clang22_cc1as
+
+    out: list[bytes | None] = [None] * len(texts)
+    for first in range(0, len(texts), chunk):
+        todo = list(range(first, min(first + chunk, len(texts))))
+        for _ in range(20):  # drop the lines clang rejects, then assemble the rest
+            if not todo:
+                break
+            src = "".join(f".section .text.i{i},\"ax\"\n{texts[i]}\n" for i in todo)
+            with tempfile.TemporaryDirectory() as tmp:
+                path, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
+                path.write_text(src)
+                run = subprocess.run([*clang22_cc1as(mcpu, true16=False), "-filetype", "obj",
+                                      "-o", str(obj), str(path)], capture_output=True,
+                                     text=True)
+                bad = {(int(m.group(1)) - 1) // 2 for m in _ASM_ERROR.finditer(run.stderr)}
+                if run.returncode == 0 and not bad:
+                    elf = obj.read_bytes()
+                else:
+                    if not bad:
+                        break
+                    todo = [i for k, i in enumerate(todo) if k not in bad]
+                    continue
+            shoff, = struct.unpack_from("<Q", elf, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+            heads = [struct.unpack_from("<IIQQQQ", elf, shoff + k * shentsize)
+                     for k in range(shnum or struct.unpack_from("<Q", elf, shoff + 32)[0])]
+            strtab = heads[shstrndx if shstrndx != 0xFFFF else
+                           struct.unpack_from("<I", elf, shoff + 40)[0]][4]
+            for name, _t, _f, _a, offset, size in heads:
+                label = elf[strtab + name:elf.index(b"\0", strtab + name)]
+                if label.startswith(b".text.i"):
+                    out[int(label[7:])] = elf[offset:offset + size]
+            break
+    return out
 
 
 VERDICTS = ("right", "unknown", "wrong_name", "wrong_size", "accepts_invalid")
@@ -148,15 +235,29 @@ def judge(target: Target, data: bytes, theirs: tuple[str, int] | None) -> tuple[
         if name.startswith(_IMAGE) or fmt in IMAGE_FORMATS:
             return fmt, "right", name  # refused by format, size right
         return fmt, "unknown", name
-    if base_name(inst.name.split(" :: ")[0]) not in _spellings(target, name):
+    ours = inst.name.split(" :: ")[0]
+    if _mfma_key(ours) is not None and _mfma_key(ours) == _mfma_key(name):
+        return fmt, "right", name
+    if base_name(ours) not in _spellings(target, name):
         return fmt, "wrong_name", f"{name}->{inst.name}"
     return fmt, "right", name
 
 
 def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
     """Counters per file and per format, and example details per (format, verdict)."""
-    cases = test_encodings(directory, target.files)
-    truth = llvm_decode([c[2] for c in cases], target.mcpu)
+    if target.clang22:
+        texts = check_texts(directory, target.files)
+        unique = sorted({t for _, _, t in texts})
+        encoded = dict(zip(unique, clang22_encodings(unique, target.mcpu), strict=True))
+        cases, truth = [], []
+        for file, line, text in texts:
+            data = encoded[text]
+            if data:  # what clang 22 takes for this target
+                cases.append((file, line, data))
+                truth.append((text.split()[0], len(data)))
+    else:
+        cases = test_encodings(directory, target.files)
+        truth = llvm_decode([c[2] for c in cases], target.mcpu)
     per_file: dict[str, Counter] = {}
     per_format: dict[str, Counter] = {}
     examples: dict[tuple[str, str], Counter] = {}
@@ -229,7 +330,8 @@ def _row(name: str, c: Counter) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("directory", type=Path, help="LLVM's llvm/test/MC/Disassembler/AMDGPU")
-    p.add_argument("--target", default="gfx942", choices=("gfx90a", "gfx942", "gfx1201"))
+    p.add_argument("--target", default="gfx942",
+                   choices=("gfx90a", "gfx942", "gfx1201", "gfx950", "gfx1250"))
     p.add_argument("--show", type=int, default=3, help="examples listed per format and verdict")
     p.add_argument("--missing", action="store_true",
                    help="also list the table opcodes the executor refuses")
@@ -245,11 +347,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mc_agreement: {LLVM_MC} is not installed; apt-get install llvm-19",
               file=sys.stderr)
         return 2
+    except CompileError as e:
+        print(f"mc_agreement: {e}", file=sys.stderr)
+        return 2
     if not per_file:
         print(f"mc_agreement: no {' '.join(target.files)} test encodings in {args.directory}",
               file=sys.stderr)
         return 2
-    print(f"{target.name} (llvm-mc-19 -mcpu={target.mcpu}) per file")
+    truth = "clang 22 assembling the check lines" if target.clang22 else "llvm-mc-19"
+    print(f"{target.name} ({truth}, -mcpu={target.mcpu}) per file")
     for name, c in per_file.items():
         print(_row(name, c))
     print("per format")

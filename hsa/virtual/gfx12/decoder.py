@@ -28,7 +28,7 @@ RENAMED = {
     "global_atomic_sub_clamp_u32": "global_atomic_csub_u32",
     "s_wait_alu": "s_waitcnt_depctr",
     "s_get_pc_i64": "s_getpc_b64", "s_set_pc_i64": "s_setpc_b64",
-    "s_swap_pc_i64": "s_swappc_b64",
+    "s_swap_pc_i64": "s_swappc_b64", "s_rfe_i64": "s_rfe_b64", "s_call_i64": "s_call_b64",
 }
 # Top six bits of the gfx12-only layouts; gfx1250's VOPD3 is the top byte 0xCF.
 SMEM, VFLAT, VBUFFER = 0x3D, 0x3B, 0x31
