@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     if args.debug:
         os.environ.setdefault("AMDGPU_DEBUG", "1")
+    if argv is None:
+        _reexec_under_emulated_kernel(args)
     try:
         return _run(args)
     except KeyboardInterrupt:
@@ -203,6 +205,23 @@ def main(argv: list[str] | None = None) -> int:
         kind = "" if isinstance(e, (AmdgpuError, UsageError)) else f"{type(e).__name__}: "
         print(f"amdgpu-run: {kind}{text}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _reexec_under_emulated_kernel(args: argparse.Namespace) -> None:
+    """amdgpu:emulated needs the emulated kernel preloaded (scripts/emulated.sh's
+    environment): run this command again under it, once."""
+    device = str(getattr(args, "device", "") or "")
+    if not device.startswith("amdgpu:emulated") or os.environ.get("AMDGPU_EMULATED_REEXEC"):
+        return
+    from hsa.emulated import build, shim_loaded
+
+    if shim_loaded():
+        return
+    shim = str(build.ensure_built()[0])
+    env = dict(os.environ, AMDGPU_EMULATED_REEXEC="1")
+    env["LD_PRELOAD"] = ":".join(p for p in (shim, os.environ.get("LD_PRELOAD", "")) if p)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, sys.argv[0], *sys.argv[1:]], env)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -468,3 +468,18 @@ def test_hip_memory_fault_is_reported_as_rocr_reports_it(hip_program):
     assert run.returncode != 0
     assert "Memory access fault by GPU node-1" in run.stderr, run.stderr[-2000:]
     assert "Page not present" in run.stderr
+
+
+def test_amdgpu_run_reexecs_itself_under_the_emulated_kernel():
+    """amdgpu-run --device amdgpu:emulated started without the shim runs itself again
+    under it (once) instead of failing."""
+    script = Path(sys.executable).parent / "amdgpu-run"
+    if not script.exists():
+        pytest.skip("the amdgpu-run console script is not installed in this environment")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "AMDGPU_EMULATED_NODE", "AMDGPU_EMULATED_REEXEC")}
+    env["PYTHONPATH"] = str(ROOT)
+    run = subprocess.run([str(script), "saxpy", "--device", "amdgpu:emulated"], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "kernel device us" in run.stdout
