@@ -3,16 +3,16 @@
 The core runs MUBUF/MTBUF format instructions as raw dwords (what gfx9 and gfx12 still get);
 gfx11 converts through the unified format of the V# (word 3 bits 18:12) or of the MTBUF
 instruction (`hsa.virtual.isa.bufformat`), D16 forms included, and runs the buffer loads
-that go to LDS.
+that go to LDS; image loads and stores go through `hsa.virtual.isa.image`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from hsa.virtual.isa import bufformat
+from hsa.virtual.isa import bufformat, image
 from hsa.virtual.isa import operands as d
-from hsa.virtual.isa.executor import MEMORY, Compiled, compile_instruction
+from hsa.virtual.isa.executor import MEMORY, SIMPLE, Compiled, compile_instruction
 
 
 def vsharp_format(word3: np.ndarray) -> np.ndarray:
@@ -26,4 +26,10 @@ def compile_gfx11(inst: d.Instruction) -> Compiled:
               or bufformat.compile_format(inst, vsharp_format))
         if fn is not None:
             return Compiled(inst, MEMORY, fn)
+    if inst.encoding == "MIMG":  # image loads and stores through T# (isa.image)
+        fn, why = image.compile_gfx11(inst)
+        if fn is not None:
+            return Compiled(inst, MEMORY, fn)
+        return Compiled(inst, SIMPLE, None, f"{why}; the virtual GPU runs image_load/"
+                        "image_store on linear 1D/2D/3D/array images")
     return compile_instruction(inst)

@@ -1,0 +1,58 @@
+// Image loads and stores of compute kernels on gfx11 (issue 32), through clang 22's image
+// builtins: a T# (__amdgpu_texture_t) is a pointer to the 8-dword descriptor in memory,
+// which tests/test_isa_images.py writes as ROCr's image manager does. Built at test time.
+#define as_uint4(x) __builtin_astype((x), uint4)
+#define as_float4(x) __builtin_astype((x), float4)
+
+// each work-item loads texel (x, y) of a 2D image and stores 2*v + 1 into another
+kernel void load_store_2d(global uint4* out, __amdgpu_texture_t src, __amdgpu_texture_t dst,
+                          int w) {
+  int x = get_global_id(0), y = get_global_id(1);
+  float4 v = __builtin_amdgcn_image_load_2d_v4f32_i32(15, x, y, src, 0, 0);
+  out[y * w + x] = as_uint4(v);
+  __builtin_amdgcn_image_store_2d_v4f32_i32(v * 2.0f + 1.0f, 15, x, y, dst, 0, 0);
+}
+
+// integer texels: the loaded registers hold the integers' bits; stores write x + 1
+kernel void load_store_2d_int(global uint4* out, __amdgpu_texture_t src, __amdgpu_texture_t dst,
+                              int w) {
+  int x = get_global_id(0), y = get_global_id(1);
+  uint4 v = as_uint4(__builtin_amdgcn_image_load_2d_v4f32_i32(15, x, y, src, 0, 0));
+  out[y * w + x] = v;
+  __builtin_amdgcn_image_store_2d_v4f32_i32(as_float4(v + (uint4)(1, 1, 1, 1)), 15, x, y, dst,
+                                            0, 0);
+}
+
+// one channel (DMASK 0x2: y only), the other coordinates out of range at the edges
+kernel void load_2d_y(global float* out, __amdgpu_texture_t src, int w, int h) {
+  int x = get_global_id(0), y = get_global_id(1);
+  out[y * w + x] = __builtin_amdgcn_image_load_2d_f32_i32(2, x - 1, y - 1, src, 0, 0);
+}
+
+kernel void load_1d(global uint4* out, __amdgpu_texture_t src) {
+  int x = get_global_id(0);
+  out[x] = as_uint4(__builtin_amdgcn_image_load_1d_v4f32_i32(15, x, src, 0, 0));
+}
+
+kernel void load_3d(global uint4* out, __amdgpu_texture_t src, int w, int h) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  out[(z * h + y) * w + x] = as_uint4(__builtin_amdgcn_image_load_3d_v4f32_i32(15, x, y, z, src,
+                                                                               0, 0));
+}
+
+kernel void load_2d_array(global uint4* out, __amdgpu_texture_t src, int w, int h) {
+  int x = get_global_id(0), y = get_global_id(1), z = get_global_id(2);
+  out[(z * h + y) * w + x] = as_uint4(
+      __builtin_amdgcn_image_load_2darray_v4f32_i32(15, x, y, z, src, 0, 0));
+}
+
+kernel void load_1d_array(global uint4* out, __amdgpu_texture_t src, int w) {
+  int x = get_global_id(0), z = get_global_id(1);
+  out[z * w + x] = as_uint4(__builtin_amdgcn_image_load_1darray_v4f32_i32(15, x, z, src, 0, 0));
+}
+
+// not modelled: a sample (needs a sampler) must stop the queue with one line
+kernel void sample_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp) {
+  int x = get_global_id(0);
+  out[x] = __builtin_amdgcn_image_sample_2d_v4f32_f32(15, 0.5f, 0.5f, src, *samp, 0, 0, 0);
+}
