@@ -66,3 +66,36 @@ def test_hip64_memory_fault_is_reported_as_an_error(hip_program):
     out = run.stdout + run.stderr
     assert "Memory access fault by GPU node-1" in out, out[-3000:]
     assert "fault ok" not in out
+
+
+def test_sid_rocminfo_lists_a_mixed_node(sid):
+    """ROCr 6.4 over four GPUs: libdrm tells their render nodes apart by st_rdev 226:<minor>
+    (with one device number for all it merged them and ACQUIRE_VM got the wrong GPU)."""
+    from hsa.emulated.models import parse_node
+
+    node = "gfx942,gfx950,gfx1100,gfx1201"
+    done = rocm6("rocminfo", node=node)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    gpus = done.stdout.split("Device Type:             GPU")
+    assert len(gpus) == 5
+    names = [line.split(":", 1)[1].strip() for line in done.stdout.splitlines()
+             if line.strip().startswith("Marketing Name:")]
+    assert names[1:] == [m.marketing_name for m in parse_node(node)]
+
+
+def test_render_nodes_stat_as_the_kernels(sid):
+    """stat, fstat and statx (Python's os.stat/os.fstat go through them) of each render node:
+    a character device 226:128+i, and /sys/dev/char/226:<minor>/device/drm names its card."""
+    probe = ("import os, stat\n"
+             "for i in range(2):\n"
+             "    p = f'/dev/dri/renderD{128 + i}'\n"
+             "    fd = os.open(p, os.O_RDWR)\n"
+             "    for st in (os.stat(p), os.fstat(fd)):\n"
+             "        print(p, stat.S_ISCHR(st.st_mode), os.major(st.st_rdev), "
+             "os.minor(st.st_rdev))\n"
+             "    print(sorted(os.listdir(f'/sys/dev/char/226:{128 + i}/device/drm')))\n")
+    done = rocm6("python", "-c", probe, node="2xgfx942")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines == ["/dev/dri/renderD128 True 226 128"] * 2 + ["['card0', 'renderD128']"] + \
+        ["/dev/dri/renderD129 True 226 129"] * 2 + ["['card1', 'renderD129']"]

@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -141,6 +142,8 @@ REAL(lstat64, int, const char*, struct stat64*)
 REAL(fstatat, int, int, const char*, struct stat*, int)
 REAL(fstatat64, int, int, const char*, struct stat64*, int)
 REAL(statx, int, int, const char*, int, unsigned, struct statx*)
+REAL(fstat, int, int, struct stat*)
+REAL(fstat64, int, int, struct stat64*)
 REAL(access, int, const char*, int)
 REAL(faccessat, int, int, const char*, int, int)
 REAL(readlink, ssize_t, const char*, char*, size_t)
@@ -180,7 +183,7 @@ static int run_dir(char* out, size_t n) {
 
 static const char* const OWNED[] = {
     "/sys/devices/virtual/kfd", "/sys/class/kfd", "/sys/class/drm", "/sys/module/amdgpu",
-    "/proc/modules", "/dev/kfd", "/dev/dri/renderD", NULL,
+    "/proc/modules", "/dev/kfd", "/dev/dri/renderD", "/sys/dev/char/226:", NULL,
 };
 
 static int owned(const char* path) {
@@ -188,7 +191,8 @@ static int owned(const char* path) {
     for (int i = 0; OWNED[i]; i++) {
         size_t n = strlen(OWNED[i]);
         if (strncmp(path, OWNED[i], n) == 0 &&
-            (path[n] == 0 || path[n] == '/' || OWNED[i][n - 1] == 'D'))
+            (path[n] == 0 || path[n] == '/' || OWNED[i][n - 1] == 'D' ||
+             OWNED[i][n - 1] == ':'))
             return 1;
     }
     return 0;
@@ -520,46 +524,107 @@ EXPORT DIR* opendir(const char* path) {
     return real_opendir(redirect(path, buf, sizeof buf));
 }
 
+/* A render node stats as the kernel's: a character device 226:<minor>. libdrm tells GPUs
+ * apart by st_rdev and /sys/dev/char/226:<minor>/device/drm (amdgpu_device_initialize's
+ * fd_compare); with the run directory's plain files every GPU looked like one device. */
+#define DRM_MAJOR 226
+static int render_minor_of_path(const char* path) {
+    int minor;
+    if (!is_device(path) || sscanf(path, "/dev/dri/renderD%d", &minor) != 1) return -1;
+    return minor;
+}
+
+static int render_minor_of_fd(int fd) {
+    return fd >= 0 && fd < MAX_FD && fds[fd].kind == KIND_RENDER ? fds[fd].minor : -1;
+}
+
+#define AS_RENDER(r, st, minor)                                   \
+    do {                                                          \
+        if ((r) == 0 && (minor) >= 0) {                           \
+            (st)->st_mode = S_IFCHR | 0666;                       \
+            (st)->st_rdev = makedev(DRM_MAJOR, (unsigned)(minor)); \
+        }                                                         \
+    } while (0)
+
+/* fstatat's and statx's minor: of the fd itself (AT_EMPTY_PATH), else of the path */
+static int render_minor_at(int dirfd, const char* path, int flags) {
+    if (path && !*path && (flags & AT_EMPTY_PATH)) return render_minor_of_fd(dirfd);
+    return render_minor_of_path(path);
+}
+
+EXPORT int fstat(int fd, struct stat* st) {
+    resolve_fstat();
+    int r = real_fstat(fd, st);
+    AS_RENDER(r, st, render_minor_of_fd(fd));
+    return r;
+}
+
+EXPORT int fstat64(int fd, struct stat64* st) {
+    resolve_fstat64();
+    int r = real_fstat64(fd, st);
+    AS_RENDER(r, st, render_minor_of_fd(fd));
+    return r;
+}
+
 EXPORT int stat(const char* path, struct stat* st) {
     resolve_stat();
     char buf[PATH_MAX];
-    return real_stat(redirect(path, buf, sizeof buf), st);
+    int r = real_stat(redirect(path, buf, sizeof buf), st);
+    AS_RENDER(r, st, render_minor_of_path(path));
+    return r;
 }
 
 EXPORT int lstat(const char* path, struct stat* st) {
     resolve_lstat();
     char buf[PATH_MAX];
-    return real_lstat(redirect(path, buf, sizeof buf), st);
+    int r = real_lstat(redirect(path, buf, sizeof buf), st);
+    AS_RENDER(r, st, render_minor_of_path(path));
+    return r;
 }
 
 EXPORT int stat64(const char* path, struct stat64* st) {
     resolve_stat64();
     char buf[PATH_MAX];
-    return real_stat64(redirect(path, buf, sizeof buf), st);
+    int r = real_stat64(redirect(path, buf, sizeof buf), st);
+    AS_RENDER(r, st, render_minor_of_path(path));
+    return r;
 }
 
 EXPORT int lstat64(const char* path, struct stat64* st) {
     resolve_lstat64();
     char buf[PATH_MAX];
-    return real_lstat64(redirect(path, buf, sizeof buf), st);
+    int r = real_lstat64(redirect(path, buf, sizeof buf), st);
+    AS_RENDER(r, st, render_minor_of_path(path));
+    return r;
 }
 
 EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
     resolve_fstatat();
     char buf[PATH_MAX];
-    return real_fstatat(dirfd, redirect(path, buf, sizeof buf), st, flags);
+    int r = real_fstatat(dirfd, redirect(path, buf, sizeof buf), st, flags);
+    AS_RENDER(r, st, render_minor_at(dirfd, path, flags));
+    return r;
 }
 
 EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
     resolve_fstatat64();
     char buf[PATH_MAX];
-    return real_fstatat64(dirfd, redirect(path, buf, sizeof buf), st, flags);
+    int r = real_fstatat64(dirfd, redirect(path, buf, sizeof buf), st, flags);
+    AS_RENDER(r, st, render_minor_at(dirfd, path, flags));
+    return r;
 }
 
 EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* st) {
     resolve_statx();
     char buf[PATH_MAX];
-    return real_statx(dirfd, redirect(path, buf, sizeof buf), flags, mask, st);
+    int r = real_statx(dirfd, redirect(path, buf, sizeof buf), flags, mask, st);
+    int minor = render_minor_at(dirfd, path, flags);
+    if (r == 0 && minor >= 0) {
+        st->stx_mode = S_IFCHR | 0666;
+        st->stx_rdev_major = DRM_MAJOR;
+        st->stx_rdev_minor = (unsigned)minor;
+    }
+    return r;
 }
 
 EXPORT int access(const char* path, int how) {
