@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.generic, pytest.mark.slow]
+pytestmark = [pytest.mark.generic]
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "rocm6.sh"
@@ -50,6 +50,7 @@ def hip_program(sid) -> str:
     return str(out.relative_to(REPO))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["basic", "host", "pinned"])
 def test_hip64_programs_run_on_the_emulated_mi300x(hip_program, mode):
     """Launch on a stream, events, copies both ways and atomics (basic); hipHostRegister'd
@@ -60,6 +61,7 @@ def test_hip64_programs_run_on_the_emulated_mi300x(hip_program, mode):
     assert f"{mode} ok" in run.stdout
 
 
+@pytest.mark.slow
 def test_hip64_memory_fault_is_reported_as_an_error(hip_program):
     run = rocm6(hip_program, "fault")
     assert run.returncode != 0
@@ -68,6 +70,7 @@ def test_hip64_memory_fault_is_reported_as_an_error(hip_program):
     assert "fault ok" not in out
 
 
+@pytest.mark.slow
 def test_sid_rocminfo_lists_a_mixed_node(sid):
     """ROCr 6.4 over four GPUs: libdrm tells their render nodes apart by st_rdev 226:<minor>
     (with one device number for all it merged them and ACQUIRE_VM got the wrong GPU)."""
@@ -83,6 +86,7 @@ def test_sid_rocminfo_lists_a_mixed_node(sid):
     assert names[1:] == [m.marketing_name for m in parse_node(node)]
 
 
+@pytest.mark.slow
 def test_render_nodes_stat_as_the_kernels(sid):
     """stat, fstat and statx (Python's os.stat/os.fstat go through them) of each render node:
     a character device 226:128+i, and /sys/dev/char/226:<minor>/device/drm names its card."""
@@ -99,3 +103,34 @@ def test_render_nodes_stat_as_the_kernels(sid):
     lines = done.stdout.splitlines()
     assert lines == ["/dev/dri/renderD128 True 226 128"] * 2 + ["['card0', 'renderD128']"] + \
         ["/dev/dri/renderD129 True 226 129"] * 2 + ["['card1', 'renderD129']"]
+
+
+@pytest.mark.slow
+def test_amdgpu_run_on_rocr64_inside_the_root_filesystem(sid):
+    """The project's own driver on sid's ROCr 6.4.3 over the emulated MI300X: the workload's
+    result is checked against numpy by amdgpu-run itself."""
+    done = rocm6("amdgpu-run", "saxpy", "--device", "amdgpu:emulated:gfx942")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "amdgpu:emulated (gfx942)" in done.stdout
+    assert "result              correct" in done.stdout
+
+
+@pytest.mark.parametrize("rocr,target,words", [
+    ("5.2.3", "gfx942", "gfx942 needs ROCr 6.1 or later"),
+    ("5.2.3", "gfx1201", "ROCr 5.2.3 takes gfx90a agents only"),
+    ("6.1.2", "gfx950", "gfx950 needs ROCr 6.4 or later"),
+    ("6.1.2", "gfx1201", "ROCr 6.1.2 takes gfx90a, gfx942, gfx1100 agents only"),
+])
+def test_the_rocr_at_hand_decides_which_agents_run(rocr, target, words):
+    from ground.errors import HsaUnavailable
+    from hsa.emulated import check_rocr_takes
+    from hsa.rocr.library import LibraryVersion
+
+    for ok in ("gfx90a", *(["gfx942", "gfx1100"] if rocr >= "6.1" else [])):
+        check_rocr_takes([ok], LibraryVersion("/x", rocm_version=rocr))
+    with pytest.raises(HsaUnavailable) as refused:
+        check_rocr_takes(["gfx90a", target], LibraryVersion("/x", rocm_version=rocr))
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    for target in ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"):  # sid's 6.4.3
+        check_rocr_takes([target], LibraryVersion("/x", rocm_version="6.4.3"))
+    check_rocr_takes(["gfx1201"], LibraryVersion("/x"))  # unknown: ROCr says it itself

@@ -1,5 +1,6 @@
-"""amdgpu:emulated: this machine's ROCm (Debian's libhsakmt 5.2.3 and libhsa-runtime64
-5.2.3, unmodified) over an emulated AMD kernel driver whose GPU is the virtual AMD system.
+"""amdgpu:emulated: the ROCm at hand (Debian 12's libhsakmt and libhsa-runtime64 5.2.3, or
+inside scripts/rocm6.sh sid's ROCr 6.4.3, unmodified) over an emulated AMD kernel driver
+whose GPU is the virtual AMD system.
 
 The kernel boundary is emulated, not a library: `shim/kfd_shim.c` (preloaded with
 LD_PRELOAD, see scripts/emulated.sh) answers /dev/kfd, the render nodes and the driver's
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from ground.errors import HsaUnavailable
 from ground.status import HSA_STATUS_ERROR_NOT_INITIALIZED
+from hsa.rocr.library import LibraryVersion, library_path, library_version, load_library
 from hsa.rocr.provider import RocrProvider
 from hsa.virtual import executor as executor_registry
 
@@ -24,7 +26,10 @@ from . import build, protocol
 
 DEFAULT_ISA = "gfx90a"
 TARGETS = ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201")  # what a node may hold
-ROCR5_TARGETS = ("gfx90a",)  # of those, what Debian's ROCr 5.2.3 knows
+# of those, the oldest ROCr seen taking each one's agents (its ISA table): Debian 12's 5.2.3,
+# trixie's 6.1.2, sid's 6.4.3 (scripts/rocm6.sh)
+MIN_ROCR = {"gfx90a": (5, 2), "gfx942": (6, 1), "gfx1100": (6, 1), "gfx950": (6, 4),
+            "gfx1201": (6, 4)}
 SUPPORTED_ISAS = TARGETS
 NEXT_STEP = "run it under scripts/emulated.sh (make test does), which preloads the emulated kernel"
 _live_lock = threading.Lock()
@@ -77,16 +82,33 @@ def _spec_for(targets: tuple[str, ...]) -> str:
     return node_spec(targets)
 
 
-def check_rocr_takes(gpus: Sequence[str]) -> None:
-    """One line for a node Debian's ROCr 5.2.3 cannot run."""
+def this_rocr() -> LibraryVersion | None:
+    """The ROCr this process loads (not initialised), or None when none loads."""
+    try:
+        return library_version(library_path(load_library()))
+    except HsaUnavailable:
+        return None
+
+
+def check_rocr_takes(gpus: Sequence[str], rocr: LibraryVersion | None = None) -> None:
+    """One line for a node the ROCr at hand (this process's unless given) cannot run; a ROCr
+    of unknown version is left to say so itself."""
     for target in gpus:
         if target not in TARGETS:
             raise _unavailable(f"the emulated kernel offers {', '.join(TARGETS)}, not "
                                f"{target!r}")
-        if target not in ROCR5_TARGETS:
+    rocr = rocr if rocr is not None else this_rocr()
+    have = rocr.rocm_tuple[:2] if rocr is not None else ()
+    if not have:
+        return
+    for target in gpus:
+        need = MIN_ROCR[target]
+        if have < need:
+            takes = [t for t in TARGETS if have >= MIN_ROCR[t]]
             raise _unavailable(
-                f"{target} needs ROCr 6.4 or later (scripts/rocm6.sh); this machine's ROCr "
-                f"5.2.3 takes {', '.join(ROCR5_TARGETS)} agents only")
+                f"{target} needs ROCr {need[0]}.{need[1]} or later (scripts/rocm6.sh runs "
+                f"sid's ROCr 6.4.3); this process's ROCr {rocr.rocm_version} takes "
+                f"{', '.join(takes) or 'none of them'} agents only")
 
 
 class EmulatedProvider(RocrProvider):
@@ -177,6 +199,7 @@ __all__ = [
     "TARGETS",
     "EmulatedProvider",
     "check_rocr_takes",
+    "this_rocr",
     "node_spec",
     "refuse_system_rocr",
     "runs_kernels",
