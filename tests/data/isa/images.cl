@@ -1,6 +1,7 @@
 // Image loads and stores of compute kernels on gfx11 (issue 32), through clang 22's image
 // builtins: a T# (__amdgpu_texture_t) is a pointer to the 8-dword descriptor in memory,
-// which tests/test_isa_images.py writes as ROCr's image manager does. Built at test time.
+// which tests/test_isa_images.py writes as ROCr's image manager does. Built at test time
+// (with +extended-image-insts for image_sample_lz).
 #define as_uint4(x) __builtin_astype((x), uint4)
 #define as_float4(x) __builtin_astype((x), float4)
 
@@ -51,8 +52,24 @@ kernel void load_1d_array(global uint4* out, __amdgpu_texture_t src, int w) {
   out[z * w + x] = as_uint4(__builtin_amdgcn_image_load_1darray_v4f32_i32(15, x, z, src, 0, 0));
 }
 
-// not modelled: a sample (needs a sampler) must stop the queue with one line
-kernel void sample_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp) {
-  int x = get_global_id(0);
-  out[x] = __builtin_amdgcn_image_sample_2d_v4f32_f32(15, 0.5f, 0.5f, src, *samp, 0, 0, 0);
+// samples: the S# is 4 dwords in memory; coordinates per work-item from `uv`
+kernel void sample_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
+                      global const float2* uv) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_sample_2d_v4f32_f32(15, uv[i].x, uv[i].y, src, *samp, 0, 0,
+                                                      0);
+}
+
+kernel void sample_lz_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
+                         global const float2* uv) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_sample_lz_2d_v4f32_f32(15, uv[i].x, uv[i].y, src, *samp, 0, 0,
+                                                         0);
+}
+
+kernel void sample_1d_array(global float4* out, __amdgpu_texture_t src, global const int4* samp,
+                            global const float2* uv) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_sample_1darray_v4f32_f32(15, uv[i].x, uv[i].y, src, *samp, 0,
+                                                           0, 0);
 }
