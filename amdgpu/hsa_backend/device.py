@@ -9,6 +9,7 @@ arguments come from a kernarg-pool ring per lane. Immediate dispatch: one kernar
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import packets
@@ -156,6 +157,11 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
         for ln in self.lanes_:
             ln.closed = True  # a cached launch sees it (dispatch checks ln.failed only)
             ln.failed = True
+        # Threads still inside a lane's wait() leave within one wait slice, once they see
+        # `closed`; their signals must outlive them (ROCr aborts on a destroyed signal).
+        deadline = time.monotonic() + 5.0
+        while any(ln.waiting for ln in self.lanes_) and time.monotonic() < deadline:
+            time.sleep(0.005)
         held = [b for _p, b in self.__dict__.get("_transfers", [])]
         for staging in held + self.__dict__.get("_staging_cache", []):
             try:

@@ -188,6 +188,9 @@ class QueueLane:
         self._error_status: int | None = None
         self.failed = False  # instance attributes, read on every dispatch
         self.closed = False
+        # one token per thread inside wait(): close() destroys the timeline signal only once
+        # they have left (ROCr asserts on a destroyed signal: the process aborts)
+        self.waiting: list[object] = []
         self.queue = p.queue_create(
             device.agent.handle, queue_size, QueueType.MULTI, self._on_error
         )
@@ -329,6 +332,8 @@ class QueueLane:
     # --- timeline ------------------------------------------------------------------------
     def completed(self) -> int:
         """The highest completed timeline value (reads the signal)."""
+        if self.closed:  # its signal is gone, or about to go
+            return self._completed
         value = TIMELINE_START - self.provider.signal_load(self.signal)
         if value > self._completed:
             self._completed = value
@@ -346,6 +351,14 @@ class QueueLane:
                 f"lane {self.index} of {self.device.spec} has submitted only {self.submitted} "
                 f"value(s), value {value} never comes: wait on a point that was submitted",
             )
+        token = object()
+        self.waiting.append(token)  # before check() sees `closed`: see close()
+        try:
+            self._wait(value, timeout)
+        finally:
+            self.waiting.remove(token)
+
+    def _wait(self, value: int, timeout: float) -> None:
         compare = TIMELINE_START - value + 1
         deadline = time.monotonic() + timeout
         while True:
