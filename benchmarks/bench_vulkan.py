@@ -399,7 +399,7 @@ def run_variants(args, paths: list[str], compiled) -> int:
     probe.close()
     few = {"legacy", "spin=1000us", "defaults", "defaults, no barriers (floor)"}
     if args.only:
-        few = set(args.only.split(","))
+        few = {name.strip() for name in args.only.split(";")}
         runs = [(path, env, label, few) for path, env, label, _ in runs]
     for family in others if not args.only else ():
         for path in paths:
@@ -510,7 +510,7 @@ def main() -> int:
         action="store_true",
         help="compare the replay-latency settings (amdgpu.vulkan.sync.Tuning) on chain-100",
     )
-    parser.add_argument("--only", help="--variants: only these (comma-separated names)")
+    parser.add_argument("--only", help="--variants: only these (names separated by ;)")
     parser.add_argument("--rounds", type=int, help="--variants: interleaved rounds")
     parser.add_argument(
         "--replay-sizes", default="100,5000",
