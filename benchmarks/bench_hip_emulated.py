@@ -37,19 +37,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=500)
     ap.add_argument("--replay", type=int, default=5000)
+    ap.add_argument("--target", default="gfx90a",
+                    help="the emulated GPU (gfx942 etc. need ROCr 6.4: scripts/rocm6.sh)")
     opts = ap.parse_args(argv)
-    r = measure(opts.launches, opts.replay)
+    r = measure(opts.launches, opts.replay, opts.target)
     if "skipped" in r:
         print(f"bench_hip_emulated: skipped: {r['skipped']}")
         return 0
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    print(f"amdgpu:emulated (ROCr 5.2.3 + HIP 5.2.3 over the emulated driver), {os.cpu_count()} "
-          f"cores, load {load}; kernel fill gfx90a, {r['launches']} launches")
+    from hsa.emulated import this_rocr
+
+    rocr = this_rocr()
+    print(f"amdgpu:emulated ({rocr.describe() if rocr else 'ROCr'} + HIP over the emulated "
+          f"driver), {os.cpu_count()} cores, load {load}; kernel fill {r['target']}, "
+          f"{r['launches']} launches")
     print(f"  our dispatch        {r['ours_us']:8.2f} us host per launch   results ok: "
           f"{r['ours_ok']}")
     print(f"  hipModuleLaunchKernel {r['hip_us']:6.2f} us host per launch   results ok: "
           f"{r['hip_ok']}")
     print(f"  HIP / ours          x{r['hip_us'] / r['ours_us']:.2f}")
+    if "hip_python_us" in r:
+        print(f"  hip-python hipModuleLaunchKernel {r['hip_python_us']:8.2f} us host per launch"
+              f"   results ok: {r['hip_python_ok']}")
+        print(f"  hip-python / ours   x{r['hip_python_us'] / r['ours_us']:.2f}")
     print(f"  replay of {r['replay']} dispatches: {r['replay_us'] / 1000:.2f} ms per submit "
           f"({r['replay_us'] / r['replay']:.3f} us per dispatch)")
     return 0

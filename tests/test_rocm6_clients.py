@@ -134,3 +134,18 @@ def test_the_rocr_at_hand_decides_which_agents_run(rocr, target, words):
     for target in ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1201"):  # sid's 6.4.3
         check_rocr_takes([target], LibraryVersion("/x", rocm_version="6.4.3"))
     check_rocr_takes(["gfx1201"], LibraryVersion("/x"))  # unknown: ROCr says it itself
+
+
+@pytest.mark.slow
+def test_hip_python_launch_beside_ours_and_hip(sid):
+    """benchmarks/bench_hip_emulated.py inside the root filesystem: our dispatch, HIP 6.4.3
+    through ctypes and hip-python's hipModuleLaunchKernel launch the same gfx942 kernel on
+    the same emulated MI300X, and each one's results are checked (no timing is asserted)."""
+    done = rocm6("python", "benchmarks/bench_hip_emulated.py", "--target", "gfx942",
+                 "--launches", "20", "--replay", "100")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    out = done.stdout
+    assert "ROCr 6.4.3" in out and "kernel fill gfx942" in out
+    for row in ("our dispatch", "hipModuleLaunchKernel", "hip-python hipModuleLaunchKernel"):
+        line = next(line for line in out.splitlines() if line.strip().startswith(row))
+        assert line.endswith("results ok: True"), out

@@ -98,9 +98,9 @@ def check_rocr_takes(gpus: Sequence[str], rocr: LibraryVersion | None = None) ->
             raise _unavailable(f"the emulated kernel offers {', '.join(TARGETS)}, not "
                                f"{target!r}")
     rocr = rocr if rocr is not None else this_rocr()
-    have = rocr.rocm_tuple[:2] if rocr is not None else ()
-    if not have:
+    if rocr is None or not rocr.rocm_tuple:
         return
+    have = rocr.rocm_tuple[:2]
     for target in gpus:
         need = MIN_ROCR[target]
         if have < need:

@@ -271,10 +271,18 @@ def _hip_module_launch_rows(repeat: int) -> list[dict]:
     if "skipped" in r:
         return [_row(spec, "HIP module launch vs our dispatch", "skipped", note=r["skipped"])]
     ok = "results checked" if r["ours_ok"] and r["hip_ok"] else "WRONG RESULTS"
+    hip_python = []
+    if "hip_python_us" in r:  # where hip-python imports (scripts/rocm6.sh's venv)
+        checked = "results checked" if r["hip_python_ok"] else "WRONG RESULTS"
+        hip_python = [_row(spec, "dispatch host cost (vs hip-python hipModuleLaunchKernel)",
+                           f"{r['ours_us']:.2f} us", f"hip-python {r['hip_python_us']:.2f} us",
+                           _ratio(r["ours_us"], r["hip_python_us"]),
+                           f"fill {r['target']}, same run; {checked}")]
     return [
         _row(spec, "dispatch host cost (vs hipModuleLaunchKernel)", f"{r['ours_us']:.2f} us",
              f"HIP {r['hip_us']:.2f} us", _ratio(r["ours_us"], r["hip_us"]),
-             f"fill gfx90a, {r['launches']} launches, device held; {ok}"),
+             f"fill {r['target']}, {r['launches']} launches, device held; {ok}"),
+        *hip_python,
         _row(spec, f"replay of {r['replay']} dispatches", f"{r['replay_us'] / 1000:.2f} ms",
              f"HIP {r['hip_us'] * r['replay'] / 1000:.2f} ms as single launches",
              _ratio(r["replay_us"], r["hip_us"] * r["replay"]), "host time per submit"),

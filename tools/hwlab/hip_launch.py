@@ -34,7 +34,11 @@ def compile_v4(source: str, mcpu: str) -> bytes:
 
 
 def _hip():
-    hip = ctypes.CDLL("libamdhip64.so.5")
+    """HIP through ctypes: sid's HIP 6.4 inside scripts/rocm6.sh, else Debian 12's 5.2."""
+    try:
+        hip = ctypes.CDLL("libamdhip64.so.6")
+    except OSError:
+        hip = ctypes.CDLL("libamdhip64.so.5")
     hip.hipModuleLaunchKernel.argtypes = (
         [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)
     return hip
@@ -45,8 +49,17 @@ def _check(status: int, call: str) -> None:
         raise SystemExit(f"bench_hip_emulated: {call} returned hipError {status}")
 
 
-def measure(launches: int = 500, replay_count: int = 5000) -> dict:
-    """{"ours_us", "hip_us", "replay_us", "ours_ok", "hip_ok", "launches", "replay"}, or
+def hip_python_available() -> bool:
+    try:
+        from hip import hip  # noqa: F401 - hip-python (the venv of scripts/rocm6.sh has it)
+    except ImportError:
+        return False
+    return True
+
+
+def measure(launches: int = 500, replay_count: int = 5000, target: str = "gfx90a") -> dict:
+    """{"ours_us", "hip_us", "replay_us", "ours_ok", "hip_ok", "launches", "replay",
+    "target"}, plus "hip_python_us"/"hip_python_ok" where hip-python imports; or
     {"skipped": why} where the emulated GPU cannot run kernels."""
 
     import amdgpu
@@ -55,8 +68,8 @@ def measure(launches: int = 500, replay_count: int = 5000) -> dict:
     if not runs_kernels():
         return {"skipped": "the emulated gfx90a needs hsa/virtual's gfx9 executor, which this "
                            "checkout does not have"}
-    code = compile_v4(FILL_CL, "gfx90a")
-    dev: Any = amdgpu.open("amdgpu:emulated", lanes=1, queue_size=1 << 14,
+    code = compile_v4(FILL_CL, target)
+    dev: Any = amdgpu.open(f"amdgpu:emulated:{target}", lanes=1, queue_size=1 << 14,
                            kernarg_bytes=64 << 20)  # an HsaDevice: its provider, close(timeout)
     spec = dev.provider.node_spec
 
@@ -114,6 +127,7 @@ def measure(launches: int = 500, replay_count: int = 5000) -> dict:
     out = np.empty(N, dtype=np.uint32)
     _check(hip.hipMemcpyDtoH(out.ctypes.data_as(ctypes.c_void_p), dy, N * 4), "DtoH")
     hip_ok = np.array_equal(out, expect)
+    extra_rows = _hip_python(code, launches, device, expect) if hip_python_available() else {}
 
     # --- replay of a recorded command buffer (ours), host side only
     cb = dev.command_buffer()
@@ -129,4 +143,40 @@ def measure(launches: int = 500, replay_count: int = 5000) -> dict:
     device.release()
 
     return {"ours_us": ours, "hip_us": theirs, "replay_us": replay, "ours_ok": ours_ok,
-            "hip_ok": hip_ok, "launches": launches, "replay": replay_count}
+            "hip_ok": hip_ok, "launches": launches, "replay": replay_count, "target": target,
+            **extra_rows}
+
+
+def _hip_python(code: bytes, launches: int, device: Any, expect: np.ndarray) -> dict:
+    """hip-python's hipModuleLaunchKernel, as its documentation calls it (the arguments as
+    a tuple in `extra`, packed by hip-python per call), same kernel, same GPU."""
+    from hip import hip
+
+    def ok(result: Any) -> Any:
+        err = result[0] if isinstance(result, tuple) else result
+        if err != hip.hipError_t.hipSuccess:
+            raise SystemExit(f"bench_hip_emulated: hip-python call returned {err}")
+        return result[1] if isinstance(result, tuple) and len(result) > 1 else None
+
+    module = ok(hip.hipModuleLoadData(code))
+    fn = ok(hip.hipModuleGetFunction(module, b"fill"))
+    dy = ok(hip.hipMalloc(N * 4))
+    value, n = ctypes.c_uint32(7), ctypes.c_uint32(N)
+
+    def launch() -> Any:
+        return hip.hipModuleLaunchKernel(fn, 1, 1, 1, 256, 1, 1, sharedMemBytes=0,
+                                         stream=None, kernelParams=None, extra=(dy, value, n))
+
+    ok(launch())
+    ok(hip.hipDeviceSynchronize())
+    device.hold()
+    t0 = time.perf_counter()
+    for _ in range(launches):
+        launch()
+    us = (time.perf_counter() - t0) / launches * 1e6
+    device.release()
+    ok(hip.hipDeviceSynchronize())
+    out = np.empty(N, dtype=np.uint32)
+    ok(hip.hipMemcpy(out, dy, N * 4, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+    ok(hip.hipFree(dy))
+    return {"hip_python_us": us, "hip_python_ok": bool(np.array_equal(out, expect))}
