@@ -149,3 +149,50 @@ def test_hip_python_launch_beside_ours_and_hip(sid):
     for row in ("our dispatch", "hipModuleLaunchKernel", "hip-python hipModuleLaunchKernel"):
         line = next(line for line in out.splitlines() if line.strip().startswith(row))
         assert line.endswith("results ok: True"), out
+
+
+IREE_PROGRAM = """
+func.func @main(%a: tensor<1024xf32>, %b: tensor<1024xf32>) -> tensor<1024xf32> {
+  %e = tensor.empty() : tensor<1024xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>,
+                                        affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]}
+      ins(%a, %b : tensor<1024xf32>, tensor<1024xf32>) outs(%e : tensor<1024xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %m, %x : f32
+    linalg.yield %s : f32
+  } -> tensor<1024xf32>
+  return %r : tensor<1024xf32>
+}
+"""
+
+
+@pytest.mark.slow
+def test_iree_runtime_runs_a_hip_program_on_the_emulated_mi300x(sid):
+    """IREE's own runtime (iree-run-module of the iree-base-runtime wheel in the root
+    filesystem's venv) with its HIP driver over HIP 6.4.3: a program compiled for gfx942 by
+    the same IREE's iree-compile runs, its output checked against numpy."""
+    import numpy as np
+
+    work = REPO / "build" / "rocm6" / f"iree-{os.getpid()}"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        (work / "prog.mlir").write_text(IREE_PROGRAM)
+        a = np.linspace(-3, 5, 1024, dtype=np.float32)
+        b = np.arange(1024, dtype=np.float32) % 7 - 2
+        np.save(work / "a.npy", a)
+        np.save(work / "b.npy", b)
+        rel = work.relative_to(REPO)
+        compiled = rocm6("/opt/venv/bin/iree-compile", "--iree-hal-target-device=hip",
+                         "--iree-rocm-target=gfx942", f"{rel}/prog.mlir", "-o",
+                         f"{rel}/prog.vmfb")
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
+        run = rocm6("/opt/venv/bin/iree-run-module", "--device=hip",
+                    f"--module={rel}/prog.vmfb", "--function=main", f"--input=@{rel}/a.npy",
+                    f"--input=@{rel}/b.npy", f"--output=@{rel}/out.npy")
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        # the same float32 arithmetic, one rounding apart where the compiler fuses a*b+a
+        np.testing.assert_allclose(np.load(work / "out.npy"), a * b + a, rtol=1e-6, atol=1e-5)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
