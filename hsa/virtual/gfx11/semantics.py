@@ -8,6 +8,8 @@ that go to LDS; image loads and stores go through `hsa.virtual.isa.image`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from hsa.virtual.isa import bufformat, image
@@ -27,6 +29,8 @@ def compile_gfx11(inst: d.Instruction) -> Compiled:
         if fn is not None:
             return Compiled(inst, MEMORY, fn)
     if inst.encoding == "MIMG":  # image loads and stores through T# (isa.image)
+        if inst.name == "<unknown>":  # the decoder leaves MIMG unnamed: name it for messages
+            inst = dataclasses.replace(inst, name=image.mimg_name((inst.words[0] >> 18) & 0xFF))
         fn, why = image.compile_gfx11(inst)
         if fn is not None:
             return Compiled(inst, MEMORY, fn)
