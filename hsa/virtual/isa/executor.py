@@ -174,7 +174,11 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
         return Compiled(inst, SIMPLE, None, f"{enc} image instruction (opcode {inst.op}): "
                         "image loads, stores, samples and atomics are not modelled by the "
                         "virtual GPU yet")
-    if inst.name in ("<unknown>", "<outside code>"):
+    if inst.name == "<outside code>":
+        return Compiled(inst, SIMPLE, None, "execution ran past the end of the code object's "
+                        "code: the kernel has no s_endpgm on this path (a compiler can leave "
+                        "a body it proved unreachable empty: look at the kernel's symbol size)")
+    if inst.name == "<unknown>":
         words = " ".join(f"{w:08x}" for w in inst.words)
         why = inst.f.get("invalid")
         what = f"invalid encoding: {why}" if why else "unknown opcode"
@@ -684,6 +688,11 @@ class Executor:
 
     def _illegal(self, c: Compiled, ctx: BatchContext) -> IllegalInstruction:
         inst, fam = c.inst, self.family
+        if inst.name == "<outside code>":
+            return IllegalInstruction(
+                HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
+                f"kernel {ctx.kernel_name} at code-object offset 0x{inst.pc - ctx.code_base:x}: "
+                f"{c.error}")
         return IllegalInstruction(
             HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION,
             f"unsupported {fam} instruction {inst.name} ({inst.encoding}) in "
