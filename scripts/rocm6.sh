@@ -204,7 +204,9 @@ rm -f "$hook_env"
 # first opens /dev/kfd, e.g. after a long hipcc.
 keepalive=
 if [[ -n ${launcher:-} ]]; then
-    (while sleep 10; do bash "$launcher" true >/dev/null 2>&1 || true; done) &
+    # its own fds on /dev/null: a sleep left behind at exit must not hold the caller's
+    # stdout/stderr pipes open (a caller reading them to EOF waited up to 10 s)
+    (while sleep 10; do bash "$launcher" true || true; done) </dev/null >/dev/null 2>&1 &
     keepalive=$!
     trap 'kill "$keepalive" 2>/dev/null' EXIT
 fi
