@@ -256,8 +256,9 @@ def test_unknown_ioctl_is_einval_and_logged_once_and_a_second_server_is_refused(
     _start("gfx90a")
     run = subprocess.run([sys.executable, "-c", UNKNOWN_IOCTL], env=_env("gfx90a"),
                          capture_output=True, text=True, timeout=60)
-    assert run.stdout.split("\n")[:3] == ["errno EINVAL", "errno EINVAL", "version (1, 8)"], (
-        run.stdout + run.stderr)
+    lines = run.stdout.split("\n")
+    assert lines[:2] == ["errno EINVAL", "errno EINVAL"], run.stdout + run.stderr
+    assert lines[2].startswith("version (1, "), lines  # the call after them still works
     log = (protocol.run_dir("gfx90a") / "server.log").read_text()
     log = log[log.rindex("listening on"):]  # this server's part of the log
     assert log.count("ioctl 0xc0084b7e") == 1, log[-2000:]

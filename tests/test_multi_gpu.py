@@ -196,8 +196,9 @@ _UNMAPPED_PEER_COPY = textwrap.dedent("""
 def test_emulated_gpu_faults_on_peer_memory_without_allow_access():
     """VRAM is mapped to its owner only (libhsakmt's MAP_MEMORY_TO_GPU, as ROCr asks) and
     hsa_amd_agents_allow_access maps it to peers; the blit kernel ROCr runs on GPU 1 for a
-    copy into GPU 2's memory that was never shared faults on the emulated GPU (the device
-    server's log names the mapping), and the application gets ROCr's fault report."""
+    copy into GPU 2's memory that was never shared faults on the emulated GPU (its SDMA
+    engine; the device server's log names the mapping), and the application gets ROCr's
+    fault report."""
     _emulated_or_skip()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("ROCR_VISIBLE_DEVICES", None)
@@ -211,7 +212,7 @@ def test_emulated_gpu_faults_on_peer_memory_without_allow_access():
     from hsa.emulated import protocol
 
     log = (protocol.run_dir("2xgfx90a") / "server.log").read_text()
-    assert "is not mapped for agent 1" in log  # GPU node 1's queue ran the blit
+    assert "is not mapped for agent 1" in log  # GPU node 1 ran the copy
 
 
 def test_peer_copy_runs_on_the_copy_engine_without_a_host_bounce(node):

@@ -66,7 +66,7 @@ ERROR_INVALID_PACKET = 32  # everything else: ROCr reports INVALID_PACKET_FORMAT
 
 # linux/kfd_ioctl.h
 ALLOC_VRAM, ALLOC_GTT, ALLOC_USERPTR, ALLOC_DOORBELL, ALLOC_MMIO_REMAP = 1, 2, 4, 8, 16
-QUEUE_COMPUTE_AQL = 2
+QUEUE_SDMA, QUEUE_COMPUTE_AQL, QUEUE_SDMA_XGMI = 1, 2, 3
 EVENT_MEMORY = 8
 DOORBELL_PAGE = 8192  # gfx9: 1024 queues x 8-byte doorbells per process and GPU
 MMAP_TYPE_DOORBELL = 3 << 62
@@ -347,6 +347,66 @@ class ServerQueue:
                 self.client.signals.store(inactive, code)
             except HsaError:
                 log.warning("queue %d: queue_inactive_signal 0x%x is not live", self.id, inactive)
+
+
+class SdmaQueue:
+    """A KFD SDMA queue (ROCr's BlitSdma copies and fills): its ring runs on hsa/virtual's
+    SdmaEngine in a thread of its own, woken by doorbells (the new write pointer, in bytes);
+    a TRAP packet fires the client's event, as the SDMA interrupt does."""
+
+    def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
+                 ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
+        from hsa.virtual.sdma import SdmaEngine
+
+        self.kfd_id = queue_id
+        self.client = client
+        self.node = node
+        self.doorbell = doorbell
+        self.last_bell = -1
+        self.destroyed = False
+        self.processor = self  # what Client.close and DESTROY_QUEUE stop
+        self._cv = threading.Condition()
+        self._wptr = -1
+        self.engine = SdmaEngine(client.memory, ring, ring_bytes, read_ptr, write_ptr,
+                                 target=node.model.target, agent=node.index,
+                                 interrupt=lambda irq: client.fire(irq.context),
+                                 label=f"client {client.pid} SDMA queue {queue_id}",
+                                 stop=lambda: self.destroyed)
+        self._thread = threading.Thread(target=self._run, name=f"sdma-{queue_id}", daemon=True)
+        self._thread.start()
+
+    def ring_doorbell(self, value: int) -> None:
+        if value < 0 or self.destroyed:
+            return
+        with self._cv:
+            self._wptr = max(self._wptr, value)
+            self._cv.notify()
+
+    def _run(self) -> None:
+        done = -1
+        while True:
+            with self._cv:
+                while self._wptr <= done and not self.destroyed:
+                    self._cv.wait()
+                if self.destroyed:
+                    return
+                target = self._wptr
+            try:
+                self.engine.process(target)
+            except HsaError as exc:  # a bad packet or address stops the queue, as on the GPU
+                log.warning("client %d: %s", self.client.pid, exc)
+                if isinstance(exc, MemoryFault):  # the GPU's VM fault: the memory events
+                    self.client.memory_fault(int(getattr(exc, "address", 0) or 0),
+                                             self.node.gpu_id)
+                return
+            done = target
+
+    def stop(self, join_timeout_s: float = 4.0) -> None:
+        with self._cv:
+            self.destroyed = True
+            self._cv.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(join_timeout_s)
 
 
 def _raise_to(heap: list[int], value: int) -> None:
@@ -658,9 +718,9 @@ class Kfd:
         ring, write_ptr, read_ptr = _u64(a, 0), _u64(a, 8), _u64(a, 16)
         gpu_id, qtype = _u32(a, 36), _u32(a, 40)
         node = self.server.node(gpu_id)
-        if qtype != QUEUE_COMPUTE_AQL:
-            raise ServerError(EINVAL, f"queue type {qtype} (the emulated GPU runs AQL queues; "
-                                      "SDMA and PM4 queues are not emulated)")
+        if qtype not in (QUEUE_COMPUTE_AQL, QUEUE_SDMA, QUEUE_SDMA_XGMI):
+            raise ServerError(EINVAL, f"queue type {qtype} (the emulated GPU runs AQL and SDMA "
+                                      "queues; PM4 compute queues are not emulated)")
         _fd, page = self._doorbell_page(gpu_id)
         with client._lock:
             used = {q.kfd_id for q in client.queues.values()}
@@ -668,8 +728,12 @@ class Kfd:
         slot = page.ctypes.data + qid * 8
         self.server.lib.devside_store(slot, -1)
         try:
-            queue = ServerQueue(client, qid, node, ring, read_ptr, write_ptr, slot)
-        except MemoryFault as exc:
+            if qtype == QUEUE_COMPUTE_AQL:
+                queue: Any = ServerQueue(client, qid, node, ring, read_ptr, write_ptr, slot)
+            else:
+                queue = SdmaQueue(client, qid, node, ring, _u32(a, 32), read_ptr, write_ptr,
+                                  slot)
+        except (MemoryFault, ValueError) as exc:
             raise ServerError(EINVAL, f"queue memory: {exc}") from None
         client.queues[qid] = queue
         self.server.doorbell_watch.add(queue)
