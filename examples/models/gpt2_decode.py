@@ -71,9 +71,10 @@ class _Cached(nn.Module):
 class Prefill(_Cached):
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = ids.shape[1]
-        x = self.hf.transformer.wte(ids) + self.hf.transformer.wpe(torch.arange(t))
-        causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
-        pad = torch.zeros(1, HEADS, SLOTS - t, self.dh)
+        on = ids.device  # CPU for the export, CUDA for the benchmark's eager run
+        x = self.hf.transformer.wte(ids) + self.hf.transformer.wpe(torch.arange(t, device=on))
+        causal = torch.tril(torch.ones(t, t, dtype=torch.bool, device=on))
+        pad = torch.zeros(1, HEADS, SLOTS - t, self.dh, device=on)
         ks, vs = [], []
 
         def attend(q, k, v):
@@ -91,7 +92,7 @@ class Prefill(_Cached):
 class Decode(_Cached):
     def forward(self, ids, pos, k_cache, v_cache) -> tuple[torch.Tensor, ...]:
         x = self.hf.transformer.wte(ids) + self.hf.transformer.wpe(pos).unsqueeze(0)
-        slots = torch.arange(SLOTS)
+        slots = torch.arange(SLOTS, device=ids.device)
         write = (slots == pos).to(x.dtype).reshape(1, 1, SLOTS, 1)
         seen = (slots <= pos).reshape(1, 1, 1, SLOTS)
         ks, vs = [], []
