@@ -4,6 +4,12 @@ faults injected, every result checked, resources printed per interval (issue 35)
     .venv/bin/python benchmarks/soak.py [--minutes 10] [--device amdgpu:virtual]
                                         [--processes 2] [--threads 4] [--interval 60]
 
+On amdgpu:emulated every process is a client of one device server (the emulated kernel):
+run it under the shim, with a node of its own so other programs' servers stay apart:
+
+    AMDGPU_EMULATED_NODE=3xgfx90a bash scripts/emulated.sh \
+        .venv/bin/python benchmarks/soak.py --device amdgpu:emulated --minutes 10
+
 Each of `--processes` worker processes opens the device once and runs `--threads` threads,
 each round of each thread on its own buffers (value v = thread * 10^6 + round):
 - an immediate dispatch (fill a with v), a replay of one shared recorded command buffer
