@@ -57,12 +57,12 @@ def _hipcc(source: str, name: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("node", ["1xgfx942", "1xgfx1201"])
-@pytest.mark.parametrize("mode", ["basic", "host", "pinned"])
+@pytest.mark.parametrize("mode", ["basic", "host", "pinned", "graph"])
 def test_hip64_programs_run_on_the_emulated_mi300x(hip_program, mode, node):
     """Launch on a stream, events, copies both ways and atomics (basic); hipHostRegister'd
     memory written in place (host); hipHostMalloc'd memory read back directly (pinned):
-    each result checked by the program against the host's arithmetic. On an MI300X and on
-    an RX 9070 XT."""
+    two kernels captured from a stream into a graph and launched twice (graph): each result
+    checked by the program against the host's arithmetic. On an MI300X and an RX 9070 XT."""
     run = rocm6(hip_program, mode, node=node)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert f"{mode} ok" in run.stdout

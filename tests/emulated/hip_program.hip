@@ -3,6 +3,7 @@
 //   basic   kernel launch on a stream, events, copies both ways, atomics
 //   host    hipHostRegister of malloc'd memory, written by a kernel in place, unregistered
 //   pinned  hipHostMalloc'd memory, written by a kernel, read by the host directly, freed
+//   graph   two kernels captured from a stream into a graph, instantiated, launched twice
 //   peer    two GPUs: a peer copy device 0 -> device 1
 //   fault   a kernel writes far outside every allocation (the process ends with ROCr's report)
 #include <hip/hip_runtime.h>
@@ -66,6 +67,22 @@ int main(int argc, char** argv) {
     CHECK(hipDeviceSynchronize());
     for (int i = 0; i < n; i++) if (p[i] != 3 * i) { printf("pinned memory wrong at %d\n", i); return 1; }
     CHECK(hipHostFree(p));
+  } else if (!strcmp(mode, "graph")) {
+    int* d; CHECK(hipMalloc(&d, n * 4)); CHECK(hipMemset(d, 0, n * 4));
+    static int h[n];
+    for (int i = 0; i < n; i++) h[i] = i;
+    CHECK(hipMemcpy(d, h, n * 4, hipMemcpyHostToDevice));
+    hipStream_t s; CHECK(hipStreamCreate(&s));
+    hipGraph_t g; hipGraphExec_t ge;
+    CHECK(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+    hipLaunchKernelGGL(scale, dim3(n / 256), dim3(256), 0, s, d, n);
+    hipLaunchKernelGGL(scale, dim3(n / 256), dim3(256), 0, s, d, n);
+    CHECK(hipStreamEndCapture(s, &g));
+    CHECK(hipGraphInstantiate(&ge, g, nullptr, nullptr, 0));
+    CHECK(hipGraphLaunch(ge, s)); CHECK(hipGraphLaunch(ge, s));
+    CHECK(hipStreamSynchronize(s));
+    CHECK(hipMemcpy(h, d, n * 4, hipMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) if (h[i] != 81 * i) { printf("graph wrong at %d: %d\n", i, h[i]); return 1; }
   } else if (!strcmp(mode, "peer")) {
     int devices = 0; CHECK(hipGetDeviceCount(&devices));
     if (devices < 2) { printf("%d device(s)\n", devices); return 1; }
