@@ -310,3 +310,41 @@ def test_threads_writing_and_reading_buffers_get_their_own_bytes(spec, tiny_swit
         run_threads(work)
     finally:
         dev.close()
+
+
+@pytest.mark.hsa_virtual
+@pytest.mark.runs_kernels
+def test_threads_first_copies_on_a_new_device_all_get_the_blit_kernels(monkeypatch):
+    # The first copy builds the library's fill and copy kernels; a second thread's first
+    # copy used to see the half-built set and raise KeyError('copy') (found by the soak).
+    # The build is held between the two kernels until the other threads have started.
+    import compiler
+
+    real_compile, half_built = compiler.compile, threading.Event()
+
+    def compile_slowly(name, *args, **kwargs):
+        if name == "copy":
+            half_built.set()
+            threading.Event().wait(0.5)
+        return real_compile(name, *args, **kwargs)
+
+    monkeypatch.setattr(compiler, "compile", compile_slowly)
+    dev = amdgpu.open("amdgpu:virtual")
+    try:
+        src = [dev.buffer(np.arange(N, dtype=np.uint32) + t) for t in range(THREADS)]
+        dst = [dev.buffer(np.zeros(N, np.uint32)) for _ in range(THREADS)]
+
+        def work(t: int) -> None:
+            if t:
+                assert half_built.wait(60)
+            dev.copy(dst[t], src[t])
+            dev.fill(src[t], np.uint32(7))
+
+        run_threads(work)
+        dev.synchronize(timeout=60)
+        for t in range(THREADS):
+            assert np.array_equal(dst[t].to_numpy(np.uint32), np.arange(N, dtype=np.uint32) + t)
+            assert np.all(src[t].to_numpy(np.uint32) == 7)
+        assert set(dev.blit_kernels() or {}) == {"fill", "copy"}
+    finally:
+        dev.close()

@@ -130,6 +130,7 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
         self._staging_lock = threading.Lock()
         self._executables: list[HsaExecutable] = []
         self._blits = None
+        self._blits_lock = threading.Lock()  # the first fill/copy of several threads builds once
         size = max(
             self.agent.queue_min_size or 64,
             min(queue_size, self.agent.queue_max_size or queue_size),

@@ -44,6 +44,7 @@ class DeviceParts(Device):
     _staging_address: int
     _staging_size: int
     _blits: dict[str, HsaKernel] | None  # the library's fill and copy kernels, once built
+    _blits_lock: threading.Lock
     _owner_token: Any  # what this device's live buffers carry (buffer.owner_token)
     cpu_agent: int
     capabilities: dict[str, Any]  # the provider's Capability per name

@@ -217,14 +217,17 @@ class DeviceTransfers(DeviceParts):
         cached on disk), or None where kernels cannot run or be built here; fills and
         copies then run on the host."""
         if self._blits is None:
-            self._blits = {}
-            if self.runs_kernels:
-                try:
-                    import compiler
+            with self._blits_lock:  # other threads wait for the whole set, never half of it
+                if self._blits is None:
+                    blits: dict[str, HsaKernel] = {}
+                    if self.runs_kernels:
+                        try:
+                            import compiler
 
-                    for name in ("fill", "copy"):
-                        bundle = compiler.compile(name, targets=[self.target])
-                        self._blits[name] = self.load(bundle).kernel(name)
-                except Exception:  # noqa: BLE001 - no clang, no variant: host fallback
-                    self._blits = {}
+                            for name in ("fill", "copy"):
+                                bundle = compiler.compile(name, targets=[self.target])
+                                blits[name] = self.load(bundle).kernel(name)
+                        except Exception:  # noqa: BLE001 - no clang, no variant: host fallback
+                            blits = {}
+                    self._blits = blits
         return self._blits or None
