@@ -144,8 +144,8 @@ def test_matmulinteger_on_virtual(capsys):
 
 @pytest.mark.vulkan
 def test_matmulinteger_on_vulkan_matches_iree_runtime(tmp_path):
-    """Ours and IREE's own Vulkan runtime, same SPIR-V target, same inputs: bit-identical
-    results (both differ from numpy on lavapipe: the bug is not the driver's)."""
+    """Ours and IREE's own Vulkan runtime, same SPIR-V target, same inputs: on lavapipe both
+    differ from numpy on the same rows (the bug is not the driver's)."""
     import amdgpu
     from compiler import iree
 
@@ -175,8 +175,13 @@ def test_matmulinteger_on_vulkan_matches_iree_runtime(tmp_path):
                     "--function=test_matmulinteger", *args,
                     f"--output=@{tmp_path / 'out.npy'}"], check=True, capture_output=True)
     theirs = np.load(tmp_path / "out.npy")
-    assert np.array_equal(ours, theirs)
     want = (ins[0].astype(np.int32) - 12) @ (ins[1].astype(np.int32) - 200)
     if np.array_equal(ours, want):  # fixed below us: then the Vulkan path is right too
         return
+    # The wrong values are undefined: in one process they change with what ran before (after
+    # the softmax workload, row 0 read garbage and row 1 came out right), so they are not
+    # compared bit for bit. What holds: IREE's own runtime is wrong too, and no row that it
+    # gets right is wrong in ours.
     assert not np.array_equal(theirs, want)
+    wrong_ours, wrong_theirs = (ours != want).any(axis=1), (theirs != want).any(axis=1)
+    assert not (wrong_ours & ~wrong_theirs).any(), (ours, theirs, want)
