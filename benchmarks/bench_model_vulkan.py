@@ -61,14 +61,16 @@ def _median_us(fn, repeat: int) -> float:
     return float(np.median(times) * 1e6)
 
 
-def _iree_module(path: Path, driver: str):
+def _iree_module(path: Path, driver: str, function: str = FUNCTION):
+    """`function` of the IREE module at `path` on IREE's own runtime (driver "vulkan",
+    "local-task", ...), and the runtime's config (its device)."""
     import iree.runtime as ireert
 
     config = ireert.Config(driver)
     ctx = ireert.SystemContext(config=config)
     vm = ireert.VmModule.copy_buffer(ctx.instance, path.read_bytes())
     ctx.add_vm_module(vm)
-    return getattr(ctx.modules, vm.name)[FUNCTION], config
+    return getattr(ctx.modules, vm.name)[function], config
 
 
 def _iree_to_host(device, array) -> np.ndarray:

@@ -30,13 +30,14 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench_model_vulkan import _iree_module, _median_us  # noqa: E402 - beside this script
+
 MODELS = {"cnn": ["cnn"], "gpt2-decode": ["gpt2_prefill", "gpt2_decode"]}
 FEATURES = ("shaderFloat16", "shaderFloat64", "shaderInt8", "shaderInt16", "shaderInt64",
             "storageBuffer16BitAccess", "storageBuffer8BitAccess")
@@ -72,16 +73,6 @@ def save(out: Path) -> None:
         subprocess.run([iree.iree_compile_path(), str(mm), *iree.vulkan_device_flags(ABI, t),
                         *iree.KEEP_F64, "-o", str(out / f"{stem}.vmfb")], check=True)
     print(f"saved bundles, IREE modules and references in {out}")
-
-
-def _median_us(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times) * 1e6)
 
 
 def _close(got, want) -> bool:
@@ -149,16 +140,6 @@ def ours_decode(dev, d: Path, repeat: int) -> dict:
 
 
 # --- IREE's runtime -----------------------------------------------------------------------
-def _iree(path: Path, function: str):
-    import iree.runtime as ireert
-
-    config = ireert.Config("vulkan")
-    ctx = ireert.SystemContext(config=config)
-    vm = ireert.VmModule.copy_buffer(ctx.instance, path.read_bytes())
-    ctx.add_vm_module(vm)
-    return getattr(ctx.modules, vm.name)[function], config
-
-
 def _on_device(config, x: np.ndarray):
     import iree.runtime as ireert
 
@@ -175,7 +156,7 @@ def _host(array) -> np.ndarray:
 
 def iree_cnn(d: Path, repeat: int) -> dict:
     z = np.load(d / "cnn.npz")
-    fn, config = _iree(d / "cnn.vmfb", "cnn")
+    fn, config = _iree_module(d / "cnn.vmfb", "vulkan", "cnn")
     x = _on_device(config, z["in0"])
     return {"iree_correct": _close(_host(fn(x)), z["out0"]),
             "iree_us": _median_us(lambda: _host(fn(x)), repeat)}
@@ -183,8 +164,8 @@ def iree_cnn(d: Path, repeat: int) -> dict:
 
 def iree_decode(d: Path, repeat: int) -> dict:
     ref = np.load(d / "gpt2_reference.npz")
-    pre, config = _iree(d / "gpt2_prefill.vmfb", "prefill")
-    dec, config2 = _iree(d / "gpt2_decode.vmfb", "decode")
+    pre, config = _iree_module(d / "gpt2_prefill.vmfb", "vulkan", "prefill")
+    dec, config2 = _iree_module(d / "gpt2_decode.vmfb", "vulkan", "decode")
     _logits, k, v = pre(_on_device(config, ref["prompt"]))
     k, v = _on_device(config2, _host(k)), _on_device(config2, _host(v))
     ids = _on_device(config2, ref["tokens"][:1].reshape(1, 1).astype(np.int64))
@@ -262,7 +243,7 @@ def _matmulinteger(dev, d: Path, stem: str) -> dict:
     except Exception as exc:  # noqa: BLE001
         out["ours_error"] = str(exc).splitlines()[0][:200]
     try:
-        fn, config = _iree(d / f"{stem}.vmfb", "test_matmulinteger")
+        fn, config = _iree_module(d / f"{stem}.vmfb", "vulkan", "test_matmulinteger")
         dev_ins = [config.device.allocator.allocate_buffer_copy(
             memory_type=ireert.MemoryType.DEVICE_LOCAL, allowed_usage=ireert.BufferUsage.DEFAULT,
             device=config.device, buffer=a, element_type=ireert.HalElementType.UINT_8)
