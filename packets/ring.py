@@ -14,6 +14,13 @@ A batch (`publish_many`) writes every body, then every header in packet order, t
 once. A caller that republishes one block (a command buffer's replay) may keep it with
 INVALID headers and pass the header words apart (`headers=`): the bodies then go in with
 one contiguous copy (two where the batch wraps around the ring end), the headers after.
+
+Each form is written once here: `publish_parts` (one packet; `publish` parses one first),
+`publish_ready` / `publish_rows` (a kept block, its first header apart) and `publish_many`
+(any block, and every traced publish), over one `_reserve_block` and one `_copy_in`. This
+is the packets library's own implementation, in Python, and the HSA backend's where its
+compiled hot path is not built; amdgpu/hsa_backend/hotpath.c's Lane is the compiled one
+(one `lane_publish` for every form), which tests/test_hot_path.py compares against these.
 """
 
 from __future__ import annotations
@@ -114,10 +121,19 @@ class Ring:
     def publish(self, packet, *, kernarg: bytes | None = None, symbol: str | None = None) -> int:
         """Publish one 64-byte packet; returns its packet id. `kernarg` and `symbol` only
         enrich the trace record when a sink is active."""
-        if _STATE.sink is not None:
-            return self._publish_traced(packet, kernarg, symbol)
         if type(packet) is not bytes or len(packet) != PACKET_SIZE:
             packet = packet_bytes(packet)  # raises PacketError for a wrong size
+        return self.publish_parts(packet[4:], _WORD.unpack_from(packet)[0], kernarg, symbol)
+
+    def publish_parts(self, body, header: int, kernarg: bytes | None = None,
+                      symbol: str | None = None) -> int:
+        """`publish` of a packet kept as its 60 bytes after the header word (any buffer:
+        a cached launch keeps a memoryview of its packet template) and the 32-bit header
+        word (`header | setup << 16`): the single-packet form of the publish sequence."""
+        sink = _STATE.sink
+        if sink is not None:  # traced: the batch form, recorded with the kernarg and symbol
+            packet = _WORD.pack(header) + bytes(body)
+            return self.publish_many(packet, None, sink.record_packet, (packet, kernarg, symbol))
         # Reserve (the common case inline: room known from the cached read index).
         if self._hint - self._read >= self.size:
             self._wait_unreserved(1)
@@ -129,29 +145,7 @@ class Ring:
         off = (idx & self._mask) << 6
         # The slot's header is INVALID (queues start so; the consumer resets a slot before it
         # advances the read index): write the body around it, then the one 32-bit store.
-        self._mv[off + 4:off + PACKET_SIZE] = packet[4:]
-        self._header_words[off >> 2] = _WORD.unpack_from(packet)[0]
-        self.doorbells += 1
-        self._doorbell(idx)
-        return idx
-
-    def publish_parts(self, body, header: int, *, kernarg: bytes | None = None,
-                      symbol: str | None = None) -> int:
-        """`publish` of a packet kept as its 60 bytes after the header word (any buffer:
-        a cached launch keeps a memoryview of its packet template) and the 32-bit header
-        word (`header | setup << 16`): no 64-byte bytes object is built or parsed."""
-        if _STATE.sink is not None:
-            packet = _WORD.pack(header) + bytes(body)
-            return self._publish_traced(packet, kernarg, symbol)
-        if self._hint - self._read >= self.size:
-            self._wait_unreserved(1)
-        idx = self._add_write_index(1)
-        if idx >= self._hint:
-            self._hint = idx + 1
-        if idx - self._read >= self.size:
-            self._wait_reserved(idx, 1)
-        off = (idx & self._mask) << 6
-        self._mv[off + 4:off + PACKET_SIZE] = body  # the body, then the one header store
+        self._mv[off + 4:off + PACKET_SIZE] = body
         self._header_words[off >> 2] = header
         self.doorbells += 1
         self._doorbell(idx)
@@ -165,13 +159,7 @@ class Ring:
         every other byte, so the other headers need no store of their own (the doorbell
         comes last, as always). The fast form for a block published again and again (a
         command buffer's); `publish_many` does the rest (traced, wait packets in front)."""
-        last = self._last
-        if block is last[0]:
-            src = last[1]
-        else:
-            src = _block_view(block)
-            if _is_view_of(src, block):
-                self._last = (block, src)
+        src = self._kept_view(block)
         nbytes = src.nbytes
         n = nbytes >> 6
         if not 0 < n <= self.size or src[0] != _INVALID_TYPE:
@@ -222,12 +210,18 @@ class Ring:
         self._doorbell(idx + n - 1)
         return idx
 
-    def use_block_publishers(self, ready: Callable[..., int], rows: Callable[..., int]) -> None:
-        """Publish blocks with `ready` and `rows` (the same steps as publish_ready and
-        publish_rows, compiled: amdgpu/hsa_backend/hotpath.c's ReadyPublisher) on this
-        ring from now on; they keep this ring's indices and counter."""
-        self.publish_ready = ready  # type: ignore[method-assign]
-        self.publish_rows = rows  # type: ignore[method-assign]
+    def _kept_view(self, block) -> memoryview:
+        """`block` as bytes; the last block's view is kept (a command buffer republishes one
+        block, and making the view costs more than the copy)."""
+        last = self._last  # (block, view): one tuple, so threads never see a mixed pair
+        if block is last[0]:
+            return last[1]
+        src = _block_view(block)
+        if _is_view_of(src, block):
+            # a view, not a copy: stays right however the array's contents change
+            # (bytearrays are not kept: a held view would stop them from resizing)
+            self._last = (block, src)
+        return src
 
     def _copy_in(self, src: memoryview, idx: int) -> int:
         """`src` into the ring from packet id `idx` on (two copies where it wraps); returns
@@ -255,30 +249,6 @@ class Ring:
             self._wait_reserved(idx, n)
         return idx
 
-    def _publish_traced(self, packet, kernarg, symbol) -> int:
-        """`publish` with a trace sink: the same steps, timed, then one packet record."""
-        sink = _STATE.sink
-        t_reserve = _now()
-        if type(packet) is not bytes or len(packet) != PACKET_SIZE:
-            packet = packet_bytes(packet)
-        if self._hint - self._read >= self.size:
-            self._wait_unreserved(1)
-        idx = self._add_write_index(1)
-        if idx >= self._hint:
-            self._hint = idx + 1
-        if idx - self._read >= self.size:
-            self._wait_reserved(idx, 1)
-        off = (idx & self._mask) << 6
-        self._mv[off + 4:off + PACKET_SIZE] = packet[4:]
-        self._header_words[off >> 2] = _WORD.unpack_from(packet)[0]
-        t_publish = _now()
-        self.doorbells += 1
-        self._doorbell(idx)
-        if sink is not None:  # (tracing may have been switched off meanwhile)
-            sink.record_packet(self.queue_id, idx, t_reserve, t_publish, _now(), packet,
-                               kernarg, symbol)
-        return idx
-
     def publish_many(self, block, headers=None, record=None, record_args=()) -> int:
         """Publish N packets (a structured array, PACKET array, (N, 64) uint8, or bytes) with
         one doorbell; returns the id of the first. Wraps around the ring end.
@@ -295,15 +265,7 @@ class Ring:
         sink = _STATE.sink
         if sink is not None:
             t_reserve = _now()
-        last = self._last  # (block, view): one tuple, so threads never see a mixed pair
-        if block is last[0]:  # a command buffer republishes one block: its view
-            src = last[1]
-        else:
-            src = _block_view(block)
-            if _is_view_of(src, block):
-                # a view, not a copy: stays right however the array's contents change
-                # (bytearrays are not kept: a held view would stop them from resizing)
-                self._last = (block, src)
+        src = self._kept_view(block)
         nbytes = src.nbytes
         n = nbytes >> 6
         if n == 0:

@@ -1,6 +1,7 @@
 """The compiled immediate-dispatch hot path (amdgpu/hsa_backend/hotpath.c) against the
-Python steps it transcribes (QueueLane.dispatcher's closure, HsaDevice.dispatch,
-packets.Ring.publish_ready for command-buffer replays).
+Python steps of the same protocol (QueueLane.dispatcher's Python form, HsaDevice.dispatch,
+packets.Ring's publish_ready/publish_rows/publish_many for replays, blocks and barriers: the
+compiled Lane's submit_block and submit_rows).
 
 The same dispatch sequence goes through a device on each path; the packets in the ring,
 the kernarg bytes, the timeline values, the write index and the doorbells must agree, the
@@ -217,22 +218,29 @@ def _ready_sequence(dev) -> tuple:
     for i, n in enumerate((1, 3, 40, 2, 17, 40, 1, 64, 5)):
         q._store_read_index(q.load_write_index())  # consumed
         block = _block(n, i)
-        ids.append(rg.publish_ready(block if i % 2 else memoryview(block).cast("B"), 0x1502 + i))
-    ids.append(rg.publish_ready(_block(4, 9)[::1], 0x1502))  # a plain view of an array
+        ids.append(ln.submit_block(block if i % 2 else memoryview(block).cast("B"), 0x1502 + i))
+    ids.append(ln.submit_block(_block(4, 9)[::1], 0x1502))  # a plain view of an array
     for i, (n, k, row) in enumerate(((3, 2, 2), (40, 40, 39), (30, 29, 29), (1, 0, 0))):
         q._store_read_index(q.load_write_index())  # publish_rows, wrapping too
         offsets = np.arange(k, dtype=np.uint64) * np.uint64(48) + np.uint64(i)
         block = _block(n, 20 + i)
         before = block.copy()
-        ids.append(rg.publish_rows(block, 0x1502, 0x7F0000001000 + i, offsets, row, 0xABC + i))
+        ids.append(ln.submit_rows(block, 0x1502, 0x7F0000001000 + i, offsets, row, 0xABC + i))
         assert np.array_equal(block, before)  # the block itself is left as it was
+    for i, n in enumerate((1, 3, 40, 33)):  # ready packets (a barrier, a block), wrapping
+        q._store_read_index(q.load_write_index())
+        block = _block(n, 40 + i)
+        block.view(np.uint32)[0, 0] = 0x1503  # barrier-AND, its own header in place
+        ids.append(ln.publish_block(block))
+    q._store_read_index(q.load_write_index())
+    ids.append(ln.publish(packets.barrier_and(dep_signals=(), completion_signal=7, barrier=True)))
     q._store_read_index(q.load_write_index())
     errors = []
     # too many, a first header not INVALID, none, and a strided block (copied: published)
     for bad in (_block(65, 1), np.zeros((2, 64), np.uint8), np.zeros((0, 64), np.uint8),
                 _block(3, 1)[::2]):
         try:
-            rg.publish_ready(bad, 0x1502)
+            ln.submit_block(bad, 0x1502)
             errors.append(None)
         except Exception as e:  # noqa: BLE001 - the class and message are compared
             errors.append((type(e).__name__, str(e)))
@@ -241,7 +249,7 @@ def _ready_sequence(dev) -> tuple:
                  (_block(3, 1), 0x1502, 0, offsets, 3, 0),  # no such signal row
                  (np.zeros((3, 64), np.uint8), 0x1502, 0, offsets, 0, 0)):  # not INVALID
         try:
-            rg.publish_rows(*args)
+            ln.submit_rows(*args)
             errors.append(None)
         except PacketError as e:
             errors.append(("PacketError", str(e)))
@@ -252,13 +260,13 @@ def test_publish_ready_is_the_same_on_both_paths(monkeypatch):
     got = []
     for compiled in (True, False):
         dev = _paused(_open(compiled, monkeypatch, queue_size=64))
-        rg = dev.lanes_[0].ring
-        assert (type(rg.__dict__.get("publish_ready")).__name__ == "ReadyPublisher") == compiled
+        assert (type(dev.lanes_[0].aql).__name__ == "Lane") == compiled
         got.append(_ready_sequence(dev))
         dev.close(timeout=0)
     (cids, cring, cw, cd, ch, cerr), (pids, pring, pw, pd, ph, perr) = got
-    assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173, 177, 180, 220, 250]
-    assert (cw, cd, ch) == (pw, pd, ph) == (253, 15, 253)  # the strided block went out
+    assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173, 177, 180, 220, 250,
+                            251, 252, 255, 295, 328]
+    assert (cw, cd, ch) == (pw, pd, ph) == (331, 20, 331)  # the strided block went out
     assert cring == pring
     assert cerr == perr
     assert [e[0] if e else None for e in cerr] == ["PacketError"] * 3 + [None] + [
@@ -432,8 +440,7 @@ def test_rocr_queue_calls_and_results(monkeypatch, compiled):
     gfx90a = compiler.compile("saxpy_hidden", targets=["gfx90a"])
     dev = _open_emulated(compiled, monkeypatch, queue_size=64)
     ln = dev.lanes_[0]
-    publisher = ln.ring.__dict__.get("publish_ready")
-    assert (getattr(publisher, "native", None) == 2) == compiled
+    assert (getattr(ln.aql, "native", None) == 2) == compiled
     k = dev.load(gfx90a).kernel("saxpy_hidden")
     x = dev.buffer(np.arange(N, dtype=np.float32))
     y = dev.buffer(np.zeros(N, np.float32))
@@ -448,18 +455,18 @@ def test_rocr_queue_calls_and_results(monkeypatch, compiled):
     point.wait(60)
     np.testing.assert_array_equal(y.to_numpy(np.float32), 46 * np.arange(N, dtype=np.float32))
     assert (ln.submitted, ln.ring.doorbells, ln.queue.load_write_index()) == (13, 13, 10 + 3 * 13)
-    ring, queue = ln.ring, ln.queue
+    queue = ln.queue
     dev.close()
     assert queue.destroyed
     with pytest.raises(QueueError, match="was destroyed"):
-        ring.publish_ready(_block(1, 0), 0x1502)
+        ln.submit_block(_block(1, 0), 0x1502)
 
 
 def test_virtual_queue_words_are_written_natively():
     if hotpath.MODULE is None:
         pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
     dev = amdgpu.open("amdgpu:virtual", lanes=1)
-    assert dev.lanes_[0].ring.publish_ready.native == 1
+    assert dev.lanes_[0].aql.native == 1
     dev.close()
 
 

@@ -248,3 +248,39 @@ def test_padding_between_explicit_and_hidden_args():
     layout.fill(mem, 0, (_buf(0x40), 1.0, 2, 3), (256, 1, 1), (64, 1, 1), 1)
     assert bytes(mem) == layout.pack((_buf(0x40), 1.0, 2, 3), (256, 1, 1), (64, 1, 1), 1)
     assert struct.unpack_from("<QfIIxxxxI", mem, 0) == (0x40, 1.0, 2, 3, 4)
+
+
+def test_hidden_bytes_of_an_interleaved_layout():
+    """A hand-built layout whose explicit args come after hidden ones (no fast path):
+    hidden_bytes is the block from the first hidden arg on, each hidden value where its
+    metadata offset says (hsa.abi.hidden_args computes them), the explicit slots zero, and
+    the whole block packs the same with it as without."""
+    from hsa.abi.hidden_args import hidden_value
+
+    args = [
+        KernelArg(None, "float*", 0, 8, "global_buffer", "global", None, False),
+        KernelArg(None, None, 8, 4, "hidden_block_count_x", None, None, True),
+        KernelArg(None, "uint", 12, 4, "by_value", None, None, False),  # after a hidden arg
+        KernelArg(None, None, 16, 2, "hidden_group_size_x", None, None, True),
+        KernelArg(None, None, 18, 2, "hidden_none", None, None, True),
+        KernelArg(None, "float", 20, 4, "by_value", None, None, False),
+        KernelArg(None, None, 24, 4, "hidden_remainder_x", None, None, True),
+    ]
+    layout = KernargLayout("interleaved", args, 32, 8)
+    assert layout._fast is None and layout.hidden_start == 8
+    grid, block = (1000, 1, 1), (64, 1, 1)
+    hidden = layout.hidden_bytes(grid, block, 1)
+    assert len(hidden) == layout.size - 8
+    for kind, off, size in (("hidden_block_count_x", 8, 4), ("hidden_group_size_x", 16, 2),
+                            ("hidden_remainder_x", 24, 4)):
+        got = int.from_bytes(hidden[off - 8 : off - 8 + size], "little")
+        assert got == hidden_value(kind, grid, block, 1), kind
+    assert hidden[12 - 8 : 16 - 8] == bytes(4) and hidden[20 - 8 : 24 - 8] == bytes(4)
+    whole = layout.pack((_buf(0x40), 7, 2.5), grid, block, 1)
+    count, rem = (hidden_value(k, grid, block, 1) for k in ("hidden_block_count_x",
+                                                             "hidden_remainder_x"))
+    assert struct.unpack_from("<QIIHHfI", whole) == (0x40, count, 7, 64, 0, 2.5, rem)
+    assert whole[8:] == bytes(a | b for a, b in zip(hidden, whole[8:], strict=True))
+    mem = memoryview(bytearray(layout.size))
+    layout.fill(mem, 0, (_buf(0x40), 7, 2.5), grid, block, 1)  # the checked path
+    assert bytes(mem) == whole

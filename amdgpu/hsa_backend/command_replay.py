@@ -105,7 +105,7 @@ class CommandReplay(CommandBuffer):
                          pre: np.ndarray | None) -> None:
         """One segment's packets for `value`: a kept instance's (the instance path) or a
         fresh kernarg block's (the ring path)."""
-        # no waits in front, no timer, no trace sink: what publish_rows can do alone
+        # no waits in front, no timer, no trace sink: what submit_rows can do alone
         plain = pre is None and self.device.timer is None and _TRACE.sink is None
         if plain and seg.dispatches and self._publish_instance(lane, seg, addrs, value):
             return
@@ -121,8 +121,8 @@ class CommandReplay(CommandBuffer):
             # the addresses and the signal set on the way into the ring (no patch of the
             # block first)
             seg.last_rows = (base, lane.signal)
-            lane.ring.publish_rows(seg.block_view, seg.header_list[0], base,
-                                   seg.kernarg_offsets, seg.last_row, lane.signal)
+            lane.submit_rows(seg.block_view, seg.header_list[0], base,
+                             seg.kernarg_offsets, seg.last_row, lane.signal)
             return
         bw = seg.block_words
         if rows <= SMALL_ROWS:  # dispatch rows are the first ones
@@ -149,7 +149,7 @@ class CommandReplay(CommandBuffer):
         elif _TRACE.sink is not None:
             self._publish_traced(lane, seg, block, headers, off, base, addrs)
         elif pre is None and len(block) <= lane.ring.size:
-            lane.ring.publish_ready(block, seg.header_list[0])  # one copy, one header
+            lane.submit_block(block, seg.header_list[0])  # one copy, one header
         else:
             lane.publish_block(block, headers)
 
@@ -169,11 +169,11 @@ class CommandReplay(CommandBuffer):
         inst.value = value
         if inst.block is None:
             seg.last_block, seg.last_rows = None, (inst.address, inst.signal)
-            lane.ring.publish_rows(seg.block_view, seg.header_list[0], inst.address,
-                                   seg.kernarg_offsets, seg.last_row, inst.signal)
+            lane.submit_rows(seg.block_view, seg.header_list[0], inst.address,
+                             seg.kernarg_offsets, seg.last_row, inst.signal)
         else:
             seg.last_block, seg.last_rows = inst.block, None
-            lane.ring.publish_ready(inst.view, seg.header_list[0])
+            lane.submit_block(inst.view, seg.header_list[0])
         return True
 
     @staticmethod

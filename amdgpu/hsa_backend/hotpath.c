@@ -1,30 +1,44 @@
-/* The dispatch and replay hot path of the HSA backend, compiled (amdgpu/hsa_backend/hotpath.py
- * builds and loads it; scripts/setup.sh builds it with gcc).
+/* The HSA backend's submission, compiled: the one implementation of the publish sequence
+ * (amdgpu/hsa_backend/hotpath.py builds and loads it; scripts/setup.sh builds it with gcc).
  *
- * Four callables, each a line-for-line transcription of Python that stays the reference:
- *   Publisher(...)(data) -> int    QueueLane.dispatcher's `publish` closure (lanes.py):
- *       under the lane's lock, the timeline value, a kernarg block from the ring, the
- *       kernarg store, the packet template's kernarg address, the ring reservation, the
- *       packet body then its header word, the doorbell, the counter.
+ * Types, and what goes through them:
+ *   Lane(lane, kernargs, ...)    one per QueueLane (made in QueueLane.__init__): the lane's
+ *       ring port (its AQL ring memory, write index and doorbell), its kernarg ring, its
+ *       lock and its timeline counter. `lane_publish` is the ONE reserve / body / header /
+ *       doorbell sequence; every packet of the lane goes through it:
+ *         - an immediate dispatch: lane_submit (lock, timeline value, kernarg block, store,
+ *           template's kernarg address, lane_publish of the template, counter), called by
+ *           a launch's Publisher;
+ *         - a kept replay: submit_rows(block, first_header, kernarg_base, offsets,
+ *           signal_row, signal) (the segment's one block, each row's kernarg address and
+ *           the completion signal set on the way) or submit_block(view, first_header) (an
+ *           instance's own block);
+ *         - a packet block or a barrier: submit_block(block) (ready packets, the first
+ *           header stored last).
+ *       What a method refuses (a wrong size, a first header that does not fit the form) goes
+ *       to the Python ring's method of the same steps (packets.Ring.publish_ready,
+ *       publish_rows, publish_many), which raises the one-line PacketError.
+ *   Publisher(lane, size, words, header)(data) -> timeline value    one launch's immediate
+ *       dispatch on its Lane (QueueLane.dispatcher keeps it in the launch plan).
  *   Dispatch(dev, slow, ...)(kernel, grid, block, args, lane, wait, ...) -> TimelinePoint
  *       HsaDevice.dispatch's launch-cache fast path; anything else (a first launch, keyword
  *       arguments, waits, a timer or trace sink, a failed lane, arguments the cached
  *       converters refuse) goes to `slow`, the Python method, with the call as it came.
- *   ReadyPublisher(...)(block, first_header) -> id    packets.Ring.publish_ready (a command
- *       buffer's replay: one copy of its packet block, the first header last, the
- *       doorbell), and its method rows(...) -> id, Ring.publish_rows (the same with each
- *       row's kernarg address and the completion signal set on the way); QueueLane
- *       installs both on its ring. What the methods refuse goes to them.
  *   Submit(dev, slow, ...)(cb, bindings, lane, wait) -> TimelinePoint    HsaDevice.submit's
  *       short way (HsaCommandBuffer._submit): a one-segment command buffer whose binding
- *       table has a kept instance on the lane, published; anything else goes to `slow`.
+ *       table has a kept instance on the lane, published through the lane's Lane; anything
+ *       else goes to `slow`.
+ *
+ * Without this build (no gcc or no Python headers) the HSA backend publishes with
+ * packets.Ring's Python methods, the packets library's own implementation of the same
+ * protocol; tests/test_hot_path.py runs the same sequences through both and compares the
+ * ring, the kernarg bytes and the timeline values.
  *
  * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
  * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
  * index and the doorbell are the provider's own callables, and every Python object's state
  * is read and written through its attributes, as the Python code does, so both paths can
- * be mixed on one lane (tests/test_hot_path.py runs the same sequence through both and
- * compares the ring, the kernarg bytes and the timeline values).
+ * be mixed on one lane.
  *
  * Threading contract (what every entry below relies on; the Python steps keep the same):
  *   - Every entry runs with the GIL held and never releases it itself; the Python code it
@@ -32,13 +46,13 @@
  *     KernargRing.allocate's slow path) may, so other threads can run between any two of
  *     its Python calls. Values read before such a call are read again after it (the ring's
  *     `_hint`/`_read`, `python_ran` in publish_locked); nothing read before is trusted.
- *   - One producer per lane at a time: Publisher takes QueueLane.lock for the whole
+ *   - One producer per lane at a time: lane_submit takes QueueLane.lock for the whole
  *     submission (timeline value, kernarg block, packet, doorbell, counter); Submit takes
  *     the command buffer's `_replay_lock`, then the lane's lock (always in that order; no
  *     code takes a lane lock and then a replay lock, or two lane locks: waits on other
- *     lanes are built before the lock, QueueLane.prepare_waits). ReadyPublisher's two
- *     calls are made with the lane's lock held by their caller (the command buffer's
- *     replay). A dispatch and a submit on one lane therefore never interleave.
+ *     lanes are built before the lock, QueueLane.prepare_waits). Lane.submit_block and
+ *     submit_rows are called with the lane's lock held by their caller (the command
+ *     buffer's replay, QueueLane.publish_block), which moves the counter. A dispatch and a submit on one lane therefore never interleave.
  *   - The write index itself is multi-producer safe without the lock (ROCr's
  *     hsa_queue_add_write_index_scacq_screl; the virtual queue's word by one atomic
  *     fetch-add, acq_rel): the lock only keeps slots, timeline values and doorbells in one
@@ -219,7 +233,7 @@ static int writable(PyObject *obj, Py_buffer *view, const char *what) {
 /* One AQL queue's producer side as packets.Ring keeps it (its indices and counter through
  * the Ring's attributes, its memory exported once), with the virtual queue's write index
  * and doorbell done natively where VirtualQueue.native_ops() allows (`native`): shared by
- * Publisher (one packet) and ReadyPublisher (a block). */
+ * Lane (one per QueueLane). */
 typedef struct {
     PyObject *ring, *add_write_index, *doorbell; /* packets.Ring, the provider's calls */
     Attrs ring_a;
@@ -240,19 +254,6 @@ typedef struct {
     Attrs queue_a, bell_a, processor_a;
 } RingPort;
 
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
-    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
-    Attrs lane_a, kernargs_a;
-    Py_buffer kernarg, templ;                    /* kernarg memory, packet template */
-    int have_kernarg, have_templ;
-    Py_ssize_t size;                             /* kernarg bytes of this launch */
-    unsigned long long base;                     /* kernarg memory's device address */
-    uint32_t header;
-    RingPort port;
-} Publisher;
 
 static PyObject *s_destroyed, *s_error, *s_waiters, *s_note, *s_needs_wake, *s_wake;
 
@@ -477,50 +478,126 @@ static int port_init(RingPort *self, PyObject *ring, PyObject *rview, PyObject *
 
 
 
-static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lane);
-    Py_VISIT(self->acquire);
-    Py_VISIT(self->release);
-    Py_VISIT(self->kernargs);
-    Py_VISIT(self->starts_append);
-    Py_VISIT(self->values_append);
-    Py_VISIT(self->allocate);
-    Py_VISIT(self->lane_a.dict);
-    Py_VISIT(self->kernargs_a.dict);
-    return port_traverse(&self->port, visit, arg);
+/* ---- Lane: the one submission sequence ---------------------------------------------------- */
+
+/* One QueueLane's submission side, made once per lane (QueueLane.__init__): its ring port,
+ * its kernarg ring (KernargRing's attributes and memory), its lock and its timeline counter
+ * (the lane's `submitted`). Every packet the HSA backend publishes on a lane when this
+ * module is built goes through lane_publish below, the one reserve/body/header/doorbell
+ * sequence: an immediate dispatch (lane_submit, through a launch's Publisher), a kept
+ * replay (submit_rows, or submit_block of an instance's own block) and a packet block or
+ * barrier (submit_block). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
+    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
+    Attrs lane_a, kernargs_a;
+    Py_buffer kernarg;                           /* kernarg memory */
+    int have_kernarg;
+    unsigned long long base;                     /* kernarg memory's device address */
+    RingPort port;
+} Lane;
+
+static PyTypeObject LaneType;
+
+/* publish_rows's two fields (Ring.publish_rows), or none (patch NULL) */
+typedef struct {
+    uint64_t base, signal;
+    const uint64_t *offsets;
+    Py_ssize_t k, signal_row;
+} RowPatch;
+
+/* The one publish sequence (see the top of this file): reserve n = nbytes / 64 ids with room
+ * for them, bytes [4, nbytes) of `src` into their slots (two copies where the ring wraps;
+ * row by row with `patch`'s fields set on the way), `first_header` into the first slot's
+ * header word with one release store, the ring's counter, the doorbell with the last id.
+ * `src`'s own first header word is never copied: a block keeps it INVALID, a launch's
+ * template holds its header apart. A new reference to the first id, or NULL. */
+static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
+                              uint32_t first_header, const RowPatch *patch) {
+    const __int128 n = nbytes >> 6;
+    __int128 hint, read, idx;
+    PyObject *r, *idx_obj = NULL, *n_obj = NULL, *last_obj = NULL;
+
+    if (attr_i128(&port->ring_a, s_hint, &hint) < 0 || attr_i128(&port->ring_a, s_read, &read) < 0)
+        return NULL;
+    if ((n_obj = from_i128(n)) == NULL)
+        return NULL;
+    int python_ran = !port->native; /* code that may have moved the ring's indices */
+    if (hint + n - read > port->ring_size) {
+        if ((r = PyObject_CallMethodOneArg(port->ring, s_wait_unreserved, n_obj)) == NULL)
+            goto fail;
+        Py_DECREF(r);
+        python_ran = 1;
+    }
+    if ((idx_obj = port_reserve(port, n_obj, (uint64_t)n)) == NULL || as_i128(idx_obj, &idx) < 0)
+        goto fail;
+    /* A provider's add_write_index or the wait may run Python code (another thread), so
+     * read the indices again after them; the native reserve runs none. */
+    if (python_ran && (attr_i128(&port->ring_a, s_hint, &hint) < 0 ||
+                       attr_i128(&port->ring_a, s_read, &read) < 0))
+        goto fail;
+    const __int128 last_id = idx + n - 1;
+    if ((last_obj = from_i128(last_id)) == NULL)
+        goto fail;
+    if (last_id >= hint && attr_set_i128(&port->ring_a, s_hint, last_id + 1) < 0)
+        goto fail;
+    if (last_id - read >= port->ring_size) {
+        PyObject *argv[3] = {port->ring, idx_obj, n_obj};
+        r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+    }
+    {
+        const Py_ssize_t ring_bytes = (Py_ssize_t)(port->ring_size << 6);
+        const Py_ssize_t off = (Py_ssize_t)((idx & port->mask) << 6);
+        const Py_ssize_t tail = ring_bytes - off; /* >= 64: slots are whole */
+        char *mem = (char *)port->mem.buf;
+        if (patch != NULL) { /* row by row: each one copied, then its fields set */
+            for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
+                char *row = mem + (Py_ssize_t)(((idx + i) & port->mask) << 6);
+                const Py_ssize_t skip = i == 0 ? 4 : 0;
+                memcpy(row + skip, src + (i << 6) + skip, (size_t)(64 - skip));
+                if (i < patch->k)
+                    ((uint64_t *)row)[5] = patch->base + patch->offsets[i];
+                if (i == patch->signal_row)
+                    ((uint64_t *)row)[7] = patch->signal;
+            }
+        } else if (nbytes <= tail) {
+            memcpy(mem + off + 4, src + 4, (size_t)(nbytes - 4));
+        } else {
+            memcpy(mem + off + 4, src + 4, (size_t)(tail - 4));
+            memcpy(mem, src + tail, (size_t)(nbytes - tail));
+        }
+        __atomic_store_n((uint32_t *)(mem + off), first_header, __ATOMIC_RELEASE);
+    }
+    {
+        __int128 bells;
+        if (attr_i128(&port->ring_a, s_doorbells, &bells) < 0 ||
+            attr_set_i128(&port->ring_a, s_doorbells, bells + 1) < 0)
+            goto fail;
+    }
+    if (port_doorbell(port, last_obj, last_id) < 0)
+        goto fail;
+    Py_DECREF(n_obj);
+    Py_DECREF(last_obj);
+    return idx_obj;
+fail:
+    Py_XDECREF(n_obj);
+    Py_XDECREF(idx_obj);
+    Py_XDECREF(last_obj);
+    return NULL;
 }
 
-static int publisher_clear(Publisher *self) {
-    Py_CLEAR(self->lane);
-    Py_CLEAR(self->acquire);
-    Py_CLEAR(self->release);
-    Py_CLEAR(self->kernargs);
-    Py_CLEAR(self->starts_append);
-    Py_CLEAR(self->values_append);
-    Py_CLEAR(self->allocate);
-    Py_CLEAR(self->lane_a.dict);
-    Py_CLEAR(self->kernargs_a.dict);
-    port_clear(&self->port);
-    return 0;
-}
-
-static void publisher_dealloc(Publisher *self) {
-    PyObject_GC_UnTrack(self);
-    if (self->have_kernarg)
-        PyBuffer_Release(&self->kernarg);
-    if (self->have_templ)
-        PyBuffer_Release(&self->templ);
-    port_release(&self->port);
-    publisher_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* The steps under the lock; returns the new timeline value (a new reference) or NULL. */
-static PyObject *publish_locked(Publisher *self, PyObject *data) {
-    __int128 submitted, head, limit, hint, read, idx;
-    PyObject *value = NULL, *r = NULL, *idx_obj = NULL;
-    Py_ssize_t off;
-    const Py_ssize_t size = self->size;
+/* An immediate dispatch's steps under the lane's lock: the timeline value, a kernarg block
+ * of `size` bytes (KernargRing.allocate's fast path, else allocate(size, value)), `data`
+ * into it, the template's kernarg address (u64 word 5), the template published with
+ * `header`, the lane's counter. A new reference to the new value, or NULL. */
+static PyObject *lane_submit_locked(Lane *self, char *templ, uint32_t header, Py_ssize_t size,
+                                    PyObject *data) {
+    __int128 submitted, head, limit;
+    PyObject *value = NULL, *r = NULL;
 
     if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) != size) {
         PyErr_Format(PyExc_ValueError, "hot path: kernarg data is %zd bytes of %s, want %zd",
@@ -532,7 +609,6 @@ static PyObject *publish_locked(Publisher *self, PyObject *data) {
         return NULL;
     if ((value = from_i128(submitted + 1)) == NULL)
         return NULL;
-    /* kernargs: KernargRing.allocate's fast path, else allocate(size, value) */
     if (attr_i128(&self->kernargs_a, s_head, &head) < 0 ||
         attr_i128(&self->kernargs_a, s_limit, &limit) < 0)
         goto fail;
@@ -549,7 +625,7 @@ static PyObject *publish_locked(Publisher *self, PyObject *data) {
         Py_DECREF(r);
         if ((r = PyObject_CallOneArg(self->values_append, value)) == NULL)
             goto fail;
-        Py_DECREF(r);
+        Py_CLEAR(r);
     } else {
         PyObject *sz = PyLong_FromSsize_t(size);
         if (sz == NULL)
@@ -565,75 +641,33 @@ static PyObject *publish_locked(Publisher *self, PyObject *data) {
         PyErr_SetString(PyExc_IndexError, "hot path: kernarg block outside the kernarg memory");
         goto fail;
     }
-    off = (Py_ssize_t)head;
-    memcpy((char *)self->kernarg.buf + off, PyBytes_AS_STRING(data), (size_t)size);
-    ((uint64_t *)self->templ.buf)[5] = self->base + (uint64_t)off; /* kernarg_address */
-
-    /* the ring: Ring.publish_parts's steps */
-    if (attr_i128(&self->port.ring_a, s_hint, &hint) < 0 || attr_i128(&self->port.ring_a, s_read, &read) < 0)
+    memcpy((char *)self->kernarg.buf + (Py_ssize_t)head, PyBytes_AS_STRING(data), (size_t)size);
+    ((uint64_t *)templ)[5] = self->base + (uint64_t)head; /* kernarg_address */
+    if ((r = lane_publish(&self->port, templ, 64, header, NULL)) == NULL)
         goto fail;
-    int python_ran = !self->port.native; /* code that may have moved the ring's indices */
-    if (hint - read >= self->port.ring_size) {
-        if ((r = PyObject_CallMethodOneArg(self->port.ring, s_wait_unreserved, one)) == NULL)
-            goto fail;
-        Py_CLEAR(r);
-        python_ran = 1;
-    }
-    if ((idx_obj = port_reserve(&self->port, one, 1)) == NULL || as_i128(idx_obj, &idx) < 0)
-        goto fail;
-    /* A provider's add_write_index or the wait may run Python code (another thread), so
-     * read the indices again after them; the native reserve runs none. */
-    if (python_ran && (attr_i128(&self->port.ring_a, s_hint, &hint) < 0 ||
-                       attr_i128(&self->port.ring_a, s_read, &read) < 0))
-        goto fail;
-    if (idx >= hint && attr_set_i128(&self->port.ring_a, s_hint, idx + 1) < 0)
-        goto fail;
-    if (idx - read >= self->port.ring_size) {
-        PyObject *argv[3] = {self->port.ring, idx_obj, one};
-        if ((r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL)
-            goto fail;
-        Py_CLEAR(r);
-    }
-    {
-        Py_ssize_t slot = (Py_ssize_t)((idx & self->port.mask) << 6);
-        if (slot + 64 > self->port.mem.len) {
-            PyErr_SetString(PyExc_IndexError, "hot path: packet slot outside the ring");
-            goto fail;
-        }
-        char *pkt = (char *)self->port.mem.buf + slot;
-        memcpy(pkt + 4, (char *)self->templ.buf + 4, 60); /* the body, then the header */
-        __atomic_store_n((uint32_t *)pkt, self->header, __ATOMIC_RELEASE);
-    }
-    {
-        __int128 bells;
-        if (attr_i128(&self->port.ring_a, s_doorbells, &bells) < 0 ||
-            attr_set_i128(&self->port.ring_a, s_doorbells, bells + 1) < 0)
-            goto fail;
-    }
-    if (port_doorbell(&self->port, idx_obj, idx) < 0)
-        goto fail;
-    Py_CLEAR(idx_obj);
+    Py_CLEAR(r);
     if (attr_set(&self->lane_a, s_submitted, value) < 0)
         goto fail;
     return value;
 fail:
     Py_XDECREF(r);
-    Py_XDECREF(idx_obj);
     Py_XDECREF(value);
     return NULL;
 }
 
-static PyObject *publish(Publisher *self, PyObject *data) {
+/* lane_submit_locked with the lane's lock held around it (released whatever happens,
+ * keeping the first error). */
+static PyObject *lane_submit(Lane *self, char *templ, uint32_t header, Py_ssize_t size,
+                             PyObject *data) {
     if (self->acquire == NULL) { /* cleared by the garbage collector: unreachable code only */
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this launch's publisher was cleared");
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
         return NULL;
     }
     PyObject *r = PyObject_CallNoArgs(self->acquire);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
-    PyObject *value = publish_locked(self, data);
-    /* finally: release, keeping the first error */
+    PyObject *value = lane_submit_locked(self, templ, header, size, data);
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     r = PyObject_CallNoArgs(self->release);
@@ -649,34 +683,156 @@ static PyObject *publish(Publisher *self, PyObject *data) {
     return value;
 }
 
-static PyObject *publisher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
-                                      PyObject *kwnames) {
-    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
-        PyErr_SetString(PyExc_TypeError, "publish(data) takes one argument");
+/* The Python ring's method `name` with the call as it came: what the compiled form refuses
+ * (the Python method raises the one-line PacketError, or handles the unusual form). */
+static PyObject *lane_refused(Lane *self, const char *name, PyObject *const *args,
+                              Py_ssize_t nargs) {
+    PyObject *method = PyObject_GetAttrString(self->port.ring, name);
+    if (method == NULL)
         return NULL;
-    }
-    return publish((Publisher *)callable, args[0]);
+    PyObject *r = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);
+    Py_DECREF(method);
+    return r;
 }
 
-static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"lane", "kernargs", "kernarg_view", "kernarg_address", "ring",
-                            "ring_view", "add_write_index", "doorbell", "size", "words",
-                            "header", "native", NULL};
-    PyObject *lane, *kernargs, *kview, *ring, *rview, *awi, *bell, *words, *native = Py_None;
-    unsigned long long base;
-    Py_ssize_t size;
-    unsigned long header;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOKOOOOnOk|O", names, &lane, &kernargs, &kview,
-                                     &base, &ring, &rview, &awi, &bell, &size, &words, &header,
-                                     &native))
+/* submit_block(block[, first_header]) -> first id. With first_header: Ring.publish_ready
+ * (a kept block whose first header is INVALID: one copy, that header stored last). Without
+ * (or None): a block of ready packets (a barrier, wait packets, a copy's packets) published
+ * the same way with its own first header stored last (an in-order packet processor reaches
+ * rows 2..N only through row 1); the Python form is Ring.publish_many. Called with the
+ * lane's lock held (the caller moves the timeline counter). */
+static PyObject *lane_submit_block(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (self->port.ring == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
         return NULL;
-    Publisher *self = (Publisher *)type->tp_alloc(type, 0);
+    }
+    int own = nargs == 1 || (nargs == 2 && args[1] == Py_None);
+    const char *python = own ? "publish_many" : "publish_ready";
+    if (nargs < 1 || nargs > 2 || (!own && !PyLong_CheckExact(args[1])))
+        return lane_refused(self, python, args, own ? 1 : nargs);
+    unsigned long header = 0;
+    if (!own && (header = PyLong_AsUnsignedLong(args[1])) == (unsigned long)-1 &&
+        PyErr_Occurred()) {
+        PyErr_Clear();
+        return lane_refused(self, python, args, nargs);
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return lane_refused(self, python, args, own ? 1 : nargs);
+    }
+    const Py_ssize_t n = src.len >> 6;
+    const unsigned char first_type = src.len ? ((const unsigned char *)src.buf)[0] : 0;
+    if (own && src.len >= 4)
+        header = *(const uint32_t *)src.buf;
+    if (header > UINT32_MAX || n <= 0 || n > self->port.ring_size || src.len % 64 ||
+        (own ? first_type == INVALID_TYPE : first_type != INVALID_TYPE)) {
+        PyBuffer_Release(&src);
+        return lane_refused(self, python, args, own ? 1 : nargs);
+    }
+    PyObject *r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, NULL);
+    PyBuffer_Release(&src);
+    return r;
+}
+
+/* submit_rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) ->
+ * first id: Ring.publish_rows (a kept replay: the segment's one block, each row's kernarg
+ * address and the completion signal set on the way). Called with the lane's lock held. */
+static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (self->port.ring == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
+        return NULL;
+    }
+    if (nargs != 6)
+        return lane_refused(self, "publish_rows", args, nargs);
+    unsigned long long header = PyLong_AsUnsignedLongLong(args[1]);
+    RowPatch patch;
+    patch.base = PyLong_AsUnsignedLongLong(args[2]);
+    patch.signal_row = PyLong_AsSsize_t(args[4]);
+    patch.signal = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return lane_refused(self, "publish_rows", args, nargs);
+    }
+    Py_buffer src, offs;
+    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return lane_refused(self, "publish_rows", args, nargs);
+    }
+    if (PyObject_GetBuffer(args[3], &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&src);
+        return lane_refused(self, "publish_rows", args, nargs);
+    }
+    const Py_ssize_t n = src.len >> 6;
+    patch.offsets = (const uint64_t *)offs.buf;
+    patch.k = offs.itemsize == 8 ? offs.len / 8 : -1;
+    const char *fmt = offs.format ? offs.format : "B";
+    int u64 = offs.itemsize == 8 && (strcmp(fmt, "Q") == 0 || strcmp(fmt, "<Q") == 0 ||
+                                     strcmp(fmt, "=Q") == 0 || strcmp(fmt, "L") == 0);
+    PyObject *r;
+    if (!u64 || src.len % 64 || header > UINT32_MAX || n <= 0 || n > self->port.ring_size ||
+        patch.k > n || patch.signal_row < 0 || patch.signal_row >= n ||
+        ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
+        PyBuffer_Release(&offs);
+        PyBuffer_Release(&src);
+        return lane_refused(self, "publish_rows", args, nargs);
+    }
+    r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&src);
+    return r;
+}
+
+static int lane_traverse(Lane *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lane);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->kernargs);
+    Py_VISIT(self->starts_append);
+    Py_VISIT(self->values_append);
+    Py_VISIT(self->allocate);
+    Py_VISIT(self->lane_a.dict);
+    Py_VISIT(self->kernargs_a.dict);
+    return port_traverse(&self->port, visit, arg);
+}
+
+static int lane_clear(Lane *self) {
+    Py_CLEAR(self->lane);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->kernargs);
+    Py_CLEAR(self->starts_append);
+    Py_CLEAR(self->values_append);
+    Py_CLEAR(self->allocate);
+    Py_CLEAR(self->lane_a.dict);
+    Py_CLEAR(self->kernargs_a.dict);
+    port_clear(&self->port);
+    return 0;
+}
+
+static void lane_dealloc(Lane *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->have_kernarg)
+        PyBuffer_Release(&self->kernarg);
+    self->have_kernarg = 0;
+    port_release(&self->port);
+    lane_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"lane", "kernargs", "kernarg_view", "kernarg_address", "ring",
+                            "ring_view", "add_write_index", "doorbell", "native", NULL};
+    PyObject *lane, *kernargs, *kview, *ring, *rview, *awi, *bell, *native = Py_None;
+    unsigned long long base;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOKOOOO|O", names, &lane, &kernargs, &kview,
+                                     &base, &ring, &rview, &awi, &bell, &native))
+        return NULL;
+    Lane *self = (Lane *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->vectorcall = publisher_vectorcall;
-    self->size = size;
     self->base = base;
-    self->header = (uint32_t)header;
     self->lane = Py_NewRef(lane);
     self->kernargs = Py_NewRef(kernargs);
     PyObject *ln_names[] = {s_submitted}, *kr_names[] = {s_head, s_limit};
@@ -704,13 +860,6 @@ static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (writable(kview, &self->kernarg, "kernarg memory") < 0)
         goto fail;
     self->have_kernarg = 1;
-    if (writable(words, &self->templ, "packet template") < 0)
-        goto fail;
-    self->have_templ = 1;
-    if (self->templ.len != 64) {
-        PyErr_SetString(PyExc_ValueError, "hot path: the packet template is not 64 bytes");
-        goto fail;
-    }
     if (port_init(&self->port, ring, rview, awi, bell, native) < 0)
         goto fail;
     return (PyObject *)self;
@@ -719,250 +868,120 @@ fail:
     return NULL;
 }
 
-static PyTypeObject PublisherType = {
-    CALLABLE_TYPE_FIELDS(Publisher, publisher,
-                         "QueueLane.dispatcher's publish step, compiled: publish(data) -> "
-                         "timeline value"),
-};
-
-/* ---- ReadyPublisher ---------------------------------------------------------------------- */
-
-/* packets.Ring.publish_ready(block, first_header) -> id, compiled (QueueLane installs it as
- * its ring's `publish_ready`): reserve N slots, one copy of the block (two on wrap), the
- * first header stored last, the counter, the doorbell with the last id. What the Python
- * method refuses (an empty or oversized block, a first header not INVALID, a buffer that
- * is not contiguous) goes to `slow`, the Python method bound to the ring, which raises. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *slow, *slow_rows; /* Ring.publish_ready and publish_rows bound to the ring */
-    RingPort port;
-} ReadyPublisher;
-
-static int ready_traverse(ReadyPublisher *self, visitproc visit, void *arg) {
-    Py_VISIT(self->slow);
-    Py_VISIT(self->slow_rows);
-    return port_traverse(&self->port, visit, arg);
-}
-
-static int ready_clear(ReadyPublisher *self) {
-    Py_CLEAR(self->slow);
-    Py_CLEAR(self->slow_rows);
-    port_clear(&self->port);
-    return 0;
-}
-
-static void ready_dealloc(ReadyPublisher *self) {
-    PyObject_GC_UnTrack(self);
-    port_release(&self->port);
-    ready_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* publish_rows's two fields (Ring.publish_rows), or none (patch NULL: publish_ready) */
-typedef struct {
-    uint64_t base, signal;
-    const uint64_t *offsets;
-    Py_ssize_t k, signal_row;
-} RowPatch;
-
-static PyObject *ready_steps(ReadyPublisher *self, const Py_buffer *src, uint32_t first_header,
-                             const RowPatch *patch) {
-    RingPort *port = &self->port;
-    const Py_ssize_t nbytes = src->len;
-    const __int128 n = nbytes >> 6;
-    __int128 hint, read, idx;
-    PyObject *r, *idx_obj = NULL, *n_obj = NULL, *last_obj = NULL;
-
-    if (attr_i128(&port->ring_a, s_hint, &hint) < 0 || attr_i128(&port->ring_a, s_read, &read) < 0)
-        return NULL;
-    if ((n_obj = from_i128(n)) == NULL)
-        return NULL;
-    int python_ran = !port->native;
-    if (hint + n - read > port->ring_size) {
-        if ((r = PyObject_CallMethodOneArg(port->ring, s_wait_unreserved, n_obj)) == NULL)
-            goto fail;
-        Py_DECREF(r);
-        python_ran = 1;
-    }
-    if ((idx_obj = port_reserve(port, n_obj, (uint64_t)n)) == NULL || as_i128(idx_obj, &idx) < 0)
-        goto fail;
-    if (python_ran && (attr_i128(&port->ring_a, s_hint, &hint) < 0 ||
-                       attr_i128(&port->ring_a, s_read, &read) < 0))
-        goto fail;
-    const __int128 last_id = idx + n - 1;
-    if ((last_obj = from_i128(last_id)) == NULL)
-        goto fail;
-    if (last_id >= hint && attr_set_i128(&port->ring_a, s_hint, last_id + 1) < 0)
-        goto fail;
-    if (last_id - read >= port->ring_size) {
-        PyObject *argv[3] = {port->ring, idx_obj, n_obj};
-        r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (r == NULL)
-            goto fail;
-        Py_DECREF(r);
-    }
-    {
-        const Py_ssize_t ring_bytes = (Py_ssize_t)(port->ring_size << 6);
-        const Py_ssize_t off = (Py_ssize_t)((idx & port->mask) << 6);
-        const Py_ssize_t tail = ring_bytes - off;
-        char *mem = (char *)port->mem.buf;
-        if (patch != NULL) { /* row by row: each one copied, then its fields set */
-            const char *from = (const char *)src->buf;
-            for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
-                uint64_t *row = (uint64_t *)(mem + (Py_ssize_t)(((idx + i) & port->mask) << 6));
-                memcpy(row, from + (i << 6), 64);
-                if (i < patch->k)
-                    row[5] = patch->base + patch->offsets[i];
-                if (i == patch->signal_row)
-                    row[7] = patch->signal;
-            }
-        } else if (nbytes <= tail) {
-            memcpy(mem + off, src->buf, (size_t)nbytes);
-        } else {
-            memcpy(mem + off, src->buf, (size_t)tail);
-            memcpy(mem, (const char *)src->buf + tail, (size_t)(nbytes - tail));
-        }
-        __atomic_store_n((uint32_t *)(mem + off), first_header, __ATOMIC_RELEASE);
-    }
-    {
-        __int128 bells;
-        if (attr_i128(&port->ring_a, s_doorbells, &bells) < 0 ||
-            attr_set_i128(&port->ring_a, s_doorbells, bells + 1) < 0)
-            goto fail;
-    }
-    if (port_doorbell(port, last_obj, last_id) < 0)
-        goto fail;
-    Py_DECREF(n_obj);
-    Py_DECREF(last_obj);
-    return idx_obj;
-fail:
-    Py_XDECREF(n_obj);
-    Py_XDECREF(idx_obj);
-    Py_XDECREF(last_obj);
-    return NULL;
-}
-
-static PyObject *ready_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
-                                  PyObject *kwnames) {
-    ReadyPublisher *self = (ReadyPublisher *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->slow == NULL || self->port.ring == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this ring's publisher was cleared");
-        return NULL;
-    }
-    if (nargs != 2 || (kwnames && PyTuple_GET_SIZE(kwnames)) || !PyLong_CheckExact(args[1]))
-        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-    unsigned long header = PyLong_AsUnsignedLong(args[1]);
-    if (header == (unsigned long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-    }
-    Py_buffer src;
-    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-    }
-    const Py_ssize_t n = src.len >> 6;
-    PyObject *r;
-    if (header > UINT32_MAX || n <= 0 || n > self->port.ring_size ||
-        ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
-        PyBuffer_Release(&src);
-        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
-    }
-    r = ready_steps(self, &src, (uint32_t)header, NULL);
-    PyBuffer_Release(&src);
-    return r;
-}
-
-/* rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) -> id:
- * Ring.publish_rows (QueueLane installs it as the ring's `publish_rows`); what the Python
- * method refuses goes to it (`slow_rows`). */
-static PyObject *ready_rows(ReadyPublisher *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (self->slow_rows == NULL || self->port.ring == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this ring's publisher was cleared");
-        return NULL;
-    }
-    if (nargs != 6)
-        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
-    unsigned long long header = PyLong_AsUnsignedLongLong(args[1]);
-    RowPatch patch;
-    patch.base = PyLong_AsUnsignedLongLong(args[2]);
-    patch.signal_row = PyLong_AsSsize_t(args[4]);
-    patch.signal = PyLong_AsUnsignedLongLong(args[5]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
-    }
-    Py_buffer src, offs;
-    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
-    }
-    if (PyObject_GetBuffer(args[3], &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&src);
-        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
-    }
-    const Py_ssize_t n = src.len >> 6;
-    patch.offsets = (const uint64_t *)offs.buf;
-    patch.k = offs.itemsize == 8 ? offs.len / 8 : -1;
-    const char *fmt = offs.format ? offs.format : "B";
-    int u64 = offs.itemsize == 8 && (strcmp(fmt, "Q") == 0 || strcmp(fmt, "<Q") == 0 ||
-                                     strcmp(fmt, "=Q") == 0 || strcmp(fmt, "L") == 0);
-    PyObject *r;
-    if (!u64 || src.len % 64 || header > UINT32_MAX || n <= 0 || n > self->port.ring_size || patch.k > n ||
-        patch.signal_row < 0 || patch.signal_row >= n ||
-        ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
-        PyBuffer_Release(&offs);
-        PyBuffer_Release(&src);
-        return PyObject_Vectorcall(self->slow_rows, args, (size_t)nargs, NULL);
-    }
-    r = ready_steps(self, &src, (uint32_t)header, &patch);
-    PyBuffer_Release(&offs);
-    PyBuffer_Release(&src);
-    return r;
-}
-
-static PyMethodDef ready_methods[] = {
-    {"rows", (PyCFunction)(void (*)(void))ready_rows, METH_FASTCALL,
-     "Ring.publish_rows, compiled: rows(block, first_header, kernarg_base, kernarg_offsets, "
-     "signal_row, signal) -> id"},
+static PyMethodDef lane_methods[] = {
+    {"submit_block", (PyCFunction)(void (*)(void))lane_submit_block, METH_FASTCALL,
+     "submit_block(block[, first_header]) -> first id: a packet block published (with its "
+     "INVALID first header given apart: Ring.publish_ready; without: Ring.publish_many)"},
+    {"submit_rows", (PyCFunction)(void (*)(void))lane_submit_rows, METH_FASTCALL,
+     "submit_rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) -> "
+     "first id: Ring.publish_rows"},
     {NULL, NULL, 0, NULL},
 };
 
-static PyObject *ready_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"ring", "ring_view", "add_write_index", "doorbell", "native",
-                            "slow", "slow_rows", NULL};
-    PyObject *ring, *rview, *awi, *bell, *native, *slow, *slow_rows;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOO", names, &ring, &rview, &awi, &bell,
-                                     &native, &slow, &slow_rows))
-        return NULL;
-    ReadyPublisher *self = (ReadyPublisher *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
-    self->vectorcall = ready_vectorcall;
-    self->slow = Py_NewRef(slow);
-    self->slow_rows = Py_NewRef(slow_rows);
-    if (port_init(&self->port, ring, rview, awi, bell, native) < 0) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return (PyObject *)self;
-}
-
-static PyMemberDef ready_members[] = {
-    {"native", T_INT, offsetof(ReadyPublisher, port) + offsetof(RingPort, native), READONLY,
+static PyMemberDef lane_members[] = {
+    {"native", T_INT, offsetof(Lane, port) + offsetof(RingPort, native), READONLY,
      "0: the provider's callables; 1: the virtual queue's words; 2: ROCr's functions directly"},
     {NULL, 0, 0, 0, NULL},
 };
 
-static PyTypeObject ReadyPublisherType = {
-    CALLABLE_TYPE_FIELDS(ReadyPublisher, ready,
-                         "packets.Ring.publish_ready, compiled: publish_ready(block, "
-                         "first_header) -> id"),
-    .tp_methods = ready_methods,
-    .tp_members = ready_members,
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.Lane",
+    .tp_basicsize = sizeof(Lane),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "One QueueLane's submission, compiled: the one publish sequence (immediate "
+              "dispatch through a launch's Publisher, submit_block, submit_rows)",
+    .tp_new = lane_new,
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_methods = lane_methods,
+    .tp_members = lane_members,
+};
+
+/* ---- Publisher: one launch's immediate dispatch on its lane ------------------------------- */
+
+/* What QueueLane.dispatcher binds once per launch and lane: the lane, the launch's packet
+ * template (its kernarg address patched in place per dispatch), its header word and its
+ * kernarg size. publish(data) -> timeline value: lane_submit. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Lane *lane;
+    Py_buffer templ;                             /* the launch's packet template */
+    int have_templ;
+    Py_ssize_t size;                             /* kernarg bytes of this launch */
+    uint32_t header;
+} Publisher;
+
+static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lane);
+    return 0;
+}
+
+static int publisher_clear(Publisher *self) {
+    Py_CLEAR(self->lane);
+    return 0;
+}
+
+static void publisher_dealloc(Publisher *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->have_templ)
+        PyBuffer_Release(&self->templ);
+    self->have_templ = 0;
+    publisher_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *publish(Publisher *self, PyObject *data) {
+    if (self->lane == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: this launch's publisher was cleared");
+        return NULL;
+    }
+    return lane_submit(self->lane, (char *)self->templ.buf, self->header, self->size, data);
+}
+
+static PyObject *publisher_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "publish(data) takes one argument");
+        return NULL;
+    }
+    return publish((Publisher *)callable, args[0]);
+}
+
+static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"lane", "size", "words", "header", NULL};
+    PyObject *lane, *words;
+    Py_ssize_t size;
+    unsigned long header;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nOk", names, &LaneType, &lane, &size, &words,
+                                     &header))
+        return NULL;
+    Publisher *self = (Publisher *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = publisher_vectorcall;
+    self->size = size;
+    self->header = (uint32_t)header;
+    self->lane = (Lane *)Py_NewRef(lane);
+    if (writable(words, &self->templ, "packet template") < 0)
+        goto fail;
+    self->have_templ = 1;
+    if (self->templ.len != 64) {
+        PyErr_SetString(PyExc_ValueError, "hot path: the packet template is not 64 bytes");
+        goto fail;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyTypeObject PublisherType = {
+    CALLABLE_TYPE_FIELDS(Publisher, publisher,
+                         "One launch's immediate dispatch on its Lane: publish(data) -> "
+                         "timeline value"),
 };
 
 /* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
@@ -1379,7 +1398,7 @@ static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_er
     *s_only, *s_used_params, *s_bindings_needed, *s_slot_bytes, *s_replay_lock, *s_life,
     *s_freed, *s_nbytes, *s_address, *s_handle, *s_lock, *s_acquire, *s_release, *s_instances,
     *s_block, *s_last_block, *s_last_rows, *s_block_view, *s_header_list, *s_kernarg_offsets,
-    *s_last_row, *s_signal, *s_view, *s_ring, *s_publish_rows, *s_publish_ready;
+    *s_last_row, *s_signal, *s_view, *s_aql;
 
 /* `obj.name` through obj's __dict__ where the generic protocol would find it there (no
  * data descriptor of that name on the type), else the protocol: a new reference or NULL. */
@@ -1580,11 +1599,17 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         Py_RETURN_NONE;
     }
     Py_INCREF(inst);
-    PyObject *value = NULL, *r = NULL, *block = NULL, *ring = NULL, *headers = NULL;
+    PyObject *value = NULL, *r = NULL, *block = NULL, *aql = NULL, *headers = NULL;
     __int128 submitted;
     PyObject *sub = fast_attr(ln, s_submitted);
     if (sub == NULL || as_i128(sub, &submitted) < 0)
         goto done;
+    if ((aql = fast_attr(ln, s_aql)) == NULL)
+        goto done;
+    if (Py_TYPE(aql) != &LaneType) { /* the lane has no compiled Lane: the Python method */
+        value = Py_NewRef(Py_None);
+        goto done;
+    }
     if ((value = from_i128(submitted + 1)) == NULL)
         goto done;
     /* the most recently used goes last */
@@ -1592,7 +1617,7 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         goto fail;
     if (fast_set(inst, s_value, value) < 0)
         goto fail;
-    if ((block = fast_attr(inst, s_block)) == NULL || (ring = fast_attr(ln, s_ring)) == NULL ||
+    if ((block = fast_attr(inst, s_block)) == NULL ||
         (headers = fast_attr(seg, s_header_list)) == NULL)
         goto fail;
     if (!PyList_Check(headers) || PyList_GET_SIZE(headers) < 1) {
@@ -1600,31 +1625,31 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         goto fail;
     }
     PyObject *first = PyList_GET_ITEM(headers, 0);
-    if (block == Py_None) {
-        PyObject *argv[7] = {NULL, NULL, first, NULL, NULL, NULL, NULL};
-        argv[1] = fast_attr(seg, s_block_view);
-        argv[3] = fast_attr(inst, s_address);
-        argv[4] = fast_attr(seg, s_kernarg_offsets);
-        argv[5] = fast_attr(seg, s_last_row);
-        argv[6] = fast_attr(inst, s_signal);
-        PyObject *rows = fast_attr(ring, s_publish_rows);
+    if (block == Py_None) { /* QueueLane.submit_rows: the segment's block, fields set */
+        PyObject *argv[6] = {NULL, first, NULL, NULL, NULL, NULL};
+        argv[0] = fast_attr(seg, s_block_view);
+        argv[2] = fast_attr(inst, s_address);
+        argv[3] = fast_attr(seg, s_kernarg_offsets);
+        argv[4] = fast_attr(seg, s_last_row);
+        argv[5] = fast_attr(inst, s_signal);
         /* seg.last_block, seg.last_rows = None, (inst.address, inst.signal) */
-        PyObject *fields = argv[3] && argv[6] ? PyTuple_Pack(2, argv[3], argv[6]) : NULL;
-        if (argv[1] && argv[4] && argv[5] && rows && fields &&
+        PyObject *fields = argv[2] && argv[5] ? PyTuple_Pack(2, argv[2], argv[5]) : NULL;
+        if (argv[0] && argv[3] && argv[4] && fields &&
             fast_set(seg, s_last_block, Py_None) == 0 && fast_set(seg, s_last_rows, fields) == 0)
-            r = PyObject_Vectorcall(rows, argv + 1, 6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            r = lane_submit_rows((Lane *)aql, argv, 6);
         Py_XDECREF(fields);
-        Py_XDECREF(rows);
-        for (int i = 3; i < 7; i++)
+        Py_XDECREF(argv[0]);
+        for (int i = 2; i < 6; i++)
             Py_XDECREF(argv[i]);
-        Py_XDECREF(argv[1]);
-    } else {
+    } else { /* QueueLane.submit_block: the instance's own block */
         if (fast_set(seg, s_last_block, block) < 0 ||
             fast_set(seg, s_last_rows, Py_None) < 0)
             goto fail;
         PyObject *view = fast_attr(inst, s_view);
-        if (view != NULL)
-            r = PyObject_CallMethodObjArgs(ring, s_publish_ready, view, first, NULL);
+        if (view != NULL) {
+            PyObject *argv[2] = {view, first};
+            r = lane_submit_block((Lane *)aql, argv, 2);
+        }
         Py_XDECREF(view);
     }
     if (r == NULL)
@@ -1638,7 +1663,7 @@ done:
     Py_XDECREF(r);
     Py_XDECREF(sub);
     Py_XDECREF(block);
-    Py_XDECREF(ring);
+    Py_XDECREF(aql);
     Py_XDECREF(headers);
     Py_DECREF(inst);
     Py_DECREF(instances);
@@ -1884,24 +1909,22 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_last_row, "last_row");
     INTERN(s_signal, "signal");
     INTERN(s_view, "view");
-    INTERN(s_ring, "ring");
-    INTERN(s_publish_rows, "publish_rows");
-    INTERN(s_publish_ready, "publish_ready");
+    INTERN(s_aql, "aql");
     if ((one = PyLong_FromLong(1)) == NULL)
         return NULL;
     if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
-        PyType_Ready(&ReadyPublisherType) < 0 || PyType_Ready(&SubmitType) < 0)
+        PyType_Ready(&LaneType) < 0 || PyType_Ready(&SubmitType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     Py_INCREF(&PublisherType);
     Py_INCREF(&DispatchType);
-    Py_INCREF(&ReadyPublisherType);
+    Py_INCREF(&LaneType);
     Py_INCREF(&SubmitType);
     if (PyModule_AddObject(m, "Publisher", (PyObject *)&PublisherType) < 0 ||
         PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
-        PyModule_AddObject(m, "ReadyPublisher", (PyObject *)&ReadyPublisherType) < 0 ||
+        PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 ||
         PyModule_AddObject(m, "Submit", (PyObject *)&SubmitType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -3,11 +3,12 @@
 `python -c "from amdgpu.hsa_backend.hotpath import main; main()"` (scripts/setup.sh runs it)
 builds build/hotpath/_hotpath<EXT_SUFFIX> with gcc when it is missing or was built from
 another hotpath.c (a content hash beside it says which). `MODULE` is the loaded extension,
-or None: then the HSA backend runs the same steps in Python (QueueLane.dispatcher's
-closure, HsaDevice.dispatch, HsaCommandBuffer._submit, packets.Ring.publish_ready and
-publish_rows), which stay the reference. `AMDGPU_PYTHON_HOT_PATH=1` picks
-the Python steps even when the module is built (tests compare the two; see
-tests/test_hot_path.py). `why_not` says why MODULE is None.
+or None: then the HSA backend publishes through packets.Ring's Python methods (the packets
+library's implementation of the same protocol) and runs HsaDevice.dispatch and
+HsaCommandBuffer._submit as Python. `AMDGPU_PYTHON_HOT_PATH=1` picks the Python steps even
+when the module is built (tests compare the two; see tests/test_hot_path.py). `why_not`
+says why MODULE is None. Building needs gcc and the Python headers (Debian: gcc,
+python3-dev).
 
 Nothing is compiled on import: a missing or stale build only falls back to Python;
 `status()` names the path in use.

@@ -239,6 +239,10 @@ class KernargLayout:
         self.buffer_offsets = [a.offset for a in self.explicit if a.kind == "buffer"]
         self.queue_ptr_offsets = [o for k, o, _ in self.hidden if k == _QUEUE_PTR_KIND]
         self._hidden_cache: dict[tuple, bytes] = {}
+        # where the hidden args start (the block's end without any): hidden_bytes returns
+        # the block from here, whether or not explicit args come after (hand-built layouts
+        # may interleave them; such a layout has no fast path)
+        self.hidden_start = min((o for _, o, _ in self.hidden), default=self.size)
         self._fast = self._generate_fast_path(fields)
 
     def _generate_fast_path(self, fields: list) -> Callable[[Sequence[Any], Any], tuple] | None:
@@ -249,10 +253,9 @@ class KernargLayout:
         problem. Generated once per layout, like a namedtuple's methods. None when explicit
         and hidden args interleave (then every dispatch takes the general path)."""
 
-        hidden_start = min((o for _, o, _ in self.hidden), default=self.size)
+        hidden_start = self.hidden_start
         if any(a.offset + a.size > hidden_start for a in self.explicit):
             return None
-        self.hidden_start = hidden_start
         fmt, pos = "<", 0
         names = [f"a{i}" for i in range(len(self.explicit))]
         exprs = []
@@ -291,7 +294,9 @@ class KernargLayout:
     def hidden_bytes(
         self, grid: tuple, block: tuple, dims: int, dynamic_lds: int = 0, queue_ptr: int = 0
     ) -> bytes:
-        """Bytes [hidden_start, size) of the block for this dispatch shape (cached)."""
+        """Bytes [hidden_start, size) of the block for this dispatch shape (cached). Where
+        explicit args come after a hidden one (a hand-built, interleaved layout), their
+        slots in that range hold zeros (bytes args) or placeholder 0 values."""
         key = (grid, block, dims, dynamic_lds, queue_ptr)
         h = self._hidden_cache.get(key)
         if h is None:

@@ -28,8 +28,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,6 +43,7 @@ from hsa.provider import QueueType, SignalCondition
 TIMELINE_START = 1 << 62
 WAIT_SLICE_S = 0.05  # host waits look at the queue's error state this often
 MAX_DEPS = 5  # dep_signal slots of one barrier-AND packet
+_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 
 
 _PC_SITE = re.compile(r"code-object offset (0x[0-9a-f]+) \(([^)]+)\)")
@@ -204,14 +204,6 @@ class QueueLane:
             q.doorbell,
             queue_id=q.id,
         )
-        if hotpath.MODULE is not None:  # Ring.publish_ready/_rows compiled (hotpath.c)
-            rg = self.ring
-            ready = hotpath.MODULE.ReadyPublisher(
-                rg, rg._mv, rg._add_write_index, rg._doorbell, _native_ops(q, rg),
-                types.MethodType(packets.Ring.publish_ready, rg),
-                types.MethodType(packets.Ring.publish_rows, rg),
-            )
-            rg.use_block_publishers(ready, ready.rows)
         self.signal = p.signal_create(TIMELINE_START)
         # Held for each submission's one atomic step (timeline value, kernarg block, packet
         # write, counter update): threads may share a lane. Never held while taking another
@@ -233,11 +225,33 @@ class QueueLane:
         ring.fill(0)  # touch every page now, not on the first dispatches
         self.kernargs = KernargRing(self.kernarg_address, ring, self.completed, self.wait)
         self.kept = KeptBlocks(kernarg_bytes, total, self.completed)
+        # The lane's submission, chosen once here: the compiled Lane (hotpath.c: the one
+        # publish sequence, with this lane's ring, kernarg ring, lock and counter) where the
+        # module is built, else packets.Ring's Python methods (the same steps).
+        self.aql: Any = None
+        if hotpath.MODULE is not None:
+            rg = self.ring
+            self.aql = hotpath.MODULE.Lane(
+                self, self.kernargs, self.kernarg_view, self.kernarg_address, rg, rg._mv,
+                rg._add_write_index, rg._doorbell, _native_ops(q, rg),
+            )
+            self.submit_block = self.aql.submit_block
+            self.submit_rows = self.aql.submit_rows
+        else:
+            self.submit_block = self.ring.publish_ready
+            self.submit_rows = self.ring.publish_rows
 
     # --- errors --------------------------------------------------------------------------
     def _on_error(self, status: int, queue: Any) -> None:
         self._error_status = int(status)
         self.failed = True
+
+    # A kept block published under the lane's lock (its first header INVALID, given apart):
+    # submit_block(block, first_header) -> first id; submit_rows(block, first_header,
+    # kernarg_base, kernarg_offsets, signal_row, signal) -> first id sets each row's kernarg
+    # address and the completion signal on the way (packets.Ring.publish_ready/_rows).
+    submit_block: Callable[..., int]
+    submit_rows: Callable[..., int]
 
     failed = False  # True once the queue reported an error (dispatch checks only this)
     closed = False  # the device was closed (failed is set too)
@@ -448,9 +462,7 @@ class QueueLane:
         complete: a barrier-AND (barrier bit, no deps) carrying it as completion signal."""
         sig = self.device.signal_pool.take(1)
         with self.lock:
-            self.ring.publish(
-                packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True)
-            )
+            self.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
         return sig
 
     def _release_proxies(self, value: int) -> None:
@@ -463,60 +475,37 @@ class QueueLane:
     def dispatcher(self, size: int, words: memoryview, body: memoryview,
                    header: int) -> Any:
         """The untraced immediate-dispatch step of one launch (HsaKernel.launch keeps it
-        in the launch's cache entry): `publish(data)` takes the lane's lock, the timeline
-        value, a kernarg block of `size` bytes from the ring (KernargRing.allocate's fast
-        path inlined) and stores `data` into it, patches the packet template (`words`) with
-        its address, publishes the template's `body` and `header` (Ring.publish_parts's
-        steps inlined), counts the submission, and returns its timeline value. Everything
-        that does not change between dispatches is bound once here, not looked up each
-        time: this is the hot path of an immediate dispatch. With the compiled hot path
-        built (amdgpu.hsa_backend.hotpath), the same steps in C (hotpath.c's Publisher)."""
-        rg = self.ring
-        if hotpath.MODULE is not None:
-            return hotpath.MODULE.Publisher(
-                self, self.kernargs, self.kernarg_view, self.kernarg_address, rg,
-                rg._mv, rg._add_write_index, rg._doorbell, size, words, header,
-                _native_ops(self.queue, rg),
-            )
-        acquire, release = self.lock.acquire, self.lock.release
-        kernargs, view, base = self.kernargs, self.kernarg_view, self.kernarg_address
-        starts, values, allocate = kernargs._starts, kernargs._values, kernargs.allocate
-        mv, header_words, mask, ring_size = rg._mv, rg._header_words, rg._mask, rg.size
-        add_write_index, doorbell = rg._add_write_index, rg._doorbell
+        in the launch plan): `publish(data)` takes the lane's lock, the timeline value, a
+        kernarg block of `size` bytes from the ring and stores `data` into it, patches the
+        packet template (`words`) with its address, publishes the template (`body` and
+        `header`), counts the submission, and returns its timeline value. With the compiled
+        hot path built: a Publisher on the lane's compiled Lane (hotpath.c's lane_submit);
+        else the same steps through KernargRing.allocate and Ring.publish_parts."""
+        module = hotpath.MODULE
+        if module is not None and self.aql is not None:
+            return module.Publisher(self.aql, size, words, header)
+        lock, allocate = self.lock, self.kernargs.allocate
+        view, base, publish_parts = self.kernarg_view, self.kernarg_address, self.ring.publish_parts
         lane = self
 
         def publish(data: bytes) -> int:
-            acquire()
-            try:
+            with lock:
                 value = lane.submitted + 1
-                off = kernargs._head
-                end = off + size
-                if end <= kernargs._limit:
-                    kernargs._head = end
-                    starts.append(off)
-                    values.append(value)
-                else:
-                    off = allocate(size, value)
+                off = allocate(size, value)
                 view[off : off + size] = data  # the whole block in one store
                 words[5] = base + off  # kernarg_address, in the launch's packet template
-                if rg._hint - rg._read >= ring_size:
-                    rg._wait_unreserved(1)
-                idx = add_write_index(1)
-                if idx >= rg._hint:
-                    rg._hint = idx + 1
-                if idx - rg._read >= ring_size:
-                    rg._wait_reserved(idx, 1)
-                off = (idx & mask) << 6
-                mv[off + 4 : off + 64] = body  # the body, then the one header store
-                header_words[off >> 2] = header
-                rg.doorbells += 1
-                doorbell(idx)
+                publish_parts(body, header)
                 lane.submitted = value
-            finally:
-                release()
             return value
 
         return publish
+
+    def publish(self, packet: bytes) -> int:
+        """One ready packet (a barrier) under the caller's hold of the lane's lock: through
+        the compiled Lane, or the ring (its Python steps, and the traced record)."""
+        if self.aql is not None and _TRACE.sink is None:
+            return self.aql.submit_block(packet)
+        return self.ring.publish(packet)
 
     def publish_block(self, block: np.ndarray, headers: Any = None) -> int:
         """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell;
@@ -524,6 +513,8 @@ class QueueLane:
         lane's lock). `headers`: the header words, apart, when `block` holds INVALID
         headers (a command buffer's reused block; see packets.Ring.publish_many)."""
         n = len(block)
+        if headers is None and self.aql is not None and _TRACE.sink is None and n <= self.ring.size:
+            return self.aql.submit_block(block)  # the compiled Lane: one copy, one header
         if headers is None and n == 1:  # the single-packet path is cheaper here
             return self.ring.publish(block.tobytes())
         if n <= self.ring.size:

@@ -234,9 +234,7 @@ class DeviceSubmission(DeviceParts):
         ln.enable_profiling()
         sig = self.signal_pool.take(1)
         with ln.lock:
-            ln.ring.publish(
-                packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True)
-            )
+            ln.publish(packets.barrier_and(dep_signals=(), completion_signal=sig, barrier=True))
         return sig
 
     def elapsed_ns(self, start_mark: int, end_mark: int, timeout: float | None = None) -> int:

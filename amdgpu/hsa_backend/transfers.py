@@ -90,7 +90,7 @@ class DeviceTransfers(DeviceParts):
             value = ln.submitted + 1
             if ln.completed() < ln.submitted:
                 mine = self.signal_pool.take(1)
-                ln.ring.publish(
+                ln.publish(
                     packets.barrier_and(dep_signals=(), completion_signal=mine, barrier=True)
                 )
                 deps.append(mine)
