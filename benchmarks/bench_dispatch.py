@@ -17,6 +17,9 @@ rung packet id without a lock: see hsa.virtual.queues.)
 
 The immediate figure is printed for the compiled hot path (amdgpu/hsa_backend/hotpath.c) and,
 as the baseline in the same run, for the same steps in Python (the path without the build).
+The buffer checks of issue 35 are priced in the same run: dispatches with a new argument
+tuple each time (every buffer converted and checked), once with the check and once with the
+kernel's converter generated without it (KernargLayout.unchecked_fast_path).
 
 The first line of output names the host (cores, load average): on a shared machine the
 figures move with the load, so compare runs made side by side.
@@ -68,20 +71,31 @@ def _kernel(dev, code):
     return dev.load(code).kernel("saxpy_hidden")
 
 
-def bench_immediate(code, count: int, rounds: int) -> list[float]:
+def bench_immediate(code, count: int, rounds: int, fresh: bool = False,
+                    unchecked: bool = False) -> list[float]:
     """us per dispatch, one value per round (after one untimed round that warms the CPU
-    clock and the caches)."""
+    clock and the caches). `fresh`: a new argument tuple per dispatch (its buffers are
+    converted and checked each time; a reused tuple's bytes are kept). `unchecked`: the
+    kernel's fast converter without the buffer-state test (issue 35's check), to print
+    what the check costs."""
     out = []
     for i in range(rounds + 1):
         dev = _gated_device(max(1 << 14, 2 * count), 64)
         k = _kernel(dev, code)
+        if unchecked:
+            k.layout._fast = k.layout.unchecked_fast_path()  # before the launch plan keeps it
         x, y = dev.buffer(N * 4), dev.buffer(N * 4)
-        args = (y, x, np.float32(2.0), N)
+        a = np.float32(2.0)
+        args = (y, x, a, N)
         _hold(dev)
         dev.dispatch(k, N, 256, args)  # warm the caches (geometry, packet template)
         t0 = time.perf_counter()
-        for _ in range(count):
-            dev.dispatch(k, N, 256, args)
+        if fresh:
+            for _ in range(count):
+                dev.dispatch(k, N, 256, (y, x, a, N))
+        else:
+            for _ in range(count):
+                dev.dispatch(k, N, 256, args)
         if i:
             out.append((time.perf_counter() - t0) / count * 1e6)
         _close(dev)
@@ -241,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         imm_py = bench_immediate(code, 2000 if q else 5000, 3)
     finally:
         hotpath.MODULE = compiled
+    # issue 35's buffer checks, side by side: a new argument tuple per dispatch (each
+    # buffer converted and checked), with the check and without it
+    checked = bench_immediate(code, 2000 if q else 5000, 3, fresh=True)
+    bare = bench_immediate(code, 2000 if q else 5000, 3, fresh=True, unchecked=True)
     how = "processor held on a gate" if GATE else "queue processor paused"
     if emulated:
         how = "the real ROCr; the emulated driver holds the doorbells"
@@ -254,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
         f"median {statistics.median(imm):.2f}; goal <= 1.0 us) on the {hotpath.status()} "
         f"hot path; the Python steps: {min(imm_py):.2f} us (median "
         f"{statistics.median(imm_py):.2f}), x{min(imm_py) / min(imm):.2f} of it"
+    )
+    print(
+        f"buffer checks (issue 35), a new argument tuple per dispatch (2 buffers): "
+        f"{min(checked):.2f} us checked (median {statistics.median(checked):.2f}), "
+        f"{min(bare):.2f} us without the check (median {statistics.median(bare):.2f}): "
+        f"{min(checked) - min(bare):+.3f} us per dispatch (best against best); a reused "
+        f"tuple pays one identity test (Lifetime.ends)"
     )
     print(
         f"{'dispatches':>10} {'replay us':>10} {'(best)':>8} {'us/dispatch':>12} "

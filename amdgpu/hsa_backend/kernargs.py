@@ -243,9 +243,17 @@ class KernargLayout:
         # the block from here, whether or not explicit args come after (hand-built layouts
         # may interleave them; such a layout has no fast path)
         self.hidden_start = min((o for _, o, _ in self.hidden), default=self.size)
+        self._fields = fields
         self._fast = self._generate_fast_path(fields)
 
-    def _generate_fast_path(self, fields: list) -> Callable[[Sequence[Any], Any], tuple] | None:
+    def unchecked_fast_path(self) -> Callable[[Sequence[Any], Any], tuple] | None:
+        """The fast path's converter without its buffer-state test (each buffer's
+        `_life.owner is owner`): only for benchmarks/bench_dispatch.py, which prints what
+        issue 35's checks cost beside the checked figure. The driver never uses it."""
+        return self._generate_fast_path(self._fields, check_owner=False)
+
+    def _generate_fast_path(self, fields: list, check_owner: bool = True
+                            ) -> Callable[[Sequence[Any], Any], tuple] | None:
         """A function `(args, owner) -> explicit struct values` for the common case: buffers
         are live Buffers of `owner` (the dispatching device), values have exactly the
         accepted types. Anything else (or a wrong count)
@@ -268,9 +276,11 @@ class KernargLayout:
             fmt += code
             pos = a.offset + struct.calcsize("<" + code)
             v = names[role]
-            if a.kind == "buffer":  # alive and the owner's: one identity test (Lifetime)
+            if a.kind == "buffer" and check_owner:  # alive and the owner's: one identity
                 exprs.append(f"({v}.address if type({v}) is _Buffer and {v}._life.owner is "
-                             f"owner else _bad)")
+                             f"owner else _bad)")  # test (Lifetime)
+            elif a.kind == "buffer":
+                exprs.append(f"({v}.address if type({v}) is _Buffer else _bad)")
             elif a.kind == "value" and a.is_float:
                 exprs.append(f"({v} if type({v}) in _F else _bad)")
             elif a.kind == "value":
