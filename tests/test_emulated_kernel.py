@@ -183,6 +183,22 @@ def test_a_client_that_never_releases_its_interpreter_lock():
 
 
 # --- several clients, and clients that die -------------------------------------------------
+def _why(status: dict, *procs: subprocess.Popen, node: str = "gfx90a") -> str:
+    """What a failed several-clients check needs to explain itself: the server's status,
+    each client's exit status and stderr tail (if it ended), the server log's tail."""
+    out = [f"status: {status}"]
+    for p in procs:
+        code = p.poll()
+        err = p.stderr.read()[-1500:] if code is not None else "(still running)"
+        out.append(f"client {p.pid}: exit status {code}; stderr: {err}")
+    try:
+        lines = (protocol.run_dir(node) / "server.log").read_text().splitlines()
+        out.append("server log tail:\n" + "\n".join(lines[-30:]))
+    except OSError as exc:
+        out.append(f"no server log: {exc}")
+    return "\n".join(out)
+
+
 def test_two_clients_at_once_and_one_killed_mid_dispatch():
     """Two processes on one GPU; one is killed while its copies run: the server stops its
     queues and drops its memory, and the other's work still completes."""
@@ -194,7 +210,7 @@ def test_two_clients_at_once_and_one_killed_mid_dispatch():
         _line(other, "ready")
         status = protocol.request("gfx90a")
         pids = {c["pid"]: c for c in status["clients"]}
-        assert victim.pid in pids and other.pid in pids, status
+        assert victim.pid in pids and other.pid in pids, _why(status, victim, other)
         assert pids[victim.pid]["allocations"] > 0 and pids[victim.pid]["queues"] > 0
         victim.send_signal(signal.SIGKILL)
         victim.wait(30)
@@ -211,6 +227,50 @@ def test_two_clients_at_once_and_one_killed_mid_dispatch():
         for p in (victim, other):
             if p.poll() is None:
                 p.kill()
+
+
+USERPTR_PAGES = r"""
+import ctypes, mmap, numpy as np, amdgpu
+dev = amdgpu.open("amdgpu:emulated")
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+mm = mmap.mmap(-1, 4 * 4096)
+region = np.frombuffer(mm, dtype=np.uint8)
+region[:] = 7
+base = region.ctypes.data
+def round_trip(off, n, seed, unpin=False):
+    view = region[off:off + n]
+    buf = dev.buffer(np.full(n, seed, np.uint8))
+    pinned = dev.pin(view)  # hsa_amd_memory_lock: a userptr registration of its pages
+    dev.copy(pinned, buf)
+    dev.synchronize()
+    print(f"[{off}, {off + n}):", "ok" if (view == seed).all() else f"reads {view[:4]}")
+    if unpin:
+        pinned.unpin()
+    return pinned
+keep = [round_trip(100, 4096, 1),         # pages 0-1 become one memfd
+        round_trip(4096 + 200, 4096, 2),  # pages 1-2 another, over page 1
+        round_trip(4200, 50, 3)]          # inside page 1 and the first range
+for p in keep:
+    p.unpin()
+# the pages replaced behind the library's back (raw syscalls: munmap, then fresh zero pages)
+assert libc.syscall(11, ctypes.c_void_p(base), ctypes.c_size_t(4 * 4096)) == 0
+got = libc.syscall(9, ctypes.c_void_p(base), ctypes.c_size_t(4 * 4096), 3, 0x22 | 0x10, -1, 0)
+assert got == base, got
+round_trip(300, 1000, 4)                  # inside the first range's old pages
+"""
+
+
+def test_userptr_registrations_sharing_pages_see_the_gpus_writes():
+    """hsa_amd_memory_lock of ranges that share pages with earlier ones, and of memory
+    replaced by raw syscalls: the GPU's copy lands where the program reads (the shim once
+    reused a memfd that no longer backed the pages: silently wrong data)."""
+    _start("gfx90a")
+    run = subprocess.run([sys.executable, "-c", USERPTR_PAGES], env=_env("gfx90a"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert run.stdout.split("\n")[:4] == ["[100, 4196): ok", "[4296, 8392): ok",
+                                          "[4200, 4250): ok", "[300, 1300): ok"], run.stdout
 
 
 def test_a_dead_server_gives_its_client_one_line_not_a_hang():

@@ -884,15 +884,20 @@ class Server:
             threading.Thread(target=self._connection, args=(conn,), daemon=True).start()
 
     def _connection(self, conn: socket.socket) -> None:
+        # the session's client, known here even when the session ends in an exception (a
+        # client killed with a reply unread ends in ECONNRESET: it was once never closed,
+        # its queues ran on and status listed the dead process)
+        opened: list[Client] = []
         client: Client | None = None
         try:
-            client = self._session(conn)
+            self._session(conn, opened)
         except (ConnectionError, EOFError):
             pass  # the client went away
         except Exception:
-            log.exception("connection of client %s failed", client.pid if client else "?")
+            log.exception("connection of client %s failed", opened[0].pid if opened else "?")
         finally:
             conn.close()
+            client = opened[0] if opened else None
             if client is not None:
                 with self._lock:
                     self.clients.pop(id(client), None)
@@ -902,7 +907,7 @@ class Server:
                 if self._connections == 0:
                     self._idle_since = time.monotonic()
 
-    def _session(self, conn: socket.socket) -> Client | None:
+    def _session(self, conn: socket.socket, opened: list[Client]) -> None:
         head, fds = _recv_head(conn)
         op, kind, minor, _arglen, _extralen, version, pid = head
         if op in (protocol.OP_HOLD, protocol.OP_RELEASE):
@@ -914,17 +919,18 @@ class Server:
         if op == protocol.OP_STATUS:
             body = json.dumps(self.status()).encode()
             conn.sendall(protocol.REPLY.pack(0, len(body), 0, 0) + body)
-            return None
+            return
         if op != protocol.OP_HELLO:
-            return None
+            return
         if version != protocol.VERSION:
             log.warning("client %d speaks protocol %d, this server %d: refused", pid, version,
                         protocol.VERSION)
             _send(conn, -EPROTO, Answer(b""))
-            return None
+            return
         client = None
         if kind == protocol.KIND_KFD:
             client = Client(self, pid)
+            opened.append(client)
             with self._lock:
                 self.clients[id(client)] = client
             log.info("client %d opened /dev/kfd", pid)
@@ -933,14 +939,14 @@ class Server:
         else:
             if not any(n.drm_render_minor == minor for n in self.nodes):
                 _send(conn, -ENOENT, Answer(b""))
-                return None
+                return
             _send(conn, 0, Answer(b""))
             handler = Render(self, int(minor))
         while True:
             try:
                 head, fds = _recv_head(conn)
             except EOFError:
-                return client
+                return
             op, kind, request, arglen, extralen, _nfds, _pid = head
             args = bytearray(_recv_exact(conn, arglen))
             extra = _recv_exact(conn, extralen)
@@ -1062,6 +1068,7 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
     import faulthandler
     import signal
 
+    faulthandler.enable(all_threads=True)  # a fatal signal: every thread's stack to the log
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks to the log
     server = Server(spec, run, idle_exit_s)
     path = run / "sock"

@@ -112,8 +112,11 @@ struct mapkey {
 static struct mapkey* keys;
 static size_t nkeys, capkeys;
 
+/* The memfds userptr registration put under the program's pages, by their inode: which
+ * pages each one backs now is read from /proc/self/maps at every registration, never
+ * remembered (the program, malloc's brk and glibc's own munmap change them behind us). */
 struct userptr {
-    uint64_t addr, size;
+    uint64_t dev, ino;
     int fd;
 };
 static struct userptr* userptrs;
@@ -156,7 +159,6 @@ REAL(fcntl64, int, int, int, ...)
 REAL(ioctl, int, int, unsigned long, ...)
 REAL(mmap, void*, void*, size_t, int, int, int, off_t)
 REAL(mmap64, void*, void*, size_t, int, int, int, off64_t)
-REAL(munmap, int, void*, size_t)
 
 /* --- configuration: the node and its run directory --------------------------------------- */
 static const char* node_spec(void) {
@@ -741,34 +743,8 @@ static void* map_owned(void* addr, size_t len, int prot, int flags, int fd, uint
     return real_mmap(addr, len, prot, flags, memfd, (off_t)at);
 }
 
-/* The program maps something else over (or unmaps) a range registered as userptr: the
- * range is no longer the memfd's, so a later registration there must convert it again. */
-static void forget_userptrs(void* addr, size_t len) {
-    uint64_t a = (uint64_t)(uintptr_t)addr, end = a + len;
-    if (!nuserptrs) return;
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < nuserptrs;) {
-        struct userptr* u = &userptrs[i];
-        if (a < u->addr + u->size && u->addr < end) {
-            resolve_close();
-            real_close(u->fd);
-            userptrs[i] = userptrs[--nuserptrs];
-        } else {
-            i++;
-        }
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-EXPORT int munmap(void* addr, size_t len) {
-    resolve_munmap();
-    forget_userptrs(addr, len);
-    return real_munmap(addr, len);
-}
-
 EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
     resolve_mmap();
-    if (flags & MAP_FIXED) forget_userptrs(addr, len);
     if (fd >= 0 && fd < MAX_FD && fds[fd].kind)
         return map_owned(addr, len, prot, flags, fd, (uint64_t)off);
     return real_mmap(addr, len, prot, flags, fd, off);
@@ -776,7 +752,6 @@ EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off
 
 EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
     resolve_mmap64();
-    if (flags & MAP_FIXED) forget_userptrs(addr, len);
     if (fd >= 0 && fd < MAX_FD && fds[fd].kind)
         return map_owned(addr, len, prot, flags, fd, (uint64_t)off);
     return real_mmap64(addr, len, prot, flags, fd, off);
@@ -896,20 +871,110 @@ static int wait_events(int fd, struct fdinfo* f, char* arg) {
     }
 }
 
-/* Userptr registration: the range becomes shared memfd pages of the same content (pages
- * never touched are zero and are not copied), so the server can map them. */
-static int userptr_fd(uint64_t addr, uint64_t size, uint64_t* offset_in_fd) {
-    for (size_t i = 0; i < nuserptrs; i++) {
-        struct userptr* u = &userptrs[i];
-        if (addr >= u->addr && addr + size <= u->addr + u->size) {
-            *offset_in_fd = addr - u->addr;
-            return u->fd;
+/* /proc/self/maps, whole, NUL-terminated (malloc'd; NULL if unreadable). */
+static char* read_maps(void) {
+    resolve_open();
+    int f = real_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (f < 0) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char* buf = malloc(cap);
+    for (ssize_t k; buf; n += (size_t)k) {
+        if (n + 1 == cap) {
+            char* bigger = realloc(buf, cap *= 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+        }
+        k = read(f, buf + n, cap - 1 - n);
+        if (k <= 0) break;
+    }
+    real_close(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+/* One of our memfds backs every page of [start, end), in vmas at consecutive offsets: its
+ * fd and the offset of `start` in it; else -1. Closes our memfds that nothing maps any more
+ * (the server keeps its own descriptor of those still registered). */
+static int userptr_backing(const char* maps, uint64_t start, uint64_t end, uint64_t* off) {
+    char* seen = calloc(nuserptrs + 1, 1);
+    if (!seen) return -1;
+    int found = -1, run = -1; /* run: the memfd (index) covering start.. so far; -2 broken */
+    uint64_t at = start, want = 0;
+    for (const char* line = maps; *line;) {
+        unsigned long lo, hi, pgoff, ino;
+        unsigned maj, mnr;
+        if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &pgoff, &maj, &mnr, &ino) == 6) {
+            int idx = -1;
+            for (size_t i = 0; i < nuserptrs; i++)
+                if (userptrs[i].ino == ino && userptrs[i].dev == (uint64_t)makedev(maj, mnr))
+                    idx = (int)i;
+            if (idx >= 0) {
+                seen[idx] = 1;
+                if (found < 0 && run != -2 && lo <= at && at < hi) {
+                    uint64_t o = pgoff + (at - lo); /* maps' offset is in bytes */
+                    if (at == start) {
+                        run = idx;
+                        *off = o;
+                    } else if (idx != run || o != want) {
+                        run = -2;
+                    }
+                    if (run == idx) {
+                        want = o + (hi - at);
+                        at = hi;
+                        if (at >= end) found = userptrs[idx].fd;
+                    }
+                }
+            }
+        }
+        const char* nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    for (size_t i = 0; i < nuserptrs;) {
+        if (!seen[i]) {
+            real_close(userptrs[i].fd);
+            userptrs[i] = userptrs[--nuserptrs];
+            seen[i] = seen[nuserptrs];
+        } else {
+            i++;
         }
     }
+    free(seen);
+    return found;
+}
+
+/* Userptr registration: the range's pages become shared memfd pages of the same content
+ * (pages never touched are zero and are not copied), so the server can map them. Pages a
+ * memfd of ours already backs keep it, as long as /proc/self/maps says that one memfd still
+ * backs the whole range: a later registration over part of a range, or memory the program
+ * freed and got back, gets a new memfd instead of a stale one (a stale one was silently
+ * wrong data: the GPU wrote pages the program no longer had). A thread of the program that
+ * writes these pages while they are copied can lose that write, as with no page locking. */
+static int userptr_fd(uint64_t addr, uint64_t size, uint64_t* offset_in_fd) {
     uint64_t start = addr & ~(PAGE - 1), end = (addr + size + PAGE - 1) & ~(PAGE - 1);
+    char* maps = read_maps();
+    uint64_t off = 0;
+    int have = maps ? userptr_backing(maps, start, end, &off) : -1;
+    free(maps);
+    if (have >= 0) {
+        *offset_in_fd = off + (addr - start);
+        return have;
+    }
+    if (nuserptrs == capuserptrs) {
+        size_t cap = capuserptrs ? capuserptrs * 2 : 16;
+        struct userptr* bigger = realloc(userptrs, cap * sizeof *userptrs);
+        if (!bigger) return -1;
+        userptrs = bigger;
+        capuserptrs = cap;
+    }
     int mfd = memfd_create("amdgpu-userptr", MFD_CLOEXEC);
     if (mfd < 0) return -1;
-    if (ftruncate(mfd, (off_t)(end - start))) goto fail;
+    struct stat st;
+    if (ftruncate(mfd, (off_t)(end - start)) || fstat(mfd, &st)) goto fail;
     size_t pages = (end - start) / PAGE;
     unsigned char* resident = malloc(pages);
     if (!resident) goto fail;
@@ -933,11 +998,7 @@ static int userptr_fd(uint64_t addr, uint64_t size, uint64_t* offset_in_fd) {
     if (real_mmap((void*)(uintptr_t)start, end - start, PROT_READ | PROT_WRITE,
                   MAP_SHARED | MAP_FIXED, mfd, 0) == MAP_FAILED)
         goto fail;
-    if (nuserptrs == capuserptrs) {
-        capuserptrs = capuserptrs ? capuserptrs * 2 : 16;
-        userptrs = realloc(userptrs, capuserptrs * sizeof *userptrs);
-    }
-    userptrs[nuserptrs++] = (struct userptr){start, end - start, mfd};
+    userptrs[nuserptrs++] = (struct userptr){(uint64_t)st.st_dev, (uint64_t)st.st_ino, mfd};
     *offset_in_fd = addr - start;
     return mfd;
 fail:
