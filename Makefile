@@ -4,11 +4,18 @@ PY := .venv/bin/python
 
 .PHONY: setup demo test test-fast bench lint fuzz
 
-# What `make lint` type-checks: every package but most of hsa/virtual, hsa/emulated and
-# tools/fuzz, which still have mypy errors; widen it as they become clean.
-TYPED := ground packets compiler amdgpu tools/packet_trace tools/hwlab hsa/__init__.py \
-	hsa/abi hsa/provider.py hsa/status.py hsa/rocr \
-	hsa/virtual/pm4.py hsa/virtual/sdma.py hsa/virtual/ring_worker.py
+# What `make lint` type-checks: the five packages (and ground), all but the files of
+# UNTYPED (the virtual GPU's ISA semantics and its LLVM MC agreement tools), which still
+# have mypy errors; shrink the list as they become clean. A new file is typed.
+TYPED := ground packets compiler amdgpu hsa tools
+UNTYPED := hsa/virtual/mc_agreement.py hsa/virtual/isa/state.py hsa/virtual/isa/mem.py \
+	hsa/virtual/isa/salu.py hsa/virtual/isa/atomics.py hsa/virtual/isa/executor.py \
+	hsa/virtual/isa/valu.py hsa/virtual/isa/image.py hsa/virtual/isa/sfloat.py \
+	hsa/virtual/gfx9/semantics.py hsa/virtual/gfx9/mfma.py hsa/virtual/gfx9/gfx950.py \
+	hsa/virtual/gfx9/gen_tables.py hsa/virtual/gfx9/decoder.py hsa/virtual/gfx12/semantics.py \
+	hsa/virtual/gfx11/gen_tables.py hsa/virtual/gfx11/testing.py \
+	hsa/virtual/gfx11/mc_agreement.py hsa/virtual/gfx11/listing.py hsa/virtual/gfx11/agreement.py
+MYPY_EXCLUDE := $(foreach f,$(UNTYPED),--exclude '^$(f)$$')
 
 setup:
 	@bash scripts/setup.sh
@@ -43,4 +50,4 @@ bench: setup
 
 lint: setup
 	@$(PY) -m ruff check .
-	@$(PY) -m mypy $(TYPED)
+	@$(PY) -m mypy $(TYPED) $(MYPY_EXCLUDE)

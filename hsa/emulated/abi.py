@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ctypes import c_int32 as s32
 from ctypes import c_uint32 as u32
 from ctypes import c_uint64 as u64
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 KFD_IOCTL_MAJOR_VERSION = 1
 KFD_IOCTL_MINOR_VERSION = 23  # what the emulated kernel reports through GET_VERSION
@@ -78,7 +78,7 @@ class KfdArgs(ctypes.Structure):
         return bytes(memoryview(self).cast("B"))
 
     @classmethod
-    def from_user(cls, data: bytes):
+    def from_user(cls, data: bytes) -> Self:
         """The struct from what a caller passed: shorter (an older header's) is zero-filled,
         longer is cut, as the kernel's copy_from_user into its own struct."""
         size = ctypes.sizeof(cls)
@@ -827,7 +827,7 @@ class Request(NamedTuple):
     the caller's struct has (its header's size, which may be older and shorter)."""
 
     name: str
-    struct: type
+    struct: type[KfdArgs]
     user_size: int
 
 

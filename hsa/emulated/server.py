@@ -41,6 +41,7 @@ from ground.status import (
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
 )
 from hsa.provider import AgentInfo, DeviceType
+from hsa.virtual.agents import Agent
 from hsa.virtual.memory import Allocation, MemoryMap
 from hsa.virtual.queues import DeviceSide, PacketProcessor
 
@@ -266,15 +267,6 @@ class ClientSignals:
 
 
 # --- queues -------------------------------------------------------------------------------
-@dataclass
-class _Agent:
-    """What PacketProcessor reads of its agent."""
-
-    info: AgentInfo
-    family: str
-    lds_size: int
-
-
 def _family(target: str) -> str:
     return "gfx9" if target.startswith("gfx9") else target[:5]  # gfx11 / gfx12
 
@@ -301,7 +293,7 @@ class ServerQueue:
         self._error: BaseException | None = None
         self._callback = self._on_error
         self.destroyed = False
-        agent = _Agent(info=AgentInfo(handle=node.index, name=node.model.target,
+        agent = Agent(info=AgentInfo(handle=node.index, name=node.model.target,
                                       device_type=DeviceType.GPU, isa=node.model.target),
                        family=_family(node.model.target), lds_size=node.model.lds_bytes)
         self.processor = PacketProcessor(client.side, agent, self)

@@ -58,8 +58,8 @@ class Dispatch:
     registers: ShaderRegisters | None = None
 
 
-def cluster_ids(workgroup_id: tuple[int, int, int], cluster_size: tuple[int, int, int]
-                ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def cluster_ids(workgroup_id: tuple[int, ...], cluster_size: tuple[int, ...]
+                ) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(cluster id, workgroup id within its cluster, TTMP6) of a workgroup, as gfx1250
     reports them. LLVM's gfx1250 lowering (llvm.amdgcn.cluster.workgroup.id.*) reads the
     workgroup's place in its cluster from TTMP6 bits [3:0] x, [7:4] y, [11:8] z, and the

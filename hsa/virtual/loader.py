@@ -108,7 +108,7 @@ class CodeObjectLoader:
         return exe
 
     def _state(self, exe: Executable, call: str) -> _ExecutableState:
-        state = self._executables.get(getattr(exe, "handle", None))
+        state = self._executables.get(getattr(exe, "handle", 0))
         if state is None:
             raise HsaError(
                 HSA_STATUS_ERROR_INVALID_EXECUTABLE,

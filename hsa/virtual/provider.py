@@ -660,7 +660,7 @@ class VirtualProvider(HsaProvider):
     def queue_destroy(self, queue: Queue) -> None:
         call = "hsa_queue_destroy"
         with self._lock:
-            live = self._queues.get(getattr(queue, "handle", None))
+            live = self._queues.get(getattr(queue, "handle", 0))
             if live is not queue:
                 raise HsaError(
                     HSA_STATUS_ERROR_INVALID_QUEUE,
@@ -687,7 +687,7 @@ class VirtualProvider(HsaProvider):
         return list(self._queues.values())
 
     def profiling_set_enabled(self, queue: Queue, enabled: bool) -> None:
-        if self._queues.get(getattr(queue, "handle", None)) is not queue:
+        if self._queues.get(getattr(queue, "handle", 0)) is not queue:
             raise HsaError(HSA_STATUS_ERROR_INVALID_QUEUE, f"{queue!r} is not a live queue",
                            "hsa_amd_profiling_set_profiler_enabled")
         queue.profiling = bool(enabled)  # type: ignore[attr-defined]

@@ -272,7 +272,7 @@ class PacketProcessor:
         self._failed = False
         self._failure_note = ""
         self._thread: threading.Thread | None = None
-        self._executor = None
+        self._executor: Any = None
         self._pm4: Pm4Processor | None = None  # this queue's PM4 register state, on first use
         self._ring64 = memoryview(queue.ring).cast("Q")
         self._ring16 = memoryview(queue.ring).cast("H")

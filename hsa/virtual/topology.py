@@ -14,14 +14,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from hsa.provider import LinkInfo, LinkType
 
 XGMI_TARGETS = ("gfx90a", "gfx942", "gfx950")
 PCIE_WEIGHT = 20
 XGMI_WEIGHT = 15
-_PCIE = dict(min_latency=1000, max_latency=2000, min_bandwidth=32000, max_bandwidth=32000)
-_XGMI = dict(min_latency=400, max_latency=800, min_bandwidth=64000, max_bandwidth=64000)
+_PCIE: dict[str, Any] = dict(min_latency=1000, max_latency=2000, min_bandwidth=32000,
+                             max_bandwidth=32000)
+_XGMI: dict[str, Any] = dict(min_latency=400, max_latency=800, min_bandwidth=64000,
+                             max_bandwidth=64000)
 _COUNT_RE = re.compile(r"^([1-9][0-9]*)x(gfx[0-9a-f]+)$")
 MAX_GPUS = 64
 
