@@ -20,6 +20,10 @@ shim=$root/build/emulated/libamdgpu_kfd.so
 PYTHONPATH=$root "$python" -c "from hsa.emulated.build import main; main()" >/dev/null
 export AMDGPU_EMULATED_NODE=${AMDGPU_EMULATED_NODE:-gfx90a}
 PYTHONPATH=$root "$python" -m hsa.emulated.server --daemon --if-absent
+# tinygrad's AMD backend calls mmap through its own dlopen'ed handle of libc, which
+# LD_PRELOAD does not interpose; its LIBC_PATH names the library to load: the shim (whose
+# other libc symbols resolve to libc's)
+export LIBC_PATH=${LIBC_PATH:-$shim}
 case ":${LD_PRELOAD:-}:" in
     *":$shim:"*) ;;
     *) export LD_PRELOAD=$shim${LD_PRELOAD:+:$LD_PRELOAD} ;;

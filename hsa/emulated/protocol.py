@@ -27,6 +27,7 @@ KEY = struct.Struct("<QQ")
 # The events page (one per KFD client, a memfd mapped by both sides)
 EVENTS_SEQ = 0  # u32 futex word: bumped on every signal
 EVENTS_FAULT = 64  # kfd_hsa_memory_exception_data of the last memory fault (32 bytes)
+EVENTS_HW_EXCEPTION = 96  # kfd_hsa_hw_exception_data of the last queue reset (16 bytes)
 EVENTS_SIGNALED = 4096  # u32[MAX_EVENTS]: manual-reset events' state
 EVENTS_FIRED = 4096 + 16384  # u32[MAX_EVENTS]: how often each event fired
 EVENTS_CONSUMED = 4096 + 32768  # u32[MAX_EVENTS]: FIRED as of the last wait that took it

@@ -43,6 +43,7 @@ from ground.status import (
 from hsa.provider import AgentInfo, DeviceType
 from hsa.virtual.agents import Agent
 from hsa.virtual.memory import Allocation, MemoryMap
+from hsa.virtual.pm4 import Pm4Stopped
 from hsa.virtual.queues import DeviceSide, PacketProcessor
 
 from . import abi, build, drm, protocol
@@ -67,8 +68,10 @@ ERROR_INVALID_PACKET = 32  # everything else: ROCr reports INVALID_PACKET_FORMAT
 
 # linux/kfd_ioctl.h
 ALLOC_VRAM, ALLOC_GTT, ALLOC_USERPTR, ALLOC_DOORBELL, ALLOC_MMIO_REMAP = 1, 2, 4, 8, 16
-QUEUE_SDMA, QUEUE_COMPUTE_AQL, QUEUE_SDMA_XGMI = 1, 2, 3
-EVENT_MEMORY = 8
+QUEUE_COMPUTE, QUEUE_SDMA, QUEUE_COMPUTE_AQL, QUEUE_SDMA_XGMI = 0, 1, 2, 3
+EVENT_MEMORY, EVENT_HW_EXCEPTION = 8, 3
+EVENT_SIGNAL = 0xFF  # how the events page marks KFD_IOC_EVENT_SIGNAL (type 0 means free)
+HW_EXCEPTION_PER_ENGINE_RESET, HW_EXCEPTION_GPU_HANG = 1, 0
 DOORBELL_PAGE = 8192  # gfx9: 1024 queues x 8-byte doorbells per process and GPU
 MMAP_TYPE_DOORBELL = 3 << 62
 MMAP_TYPE_EVENTS = 2 << 62
@@ -276,14 +279,17 @@ class ServerQueue:
     the client's memory."""
 
     def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
-                 read_ptr: int, write_ptr: int, doorbell: int) -> None:
+                 read_ptr: int, write_ptr: int, doorbell: int, ring_bytes: int = 0) -> None:
         memory = client.memory
         self.kfd_id = queue_id
         self.client = client
         self.node = node
         self.handle = read_ptr - Q_READ  # amd_queue_t: read_dispatch_id is at +128
         self._struct = memory.view(self.handle, 256)
-        self.size = int(self._struct[Q_SIZE:Q_SIZE + 4].view(np.uint32)[0])
+        # the CP takes the ring's size from CREATE_QUEUE (the HQD), not from amd_queue_t:
+        # ROCr fills hsa_queue_t.size too, tinygrad's AQL queue leaves it 0
+        self.size = ring_bytes // 64 if ring_bytes else int(
+            self._struct[Q_SIZE:Q_SIZE + 4].view(np.uint32)[0])
         self.base_address = ring
         self.ring = memory.view(ring, self.size * 64)
         self._read = memory.view(read_ptr, 8).view(np.uint64)
@@ -385,6 +391,8 @@ class SdmaQueue:
                 target = self._wptr
             try:
                 self.engine.process(target)
+            except Pm4Stopped:  # destroyed while a packet waited
+                return
             except HsaError as exc:  # a bad packet or address stops the queue, as on the GPU
                 log.warning("client %d: %s", self.client.pid, exc)
                 if isinstance(exc, MemoryFault):  # the GPU's VM fault: the memory events
@@ -399,6 +407,70 @@ class SdmaQueue:
             self._cv.notify()
         if self._thread is not threading.current_thread():
             self._thread.join(join_timeout_s)
+
+
+class Pm4Queue:
+    """A KFD PM4 compute queue (KFD_IOC_QUEUE_TYPE_COMPUTE; tinygrad's AMD backend): its ring
+    runs on hsa/virtual's command processor (Pm4Processor over a Pm4Ring, 64-bit read and
+    write pointers counting dwords) in a RingWorker thread, woken by doorbells (the new write
+    pointer, in dwords). RELEASE_MEM's interrupt fires the event its INT_CTXID names; a
+    context id that names none (gfx9 streams send 0) fires every signal event, as KFD's scan
+    of the signal page does for an interrupt without a valid id (a spurious wake is harmless:
+    waiters check their memory). A fault stops the queue as on the GPU: a memory fault is the
+    VM fault (memory events), any other (a malformed packet, with its dword offset in the
+    server log) raises KFD's HW exception event, as a hung queue's reset does."""
+
+    def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
+                 ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
+        from hsa.virtual.pm4 import Pm4Processor, Pm4Ring
+        from hsa.virtual.ring_worker import RingWorker
+
+        self.kfd_id = queue_id
+        self.client = client
+        self.node = node
+        self.doorbell = doorbell
+        self.last_bell = -1
+        self.destroyed = False
+        self.processor = self  # what Client.close and DESTROY_QUEUE stop
+        label = f"client {client.pid} PM4 queue {queue_id}"
+        cp = Pm4Processor(client.memory, target=node.model.target, agent=node.index,
+                          interrupt=self._interrupt, label=label,
+                          lds_size=node.model.lds_bytes)
+        self.ring = Pm4Ring(cp, ring, ring_bytes, read_ptr, write_ptr)
+        self.worker = RingWorker(self.ring, name=f"pm4-{queue_id}", on_error=self._on_error)
+
+    def ring_doorbell(self, value: int) -> None:
+        if value >= 0 and not self.destroyed:
+            self.worker.ring_doorbell(value)
+
+    def _interrupt(self, irq: Any) -> None:
+        events = self.client.events
+        types = events[protocol.EVENTS_TYPE:protocol.EVENTS_TYPE + protocol.MAX_EVENTS]
+        if 0 < irq.context < protocol.MAX_EVENTS and types[irq.context]:
+            self.client.fire(irq.context)
+            return
+        for event_id in np.flatnonzero(types == EVENT_SIGNAL):
+            self.client.fire(int(event_id))
+
+    def _on_error(self, exc: HsaError) -> None:
+        log.warning("%s", exc)  # names the client, queue, ring/IB and dword offset
+        if isinstance(exc, MemoryFault):
+            self.client.memory_fault(int(getattr(exc, "address", 0) or 0), self.node.gpu_id)
+            return
+        record = bytearray(16)  # kfd_hsa_hw_exception_data
+        _put32(record, 0, HW_EXCEPTION_PER_ENGINE_RESET)
+        _put32(record, 4, HW_EXCEPTION_GPU_HANG)
+        _put32(record, 12, self.node.gpu_id)
+        events = self.client.events
+        events[protocol.EVENTS_HW_EXCEPTION:protocol.EVENTS_HW_EXCEPTION + 16] = np.frombuffer(
+            bytes(record), np.uint8)
+        types = events[protocol.EVENTS_TYPE:protocol.EVENTS_TYPE + protocol.MAX_EVENTS]
+        for event_id in np.flatnonzero(types == EVENT_HW_EXCEPTION):
+            self.client.fire(int(event_id))
+
+    def stop(self, join_timeout_s: float = 4.0) -> None:
+        self.destroyed = True
+        self.worker.stop(join_timeout_s)
 
 
 def _raise_to(heap: list[int], value: int) -> None:
@@ -653,6 +725,7 @@ class Kfd:
             return Answer(bytes(a))
         if flags & ALLOC_DOORBELL:
             fd, page = self._doorbell_page(gpu_id)
+            client.__dict__.setdefault("doorbells_sent", set()).add(gpu_id)
             bo = Bo(handle, va, size, flags, gpu_id, -1, offset_in, page[:size])
             client.add_bo(bo, {node.index})
             _put64(a, 16, handle)
@@ -660,7 +733,9 @@ class Kfd:
             return Answer(bytes(a), fds=[(key, DOORBELL_PAGE, fd)])
         try:
             fd = _new_memfd(f"amdgpu-bo-{handle}", size)
-            data = _map_fd(fd, size)
+            # amdgpu BOs and their GPU mappings are whole pages (amdgpu_bo_create aligns the
+            # size): a kernel may read past a 12-byte buffer's end within its page
+            data = _map_fd(fd, (size + PAGE - 1) // PAGE * PAGE)
         except OSError as exc:
             raise ServerError(ENOMEM, str(exc)) from None
         key = handle << 12
@@ -710,9 +785,9 @@ class Kfd:
         ring, write_ptr, read_ptr = _u64(a, 0), _u64(a, 8), _u64(a, 16)
         gpu_id, qtype = _u32(a, 36), _u32(a, 40)
         node = self.server.node(gpu_id)
-        if qtype not in (QUEUE_COMPUTE_AQL, QUEUE_SDMA, QUEUE_SDMA_XGMI):
-            raise ServerError(EINVAL, f"queue type {qtype} (the emulated GPU runs AQL and SDMA "
-                                      "queues; PM4 compute queues are not emulated)")
+        if qtype not in (QUEUE_COMPUTE, QUEUE_COMPUTE_AQL, QUEUE_SDMA, QUEUE_SDMA_XGMI):
+            raise ServerError(EINVAL, f"queue type {qtype} is not a KFD queue type (PM4 compute "
+                                      "0, SDMA 1, AQL compute 2, SDMA XGMI 3)")
         _fd, page = self._doorbell_page(gpu_id)
         with client._lock:
             used = {q.kfd_id for q in client.queues.values()}
@@ -721,7 +796,10 @@ class Kfd:
         self.server.lib.devside_store(slot, -1)
         try:
             if qtype == QUEUE_COMPUTE_AQL:
-                queue: Any = ServerQueue(client, qid, node, ring, read_ptr, write_ptr, slot)
+                queue: Any = ServerQueue(client, qid, node, ring, read_ptr, write_ptr, slot,
+                                         _u32(a, 32))
+            elif qtype == QUEUE_COMPUTE:
+                queue = Pm4Queue(client, qid, node, ring, _u32(a, 32), read_ptr, write_ptr, slot)
             else:
                 queue = SdmaQueue(client, qid, node, ring, _u32(a, 32), read_ptr, write_ptr,
                                   slot)
@@ -731,7 +809,19 @@ class Kfd:
         self.server.doorbell_watch.add(queue)
         _put32(a, 52, qid)
         _put64(a, 24, MMAP_TYPE_DOORBELL | gpu_id << MMAP_GPU_ID_SHIFT | qid * 8)
-        return None
+        return self._doorbell_mapping(a, gpu_id)
+
+    def _doorbell_mapping(self, a: bytearray, gpu_id: int) -> Answer:
+        """CREATE_QUEUE's doorbell_offset is an mmap offset of /dev/kfd (KFD maps the process's
+        doorbell pages there); libhsakmt maps them after an ALLOC_MEMORY_OF_GPU of doorbell
+        type, tinygrad straight from this offset: the first queue on a GPU sends the page."""
+        sent = self.client.__dict__.setdefault("doorbells_sent", set())
+        if gpu_id in sent:
+            return Answer(bytes(a))
+        sent.add(gpu_id)
+        fd, _page = self._doorbell_page(gpu_id)
+        key = MMAP_TYPE_DOORBELL | gpu_id << MMAP_GPU_ID_SHIFT
+        return Answer(bytes(a), fds=[(key, DOORBELL_PAGE, fd)])
 
     def nr_03(self, a, extra, fds):  # DESTROY_QUEUE
         queue = self.client.queues.pop(_u32(a, 0), None)

@@ -16,6 +16,9 @@ What is written, and who reads it:
 - sys/class/drm/{renderD<minor>,card<n>} linked into a PCI device directory as the kernel
   lays it out (dev, device/{vendor,device,revision,subsystem_*,class,uevent,...}), for
   libdrm's drmGetDevice and rocm-smi; sys/dev/char/226:<minor> links to them.
+- the PCI device's ip_discovery/die/0/<hw_id>/0/{major,minor,revision,hw_id,harvest} for the
+  GC, SDMA0 and NBIF blocks (amdgpu_discovery.c's sysfs tree; hw ids from soc15_hw_ip.h):
+  tinygrad's KFD interface picks its register and packet tables by these versions.
 """
 
 from __future__ import annotations
@@ -255,6 +258,7 @@ def _write_drm(root: pathlib.Path, node: NodeInfo) -> None:
     }
     for name, text in files.items():
         _write(dev / name, text + "\n")
+    _write_ip_discovery(dev, m.target)
     _link(dev / "driver", "../../../bus/pci/drivers/amdgpu")
     _link(dev / "subsystem", "../../../bus/pci")
     (root / "sys/bus/pci/drivers/amdgpu").mkdir(parents=True, exist_ok=True)
@@ -271,6 +275,31 @@ def _write_drm(root: pathlib.Path, node: NodeInfo) -> None:
               f"/drm/{name}")
         _link(root / "sys/dev/char" / f"{DRM_MAJOR}:{minor}",
               f"../../devices/pci0000:00/{node.pci_slot}/drm/{name}")
+
+
+# soc15_hw_ip.h hardware ids, and each target's IP versions as its discovery table reports
+# them (the kernel's amdgpu_discovery.c / gc_*, sdma_v*, nbio_v* files take these versions).
+GC_HWID, SDMA0_HWID, NBIF_HWID = 11, 42, 108
+IP_VERSIONS: dict[str, dict[int, tuple[int, int, int]]] = {
+    "gfx90a": {GC_HWID: (9, 4, 2), SDMA0_HWID: (4, 4, 0), NBIF_HWID: (7, 4, 0)},
+    "gfx942": {GC_HWID: (9, 4, 3), SDMA0_HWID: (4, 4, 2), NBIF_HWID: (7, 9, 0)},
+    "gfx950": {GC_HWID: (9, 5, 0), SDMA0_HWID: (4, 4, 5), NBIF_HWID: (7, 9, 1)},
+    "gfx1100": {GC_HWID: (11, 0, 0), SDMA0_HWID: (6, 0, 0), NBIF_HWID: (4, 3, 0)},
+    "gfx1201": {GC_HWID: (12, 0, 1), SDMA0_HWID: (7, 0, 1), NBIF_HWID: (6, 3, 1)},
+}
+
+
+def _write_ip_discovery(dev: pathlib.Path, target: str) -> None:
+    """The discovery table's blocks under the PCI device, as amdgpu_discovery.c's sysfs
+    (die/<die>/<hw_id>/<instance>/...); only the blocks IP_VERSIONS names."""
+    die = dev / "ip_discovery/die/0"
+    blocks = IP_VERSIONS.get(target, {})
+    _write(die / "num_ips", f"{len(blocks)}\n")
+    for hw_id, version in blocks.items():
+        for name, value in zip(("major", "minor", "revision"), version, strict=True):
+            _write(die / f"{hw_id}/0/{name}", f"{value}\n")
+        _write(die / f"{hw_id}/0/hw_id", f"{hw_id}\n")
+        _write(die / f"{hw_id}/0/harvest", "0x0\n")
 
 
 def _write_modules(root: pathlib.Path) -> None:

@@ -72,6 +72,7 @@ struct rep_head {
 /* The events page the server shares with each KFD client (protocol.py: EVENTS_*). */
 #define EV_SEQ 0
 #define EV_FAULT 64 /* kfd_hsa_memory_exception_data of the last fault */
+#define EV_HW_EXCEPTION 96 /* kfd_hsa_hw_exception_data of the last queue reset */
 #define EV_SIGNALED 4096 /* u32: manual-reset events' state */
 #define EV_FIRED (4096 + 16384) /* u32: times fired */
 #define EV_CONSUMED (4096 + 32768) /* u32: EV_FIRED as of the last wait that took it */
@@ -80,6 +81,7 @@ struct rep_head {
 #define EV_PAGE_BYTES 65536
 #define MAX_EVENTS 4096
 #define EVENT_MEMORY 8
+#define EVENT_HW_EXCEPTION 3
 
 /* ioctl numbers answered or marshalled here (linux/kfd_ioctl.h) */
 #define IOC_NR(r) ((r) & 0xFF)
@@ -846,6 +848,7 @@ static int wait_events(int fd, struct fdinfo* f, char* arg) {
                 uint32_t id = *(uint32_t*)(ev + 40);
                 if (!ready[i]) continue;
                 if (type[id] == EVENT_MEMORY) memcpy(ev, page + EV_FAULT, 32);
+                if (type[id] == EVENT_HW_EXCEPTION) memcpy(ev, page + EV_HW_EXCEPTION, 16);
                 if (autoreset[id]) {
                     __atomic_store_n(&consumed[id], __atomic_load_n(&fired[id], __ATOMIC_SEQ_CST),
                                      __ATOMIC_SEQ_CST);
