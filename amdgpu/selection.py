@@ -178,11 +178,13 @@ def devices() -> list[DeviceReport]:
     from amdgpu.hsa_backend.device import hsa_reports
 
     reports = hsa_reports("rocr") + hsa_reports("virtual:" + compact_gpus(default_virtual_gpus()))
-    reports.append(_emulated_report(DEFAULT_EMULATED_GPU))
+    # plain amdgpu:emulated is agent 0 of the node AMDGPU_EMULATED_NODE names (one gfx90a
+    # by default): its row names that agent's target, as the opened device does
+    reports.append(_emulated_report(default_emulated_gpus()[0], plain=True))
     return reports + _vulkan_reports()
 
 
-def _emulated_report(isa: str) -> DeviceReport:
+def _emulated_report(isa: str, plain: bool = False) -> DeviceReport:
     """amdgpu:emulated without starting it: whether this process could open it, and
     whether its GPU runs kernels yet."""
     from hsa.emulated import runs_kernels, unavailable_reason
@@ -192,7 +194,7 @@ def _emulated_report(isa: str) -> DeviceReport:
     kernels = runs_kernels()
     paths = {"executor:gfx9": Capability(kernels, "" if kernels else (
         "no gfx9 ISA executor in hsa/virtual yet: queues, signals, memory and barriers only"))}
-    spec = "amdgpu:emulated" if isa == DEFAULT_EMULATED_GPU else f"amdgpu:emulated:{isa}"
+    spec = "amdgpu:emulated" if plain or isa == DEFAULT_EMULATED_GPU else f"amdgpu:emulated:{isa}"
     return DeviceReport(spec, "hsa", isa, isa, not why, why,  # the name ROCr gives the agent
                         paths, {"provider": "rocr over the emulated driver"})
 

@@ -61,7 +61,9 @@ recipe-version=4"
 # The project's dependencies and console scripts (pyproject.toml) are not part of it: they
 # are installed into the venv on first use and again when they change (a stamp names their
 # hash), without rebuilding the rest.
-PROJECT=$(python3 -c 'import sys, tomllib, json; p = tomllib.load(open(sys.argv[1], "rb"))["project"]; print(json.dumps([p["dependencies"], p["scripts"]], sort_keys=True))' "$CHECKOUT/pyproject.toml")
+# pytest (of the test extra) comes too: tests/test_rocm6_suites.py runs the project's own
+# suites inside (hwlab run is pytest in-process).
+PROJECT=$(python3 -c 'import sys, tomllib, json; p = tomllib.load(open(sys.argv[1], "rb"))["project"]; test = [d for d in p["optional-dependencies"]["test"] if d.startswith("pytest")]; print(json.dumps([p["dependencies"] + test, p["scripts"]], sort_keys=True))' "$CHECKOUT/pyproject.toml")
 PROJECT_HASH=$(printf '%s' "$PROJECT" | sha256sum | cut -c1-12)
 HASH=$(printf '%s' "$RECIPE" | sha256sum | cut -c1-12)
 ROOT=$CACHE/rocm6-$suite-$HASH

@@ -58,8 +58,34 @@ def rocr_is_emulated(config) -> bool:
     return choice == "emulated" or (choice == "auto" and not os.path.exists("/dev/kfd"))
 
 
+#: A node spec ("gfx942"): the session holds one amdgpu:emulated provider of that node open
+#: from start to end (tests/test_rocm6_suites.py sets it inside scripts/rocm6.sh). ROCr 6.4
+#: takes one hsa_init per process: after its hsa_shut_down a second hsa_init fails
+#: (HSA_STATUS_ERROR_OUT_OF_RESOURCES, /dev/kfd is never reopened), while nested
+#: hsa_init/hsa_shut_down pairs under a held one are counted. Debian's ROCr 5.2 reopens fine.
+HOLD_EMULATED_ENV = "AMDGPU_TEST_HOLD_EMULATED"
+_held_provider = None
+
+
 def pytest_configure(config):
     os.environ["AMDGPU_TEST_ROCR_EMULATED"] = "1" if rocr_is_emulated(config) else "0"
+
+
+def pytest_sessionstart(session):
+    global _held_provider
+    node = os.environ.get(HOLD_EMULATED_ENV, "").strip()
+    if node and _held_provider is None:
+        from hsa.emulated import EmulatedProvider
+        from hsa.emulated.models import parse_node
+
+        _held_provider = EmulatedProvider(node=[m.target for m in parse_node(node)])
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _held_provider
+    if _held_provider is not None:
+        _held_provider.shut_down()
+        _held_provider = None
 
 
 # What ROCr does with GPU machine code: its blit kernels (copies, fills, code loading) and

@@ -32,7 +32,11 @@ def _make_rocr():
         pytest.skip(f"hsa.rocr cannot be imported: {exc}")
     emulated = os.environ.get("AMDGPU_TEST_ROCR_EMULATED") == "1"  # see tests/conftest.py
     try:  # without /dev/kfd: the real ROCr over the emulated AMD driver
-        return EmulatedProvider() if emulated else RocrProvider()
+        if not emulated:
+            return RocrProvider()
+        from amdgpu.device import default_emulated_gpus  # AMDGPU_EMULATED_NODE, else gfx90a
+
+        return EmulatedProvider(node=default_emulated_gpus())
     except HsaUnavailable as exc:
         pytest.skip(str(exc))
 

@@ -13,7 +13,7 @@ from hsa.virtual.gfx11 import decoder
 from hsa.virtual.gfx11.semantics import compile_gfx11
 from hsa.virtual.isa.executor import Executor, Family
 
-GFX11 = Family("gfx11", decoder.decode_one, compile=compile_gfx11)
+GFX11 = Family("gfx11", decoder.decode_one, wave_sizes=(32, 64), compile=compile_gfx11)
 
 _SHARED: Executor | None = None
 

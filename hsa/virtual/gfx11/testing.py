@@ -227,12 +227,15 @@ def _zig(*args: str) -> None:
         raise RuntimeError(f"zig {args[0]} failed: {run.stderr.strip()[:2000]}")
 
 
-def build_code_object(source: str, language: str, mcpu: str = "gfx1100") -> bytes:
+def build_code_object(source: str, language: str, mcpu: str = "gfx1100",
+                      wave64: bool = False) -> bytes:
     """Compile OpenCL C (language "cl") or assemble AMDGPU assembly ("assembler") for
     `mcpu` (gfx1100 by default), code object v5, linked with ld.lld; cached on disk by
-    source hash."""
+    source hash. `wave64`: -mwavefrontsize64 (gfx10+ kernels in wave64 mode)."""
     key = hashlib.sha256(f"{language}\0{mcpu}\0{source}".encode()).hexdigest()[:24]
-    if mcpu == "gfx1100":  # the key the gfx1100 cache has always used
+    if wave64:
+        key = hashlib.sha256(f"{language}\0{mcpu}\0wave64\0{source}".encode()).hexdigest()[:24]
+    elif mcpu == "gfx1100":  # the key the gfx1100 cache has always used
         key = hashlib.sha256(f"{language}\0{source}".encode()).hexdigest()[:24]
     out = _CACHE_DIR / f"{key}.hsaco"
     if out.exists():
@@ -246,6 +249,8 @@ def build_code_object(source: str, language: str, mcpu: str = "gfx1100") -> byte
                  "-mcode-object-version=5"]
         if language == "cl":
             flags += ["-cl-std=CL2.0", "-nogpulib", "-cl-no-stdinc", "-O2"]
+        if wave64:
+            flags.append("-mwavefrontsize64")
         _zig("clang", *flags, "-c", str(src), "-o", str(obj))
         linked = Path(tmp) / "k.hsaco"
         _zig("ld.lld", "-shared", str(obj), "-o", str(linked))

@@ -46,7 +46,7 @@ def _vgpr_rows_gfx1250(desc) -> int:
 
 FAMILIES = {
     "gfx1201": Family("gfx12", decoder.decoder_for("gfx1201"), init_sgprs=architected_ids,
-                      compile=semantics.compile_instruction),
+                      wave_sizes=(32, 64), compile=semantics.compile_instruction),
     "gfx1250": Family("gfx12", decoder.decoder_for("gfx1250"), init_sgprs=architected_ids,
                       vgpr_rows=_vgpr_rows_gfx1250, compile=semantics.compile_instruction,
                       vgpr_msb=decoder.apply_vgpr_msb),
