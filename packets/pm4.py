@@ -132,6 +132,27 @@ class EventType(IntEnum):
 EVENT_INDEX_END_OF_PIPE = 5  # event_index__mec_release_mem__end_of_pipe
 EVENT_INDEX_PARTIAL_FLUSH = 4
 
+# Cache operations a command buffer's barriers use (soc15d.h for gfx9, nvd.h for gfx10+).
+# ACQUIRE_MEM between dependent dispatches, agent scope: invalidate the shader instruction
+# and scalar caches and the vector L1 (gfx9 CP_COHER_CNTL SH_ICACHE | SH_KCACHE | TCL1;
+# gfx10+ GCR_CNTL GLI_INV(1) | GLK_INV | GLV_INV | GL1_INV; L2 is shared by the agent).
+ACQUIRE_AGENT_GFX9 = (1 << 29) | (1 << 27) | (1 << 22)
+ACQUIRE_AGENT_GFX10 = (1 << 0) | (1 << 7) | (1 << 8) | (1 << 9)
+# RELEASE_MEM at the end of a buffer, system scope: write back L2 (gfx9 EOP_TCL1_ACTION_EN |
+# EOP_TC_ACTION_EN | EOP_TC_WB_ACTION_EN | EOP_TC_MD_ACTION_EN; gfx10+ GCR_GL2_WB | GCR_SEQ).
+RELEASE_SYSTEM_GFX9 = (1 << 16) | (1 << 17) | (1 << 15) | (1 << 21)
+RELEASE_SYSTEM_GFX10 = (1 << 21) | (1 << 22)
+
+
+def acquire_agent_flags(family: str) -> int:
+    """The ACQUIRE_MEM cache bits of an agent-scope barrier for `family`."""
+    return ACQUIRE_AGENT_GFX9 if family == "gfx9" else ACQUIRE_AGENT_GFX10
+
+
+def release_system_flags(family: str) -> int:
+    """The RELEASE_MEM cache bits of a system-scope release for `family`."""
+    return RELEASE_SYSTEM_GFX9 if family == "gfx9" else RELEASE_SYSTEM_GFX10
+
 # WRITE_DATA / COPY_DATA selectors (soc15d.h comments)
 SEL_REGISTER = 0
 SEL_MEMORY = 1  # memory, synchronous via GRBM

@@ -114,6 +114,14 @@ def _pm4_cases(family: str) -> dict[str, tuple[list[int], str]]:
         c["acquire_mem"] = (pm4.acquire_mem(family, (1 << 23) | (1 << 27), base=addr, size=4096),
                             f"{pkt('PACKET3_ACQUIRE_MEM', 5)}, {flags}, 4096, 0, {lo}u, {hi}u, "
                             "0xA")
+        # the command buffer's barrier and completion bits (packets.pm4 constants)
+        c["acquire_agent"] = ([pm4.ACQUIRE_AGENT_GFX9],
+                              "PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_ICACHE_ACTION_ENA(1) | "
+                              "PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_KCACHE_ACTION_ENA(1) | "
+                              "PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TCL1_ACTION_ENA(1)")
+        c["release_system"] = ([pm4.RELEASE_SYSTEM_GFX9],
+                               "EOP_TCL1_ACTION_EN | EOP_TC_ACTION_EN | EOP_TC_WB_ACTION_EN | "
+                               "EOP_TC_MD_ACTION_EN")
     else:
         c["release_mem"] = (
             pm4.release_mem(family, addr, value, pm4.DataSel.GPU_CLOCK,
@@ -129,6 +137,13 @@ def _pm4_cases(family: str) -> dict[str, tuple[list[int], str]]:
         c["acquire_mem"] = (pm4.acquire_mem(family, (1 << 14) | (1 << 8), base=addr, size=4096),
                             f"{pkt('PACKET3_ACQUIRE_MEM', 6)}, 0, 4096, 0, {lo}u, {hi}u, 0, "
                             f"{flags}")
+        c["acquire_agent"] = ([pm4.ACQUIRE_AGENT_GFX10],
+                              "PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(1) | "
+                              "PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1) | "
+                              "PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1) | "
+                              "PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)")
+        c["release_system"] = ([pm4.RELEASE_SYSTEM_GFX10],
+                               "PACKET3_RELEASE_MEM_GCR_GL2_WB | PACKET3_RELEASE_MEM_GCR_SEQ")
     return c
 
 

@@ -66,13 +66,17 @@ from amdgpu.hsa_backend.command_segments import (
     Segment,
 )
 from amdgpu.hsa_backend.executable import HsaKernel
+from amdgpu.hsa_backend.pm4_replay import Pm4Unsupported, build_program, resolve_mode
 from ground.errors import KernelArgumentError
 from hsa.abi.hidden_args import GEOMETRY_KINDS
 
 
 class HsaCommandBuffer(CommandReplay):
-    def __init__(self, device: Any):
+    def __init__(self, device: Any, mode: str | None = None):
         self.device = device
+        # "pm4" or "aql": how replays go (pm4_replay.py says which targets default to PM4)
+        self.path, self.path_reason = resolve_mode(mode, device.target)
+        self.pm4_program: Any = None  # the resident PM4 buffer (finalize, path "pm4")
         self._ops: list[Any] = []
         self._pending_barrier = False
         self._bindings_needed = 0
@@ -274,7 +278,27 @@ class HsaCommandBuffer(CommandReplay):
         self._segments = segments
         if len(segments) == 1 and isinstance(segments[0], Segment) and segments[0].dispatches:
             self._only = segments[0]
+        if self.path == "pm4":
+            self._finalize_pm4(segments)
         return self
+
+    def _finalize_pm4(self, segments: list[Any]) -> None:
+        """The resident PM4 buffer of a dispatch-only command buffer (pm4_replay.py); one
+        PM4 cannot express stays on AQL, or is refused where PM4 was asked for."""
+        seg = segments[0] if isinstance(segments[0], Segment) else None
+        run = [op for op in self._ops if isinstance(op, RecordedDispatch)]
+        try:
+            if seg is None:
+                raise Pm4Unsupported("it starts with a host fill/copy operation")
+            self.pm4_program = build_program(self.device, seg, run, len(segments) > 1)
+        except Pm4Unsupported as why:
+            if not self.path_reason.startswith("auto"):  # PM4 was asked for
+                self._segments = None  # still recording: fix it and finalize again
+                self._only = None
+                raise KernelArgumentError(
+                    f"this command buffer cannot replay through PM4 ({self.path_reason}): "
+                    f"{why}; record it with mode='aql' or 'auto'") from None
+            self.path, self.path_reason = "aql", f"PM4 cannot replay it: {why}"
 
     def _build(self, run: list[RecordedDispatch]) -> Segment:
         n = len(run)

@@ -44,6 +44,7 @@ class CommandReplay(CommandBuffer):
     _replay_lock: threading.Lock  # one replay at a time patches the shared template
     _segments: list[Any] | None  # Segments and HostOps, in order (None: not finalized)
     _only: Segment | None  # the one segment of a dispatch-only buffer (the short way)
+    pm4_program: Any  # pm4_replay.Pm4Program where replays take PM4 (None: AQL)
 
     # --- replay --------------------------------------------------------------------------
     def _binding_addresses(self, bindings: Sequence[Any], queue_address: int) -> tuple:
@@ -61,6 +62,14 @@ class CommandReplay(CommandBuffer):
             raise AssertionError("unreachable")
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
+        program = self.pm4_program
+        if program is not None and self.device.timer is None:  # one PM4_IB packet
+            keys = program.seg.param_keys
+            table = addrs + tuple(derive(k, values) for k in keys) if keys else addrs
+            with self._replay_lock:
+                point = program.submit(lane, table, wait, _TRACE.sink)
+            if point is not None:
+                return point  # else every PM4 instance of the lane is in flight: AQL
         seg = self._only
         if (seg is not None and not values and not wait and self.device.timer is None
                 and _TRACE.sink is None):  # the short way: one kept instance, published

@@ -17,6 +17,7 @@ from amdgpu.hsa_backend.command_buffer import HsaCommandBuffer
 from amdgpu.hsa_backend.executable import HsaKernel
 from amdgpu.hsa_backend.lanes import QueueLane
 from amdgpu.hsa_backend.parts import DeviceParts
+from amdgpu.hsa_backend.pm4_replay import foreign_message
 from amdgpu.hsa_backend.tracing import announce
 from ground.errors import DeviceError, HsaError, KernelArgumentError
 
@@ -155,9 +156,13 @@ class DeviceSubmission(DeviceParts):
             ln.publish_block(pre)
         ln.ring.publish(pkt, kernarg=kernarg, symbol=kernel.name)
 
-    def command_buffer(self):
+    def command_buffer(self, mode: str | None = None):
+        """A command buffer to record. `mode`: "auto" (PM4 replays on CDNA gfx9, AQL
+        elsewhere: see amdgpu/hsa_backend/pm4_replay.py), "pm4" or "aql"; None reads
+        AMDGPU_COMMAND_BUFFER (default "auto"). `cb.path` says which was taken, and why
+        `cb.path_reason`."""
         self._check_open()
-        return HsaCommandBuffer(self)
+        return HsaCommandBuffer(self, mode)
 
     def submit(
         self,
@@ -173,7 +178,7 @@ class DeviceSubmission(DeviceParts):
         ln = self._timeline(lane)
         ln.check()
         if getattr(cb, "device", None) is not self:
-            raise DeviceError("this command buffer was recorded on another device: record it here")
+            raise DeviceError(foreign_message(cb, self))
         if wait:
             self.check_wait(wait)
         return cb._submit(ln, bindings, wait, params)
