@@ -291,6 +291,9 @@ class HsaCommandBuffer(CommandReplay):
             if seg is None:
                 raise Pm4Unsupported("it starts with a host fill/copy operation")
             self.pm4_program = build_program(self.device, seg, run, len(segments) > 1)
+            # the program stands as the one segment of hotpath.c's compiled short way: a
+            # table bound before publishes its instance's one PM4_IB packet there
+            self._only = self.pm4_program
         except Pm4Unsupported as why:
             if not self.path_reason.startswith("auto"):  # PM4 was asked for
                 self._segments = None  # still recording: fix it and finalize again

@@ -43,7 +43,8 @@ class CommandReplay(CommandBuffer):
     _bindings_needed: int  # binding slots the recorded commands use
     _replay_lock: threading.Lock  # one replay at a time patches the shared template
     _segments: list[Any] | None  # Segments and HostOps, in order (None: not finalized)
-    _only: Segment | None  # the one segment of a dispatch-only buffer (the short way)
+    # the one segment of a dispatch-only buffer (the short way), or its PM4 program
+    _only: Any
     pm4_program: Any  # pm4_replay.Pm4Program where replays take PM4 (None: AQL)
 
     # --- replay --------------------------------------------------------------------------
@@ -62,15 +63,17 @@ class CommandReplay(CommandBuffer):
             raise AssertionError("unreachable")
         addrs = self._binding_addresses(bindings, lane.queue.handle)
         values = self.check_params(params)
-        program = self.pm4_program
-        if program is not None and self.device.timer is None:  # one PM4_IB packet
-            keys = program.seg.param_keys
-            table = addrs + tuple(derive(k, values) for k in keys) if keys else addrs
-            with self._replay_lock:
-                point = program.submit(lane, table, wait, _TRACE.sink)
-            if point is not None:
-                return point  # else every PM4 instance of the lane is in flight: AQL
         seg = self._only
+        program = self.pm4_program
+        if program is not None:
+            if self.device.timer is None:  # one PM4_IB packet
+                keys = program.seg.param_keys
+                table = addrs + tuple(derive(k, values) for k in keys) if keys else addrs
+                with self._replay_lock:
+                    point = program.submit(lane, table, wait, _TRACE.sink)
+                if point is not None:
+                    return point  # else every PM4 instance of the lane is in flight
+            seg = None  # the AQL packets, segment by segment (`_only` is the program)
         if (seg is not None and not values and not wait and self.device.timer is None
                 and _TRACE.sink is None):  # the short way: one kept instance, published
             with self._replay_lock, lane.lock:

@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+import packets
 from amdgpu.device import TimelinePoint
 from amdgpu.hsa_backend.command_segments import KARG_WORD, RING_SLACK, RecordedDispatch, Segment
 from amdgpu.hsa_backend.tracing import announce_all
@@ -129,9 +130,14 @@ class Pm4Unsupported(Exception):
 
 
 class Pm4Instance:
-    """One resident copy of a program for one lane and binding table."""
+    """One resident copy of a program for one lane and binding table. `block` / `view`:
+    its PM4_IB packet as a one-packet block whose header is INVALID (Ring.publish_ready
+    stores the real one, the program's header_list[0], last): the fields hotpath.c's
+    compiled submit reads from a kept instance, so a replay of a table bound before is the
+    compiled short way with a one-packet block."""
 
-    __slots__ = ("address", "memory", "packet", "value", "lane", "kernargs", "ib_bytes")
+    __slots__ = ("address", "memory", "packet", "value", "lane", "kernargs", "ib_bytes",
+                 "block", "view", "signal")
 
     def __init__(self, address: int, memory: np.ndarray, packet: bytes, lane: Any,
                  kernargs: np.ndarray, ib_bytes: memoryview):
@@ -142,6 +148,11 @@ class Pm4Instance:
         self.lane = lane
         self.kernargs = kernargs  # uint8 view of its kernarg template copy
         self.ib_bytes = ib_bytes  # for packet-trace (the record's payload)
+        self.signal = lane.signal
+        block = np.frombuffer(bytearray(packet), packets.PACKET)
+        block.view(np.uint32)[0] = packets.INVALID_HEADER
+        self.block = block
+        self.view = memoryview(block.view(np.uint8)).cast("B")
 
 
 class Pm4Program:
@@ -154,9 +165,16 @@ class Pm4Program:
         self.seg = seg
         self.dispatches = len(run)
         self._lock = threading.Lock()
+        # (lane, table) -> instance, least recently used first. With header_list and the
+        # last_* fields, this program stands as the command buffer's one segment (`_only`)
+        # for hotpath.c's compiled submit (see Pm4Instance).
         self.instances: dict[tuple, Pm4Instance] = {}
+        self.last_block: Any = None
+        self.last_rows: Any = None
         self._allocations: list[int] = []
         self._build(run)
+        self.header_list = [int(np.frombuffer(
+            pm4.pm4_ib_aql_packet(0, 1), np.uint32)[0])]  # header | PM4_IB << 16
         done = weakref.finalize(self, _drop_allocations, weakref.ref(device), self._allocations)
         done.atexit = False
 
@@ -360,7 +378,7 @@ class Pm4Program:
                 announce_all(sink, self.seg.kernels)
                 lane.ring.publish(inst.packet, kernarg=bytes(inst.ib_bytes))
             else:
-                lane.ring.publish(inst.packet)
+                lane.ring.publish_ready(inst.view, self.header_list[0])
             if proxies:
                 lane.hold_proxies(value, proxies)
             lane.submitted = value
