@@ -374,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = bench_replay_paths(code, 10000, 10 if q else 40)
         for mode in ("pm4", "aql"):
             t = paths[mode]
+            how = "one PM4_IB packet, goal <= 2" if mode == "pm4" else "drained queue, goal <= 20"
             print(f"replay of 10000 dispatches ({mode}): median {statistics.median(t):.1f} us "
-                  f"(best {min(t):.1f}, {len(t)} replays{', drained queue' if mode == 'aql' else ''};"
-                  f" goal {'<= 2' if mode == 'pm4' else '<= 20'} us)")
+                  f"(best {min(t):.1f}, {len(t)} replays; {how} us)")
     drained_line = "n/a" if emulated else line(True, drained_copy)
     print(f"replay of 5000 dispatches (goal <= 25 us), into a queue that holds them all: "
           f"{line(False, held_copy)}; into a drained queue (~): {drained_line}. "

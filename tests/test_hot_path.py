@@ -446,7 +446,7 @@ def test_rocr_queue_calls_and_results(monkeypatch, compiled):
     y = dev.buffer(np.zeros(N, np.float32))
     for _ in range(10):
         dev.dispatch(k, N, 64, (y, x, np.float32(1.0), N))
-    cb = dev.command_buffer()
+    cb = dev.command_buffer(mode="aql")  # the AQL ring calls (gfx90a replays PM4 by default)
     for _ in range(12):
         cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(1.0), N))
     cb.finalize()

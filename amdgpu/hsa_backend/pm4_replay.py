@@ -181,7 +181,6 @@ class Pm4Program:
     # --- finalize: the stream and its relocations ----------------------------------------
     def _build(self, run: Sequence[RecordedDispatch]) -> None:
         fam = self.family
-        regs = pm4.SH_REGISTERS[fam]
         seg = self.seg
         words: list[int] = []
         rel_words: list[int] = []  # dword index of a lo word (hi follows) ...
@@ -256,7 +255,7 @@ class Pm4Program:
                 counts = g
                 init = pm4.initiator(wave32=wave32, use_thread_dimensions=True) | (
                     pm4.INITIATOR_PARTIAL_TG_EN)
-            words += pm4.dispatch_direct(*counts, init)
+            words += pm4.dispatch_direct(counts[0], counts[1], counts[2], init)
         release_at = len(words) + 3  # RELEASE_MEM's address lo dword
         words += pm4.release_mem(fam, 0, data_sel=pm4.DataSel.GPU_CLOCK,
                                  event=pm4.EventType.CACHE_FLUSH_AND_INV_TS_EVENT,
