@@ -131,7 +131,7 @@ class Pm4Unsupported(Exception):
 
 class Pm4Instance:
     """One resident copy of a program for one lane and binding table. `block` / `view`:
-    its PM4_IB packet as a one-packet block whose header is INVALID (Ring.publish_ready
+    its PM4_IB packet as a one-packet block whose header is INVALID (QueueLane.submit_block
     stores the real one, the program's header_list[0], last): the fields hotpath.c's
     compiled submit reads from a kept instance, so a replay of a table bound before is the
     compiled short way with a one-packet block."""
@@ -377,7 +377,7 @@ class Pm4Program:
                 announce_all(sink, self.seg.kernels)
                 lane.ring.publish(inst.packet, kernarg=bytes(inst.ib_bytes))
             else:
-                lane.ring.publish_ready(inst.view, self.header_list[0])
+                lane.submit_block(inst.view, self.header_list[0])  # one copy, one header
             if proxies:
                 lane.hold_proxies(value, proxies)
             lane.submitted = value
