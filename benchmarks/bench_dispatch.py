@@ -257,6 +257,24 @@ def _copy_ahead(dev, nbytes: int, out: list[float], wrap: bool, most: int = 10) 
         off += nbytes
 
 
+def _print_paths(code, reps: int, emulated: bool, header: bool = False) -> None:
+    """The replay of 10000 dispatches rows: PM4 and AQL, same device, same kernel."""
+    if emulated:  # ROCr's queues have no host-side read index: no drained replay
+        print("replay of 10000 dispatches: n/a on amdgpu:emulated (no host-side read index)")
+        return
+    if header:
+        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"replay paths, {DEVICE}, host side only (queue processor paused, the queue "
+              f"drained after each replay); "
+              f"{os.cpu_count()} cores, load average {load}")
+    paths = bench_replay_paths(code, 10000, reps)
+    for mode in ("pm4", "aql"):
+        t = paths[mode]
+        how = "one PM4_IB packet, goal <= 2" if mode == "pm4" else "drained queue, goal <= 20"
+        print(f"replay of 10000 dispatches ({mode}): median {statistics.median(t):.1f} us "
+              f"(best {min(t):.1f}, {len(t)} replays; {how} us)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -266,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         help="a prebuilt saxpy_hidden code object for the device's target (for machines "
              "without the ziglang clang)",
     )
+    ap.add_argument("--paths-only", action="store_true",
+                    help="only the replay of 10000 dispatches rows (pm4 and aql, same run)")
     ap.add_argument("--device", default="amdgpu:virtual",
                     help="amdgpu:virtual (default) or amdgpu:emulated (the real ROCr, gfx90a)")
     opts = ap.parse_args(argv)
@@ -280,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
 
         code = compile_opencl(KERNEL, "gfx90a" if emulated else "gfx1100")
     q = opts.quick
+    if opts.paths_only:
+        _print_paths(code, 10 if q else 40, emulated, header=True)
+        return 0
     imm = bench_immediate(code, 2000 if q else 5000, 3)
     # the baseline in the same run: the same steps in Python (hotpath.c's reference)
     compiled, hotpath.MODULE = hotpath.MODULE, None
@@ -370,13 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             f"(best {fresh[1]:.1f}) binding addresses never bound before (+)"
         )
 
-    if not emulated:  # ROCr's queues have no host-side read index: no drained replay
-        paths = bench_replay_paths(code, 10000, 10 if q else 40)
-        for mode in ("pm4", "aql"):
-            t = paths[mode]
-            how = "one PM4_IB packet, goal <= 2" if mode == "pm4" else "drained queue, goal <= 20"
-            print(f"replay of 10000 dispatches ({mode}): median {statistics.median(t):.1f} us "
-                  f"(best {min(t):.1f}, {len(t)} replays; {how} us)")
+    _print_paths(code, 10 if q else 40, emulated)
     drained_line = "n/a" if emulated else line(True, drained_copy)
     print(f"replay of 5000 dispatches (goal <= 25 us), into a queue that holds them all: "
           f"{line(False, held_copy)}; into a drained queue (~): {drained_line}. "

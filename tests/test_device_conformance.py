@@ -678,6 +678,19 @@ def test_trace_of_a_replay_shows_one_packet_block(fresh_device, trace_sink):
         release = hold_lane(dev, 0)  # nothing runs while the trace is read
         start = len(trace_sink.records)
         dev.submit(cb, [dev.buffer(4096)], lane=0)
+        if getattr(cb, "path", "aql") == "pm4":  # one PM4_IB packet: its IB holds all three
+            from packets import pm4
+
+            recs = [r for r in trace_sink.records[start:]
+                    if isinstance(r, packets.trace.PacketRecord)
+                    and r.decode()["type"] == packets.PacketType.VENDOR_SPECIFIC]
+            assert len(recs) == 1 and recs[0].kernarg, "want one PM4_IB packet with its IB"
+            lines = pm4.describe_stream(np.frombuffer(recs[0].kernarg, np.uint32),
+                                        pm4.family_of(dev.target))
+            launched = [ln for ln in lines if "-> dispatch program" in ln]
+            entry = fill.kernel_object + fill.info.descriptor.kernel_code_entry_byte_offset
+            assert len(launched) == 3 and all(f"program 0x{entry:x}:" in ln for ln in launched)
+            return
         recs = [
             r
             for r in trace_sink.records[start:]
