@@ -185,6 +185,10 @@ def test_which_targets_take_pm4_by_default(monkeypatch):
     assert pm4_replay.resolve_mode("pm4", "gfx1100") == ("pm4", "mode=pm4")
     monkeypatch.setenv(pm4_replay.ENV, "aql")
     assert pm4_replay.resolve_mode(None, "gfx942") == ("aql", "AMDGPU_COMMAND_BUFFER=aql")
+    for target, pm4_default in (("gfx942", True), ("gfx1100", False)):  # hwlab devices' row
+        with amdgpu.open(f"amdgpu:virtual:{target}") as dev:
+            path = dev.report().paths["pm4_command_buffers"]
+            assert path.available == pm4_default and target in path.reason
     monkeypatch.setenv(pm4_replay.ENV, "fast")
     with pytest.raises(KernelArgumentError, match="AMDGPU_COMMAND_BUFFER='fast': use one of"):
         pm4_replay.resolve_mode(None, "gfx942")

@@ -22,6 +22,7 @@ from amdgpu.hsa_backend.executable import HsaExecutable, HsaKernel
 from amdgpu.hsa_backend.lanes import QueueLane, SignalPool
 from amdgpu.hsa_backend.loading import DeviceLoading
 from amdgpu.hsa_backend.memory import DeviceMemory
+from amdgpu.hsa_backend.pm4_replay import default_mode
 from amdgpu.hsa_backend.submission import DeviceSubmission
 from amdgpu.hsa_backend.transfers import DeviceTransfers
 from amdgpu.report import DeviceReport
@@ -248,6 +249,9 @@ def _agent_report(p: Any, spec: DeviceSpec, agent: Any) -> DeviceReport:
     }
     extra = {k: v for k, v in caps.items() if k.startswith("executor:")}
     paths.update(extra)
+    # how command buffers replay by default: one PM4_IB packet, or AQL (pm4_replay.py)
+    path, why = default_mode(agent.isa.split(":")[0])
+    paths["pm4_command_buffers"] = Capability(path == "pm4", why)
     return DeviceReport(
         spec=str(spec),
         backend="hsa",

@@ -87,8 +87,11 @@ def default_mode(target: str) -> tuple[str, str]:
         fam = pm4.family_of(t)
     except ValueError:
         return "aql", f"packets.pm4 has no register table for {t}"
-    return "aql", (f"{t} ({fam}) takes PM4 only when asked (mode='pm4'): not run on RDNA "
-                   "hardware here, and gfx12's command processor bypasses GL2")
+    why = (f"{t} ({fam}) replays PM4 only when asked (mode='pm4'): no RDNA hardware has "
+           "run it here")
+    if fam == "gfx12":
+        why += ", and gfx12's command processor reads bypass GL2 (IREE's capability table)"
+    return "aql", why
 
 
 def resolve_mode(requested: str | None, target: str) -> tuple[str, str]:
