@@ -337,3 +337,47 @@ def test_rocr_forwards_the_pm4_replay_to_the_command_processor(tmp_path_factory)
                 np.testing.assert_array_equal(u, v)
     finally:
         dev.close()
+
+
+def test_parameters_lanes_and_waits_on_the_pm4_path(tmp_path_factory):
+    """Scalar and integer parameters patch the resident kernargs with the bindings (the
+    u64 sites and the u32/f32 ones); a replay on a second lane gets its own instance; a
+    replay waiting for another lane's point runs after it."""
+    code = _code("gfx942", tmp_path_factory)
+    with amdgpu.open("amdgpu:virtual:gfx942", lanes=2) as dev:
+        saxpy = dev.load(code).kernel("saxpy")
+        cb = dev.command_buffer(mode="pm4")
+        a, n = cb.scalar("a", np.float32), cb.param("n")
+        cb.dispatch(saxpy, 256, 64, (cb.binding(0), cb.binding(1), a, n))
+        cb.finalize()
+        assert cb.path == "pm4"
+        x = dev.buffer(np.arange(256, dtype=np.float32))
+        ys = [dev.buffer(np.zeros(256, np.float32)) for _ in range(2)]
+        gate0 = dev.provider.signal_create(1)  # lane 0 held until lane 1 has submitted
+        dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate0], barrier=True))
+        first = dev.submit(cb, [ys[0], x], lane=0, params={"a": 2.0, "n": 100})
+        dev.submit(cb, [ys[0], x], lane=0, params={"a": 0.5, "n": 200})
+        point = dev.submit(cb, [ys[0], x], lane=0, params={"a": 0.5, "n": 200})
+        # lane 1: y1 = 3 * y0 once lane 0's replays are done (the wait packets go first)
+        q1 = dev.lanes_[1].queue
+        gate = dev.provider.signal_create(1)  # lane 1 held while its ring is read
+        dev.lanes_[1].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        before = q1.load_write_index()
+        dev.submit(cb, [ys[1], ys[0]], lane=1, wait=[point], params={"a": 3.0, "n": 256})
+        published = q1.load_write_index() - before
+        ring = q1.ring.reshape(-1, 64)
+        kinds = [packets.decode(ring[(before + i) % q1.size].tobytes())["type"]
+                 for i in range(published)]
+        dev.provider.signal_store(gate, 0)
+        dev.provider.signal_store(gate0, 0)
+        dev.synchronize()
+        # a wait packet (BARRIER_VALUE or a proxy's BARRIER_AND), then the PM4_IB packet
+        assert published == 2 and kinds[-1] == packets.PacketType.VENDOR_SPECIFIC, kinds
+        idx = np.arange(256, dtype=np.float32)
+        want0 = (np.where(idx < 100, 2.0 * idx, 0) + np.where(idx < 200, idx, 0)).astype(
+            np.float32)
+        np.testing.assert_array_equal(ys[0].to_numpy(np.float32), want0)
+        np.testing.assert_array_equal(ys[1].to_numpy(np.float32), 3.0 * want0)
+        del first
+        lanes = {key[0].index for key in cb.pm4_program.instances}
+        assert lanes == {0, 1} and len(cb.pm4_program.instances) == 3
