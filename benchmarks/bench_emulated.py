@@ -10,8 +10,11 @@ driver, against the virtual AMD system's own provider, same run, same packets.
    is host time per packet for the publishing loop only: this is the host side of an
    immediate dispatch minus the kernarg write.
 2. Barrier round trip: publish one BARRIER_AND with a completion signal, ring, and wait
-   (hsa_signal_wait_scacquire on ROCr) until the device side consumed it: the full
-   host -> device -> host latency of one packet.
+   (the provider's signal_wait: on amdgpu:emulated the shim's wait, which yields the CPU
+   while it looks and then sleeps on the KFD events page, with ROCr's own wait behind it)
+   until the device side consumed it: the full host -> device -> host latency of one packet.
+   On amdgpu:emulated the device server's doorbell thread retires such a barrier itself in
+   C (hsa/emulated/shim/devside.c, take_barriers), without the Python packet processor.
 
 Kernel dispatches, 5000-dispatch replay and HIP launches need the gfx9 executor, which
 hsa/virtual does not have yet: they are not measured here.

@@ -273,6 +273,59 @@ def test_userptr_registrations_sharing_pages_see_the_gpus_writes():
                                           "[4200, 4250): ok", "[300, 1300): ok"], run.stdout
 
 
+BARRIERS = r"""
+import os, sys, time
+sys.path.insert(0, os.getcwd())
+from benchmarks.bench_emulated import publish, HEADER, EQ
+from hsa.emulated import EmulatedProvider, protocol
+import numpy as np
+p = EmulatedProvider()
+q = p.queue_create(p.gpu_agents()[0].handle, 64)
+done = p.signal_create(1)
+for _ in range(20):  # round trips: dependency-free barriers with a completion signal
+    p.signal_store(done, 1)
+    publish(q, done)
+    assert p.signal_wait(done, EQ, 0, 10.0) == 0
+me = [c for c in protocol.request(os.environ["AMDGPU_EMULATED_NODE"])["clients"]
+      if c["pid"] == os.getpid()][0]
+print("taken by the watch", me["barriers_taken"])
+# A waits on a dependency (the Python processor holds it); B, dependency-free and on a
+# signal the watch knows, must wait for A: the watch may not take it while A is unfinished
+dep, first, second = p.signal_create(1), p.signal_create(1), done
+p.signal_store(second, 1)
+for deps, completion in ((dep, first), (0, second)):  # each rung on its own
+    idx = q.add_write_index(1)
+    off = (idx % q.size) * 64
+    words = q.ring[off:off + 64].view(np.uint64)
+    words[1:7] = 0
+    words[1] = deps
+    words[7] = completion
+    q.ring[off:off + 4].view(np.uint32)[0] = HEADER
+    q.doorbell(idx)
+    time.sleep(0.3)
+print("while A waits: A", p.signal_load(first), "B", p.signal_load(second))
+p.signal_store(dep, 0)
+p.signal_wait(second, EQ, 0, 10.0)
+print("after: A", p.signal_load(first), "B", p.signal_load(second))
+p.queue_destroy(q)
+p.shut_down()
+"""
+
+
+def test_barrier_round_trips_are_taken_by_the_doorbell_watch_in_queue_order():
+    """Dependency-free barriers (the host's round trip) are retired by the server's
+    doorbell thread without the interpreter (the server's status counts them); one behind
+    a packet the Python processor still holds waits for it, as AQL's in-order queue says."""
+    _start("gfx90a")
+    run = subprocess.run([sys.executable, "-c", BARRIERS], env=_env("gfx90a"), cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    taken = int(lines[0].split()[-1])
+    assert 15 <= taken <= 20, lines  # the first on each signal goes through Python
+    assert lines[1:] == ["while A waits: A 1 B 1", "after: A 0 B 0"], lines
+
+
 def test_a_dead_server_gives_its_client_one_line_not_a_hang():
     node = "1xgfx90a"  # a server of its own
     _start(node)

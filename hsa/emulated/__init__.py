@@ -12,12 +12,16 @@ the shim: it names the node (AMDGPU_EMULATED_NODE) before ROCr's hsa_init opens 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from ground.errors import HsaUnavailable
 from ground.status import HSA_STATUS_ERROR_NOT_INITIALIZED
+from hsa.provider import SignalCondition
 from hsa.rocr.library import LibraryVersion, library_path, library_version, load_library
 from hsa.rocr.provider import RocrProvider
 from hsa.virtual import executor as executor_registry
@@ -48,6 +52,28 @@ def shim_loaded() -> bool:
         return bool(ctypes.CDLL(None).amdgpu_kfd_shim_version())
     except (AttributeError, OSError):
         return False
+
+
+SPIN_US = 200  # how long the shim's signal wait looks (yielding) before it sleeps
+
+
+def _shim_wait() -> Any:
+    """The shim's amdgpu_kfd_shim_signal_wait, or None (an older shim)."""
+    global _wait_fn
+    if _wait_fn is False:
+        try:
+            fn = ctypes.CDLL(None).amdgpu_kfd_shim_signal_wait
+        except (AttributeError, OSError):
+            fn = None
+        else:
+            fn.argtypes = [ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64,
+                           ctypes.c_uint32, ctypes.POINTER(ctypes.c_int64)]
+            fn.restype = ctypes.c_int
+        _wait_fn = fn
+    return _wait_fn
+
+
+_wait_fn: Any = False
 
 
 def runs_kernels() -> bool:
@@ -157,6 +183,26 @@ class EmulatedProvider(RocrProvider):
                 os.environ.pop(protocol.NODE_ENV, None)
             else:
                 os.environ[protocol.NODE_ENV] = saved
+
+    def signal_wait(self, signal: int, condition: SignalCondition, compare: int,
+                    timeout_s: float) -> int:
+        """The shim's wait first (amdgpu_kfd_shim_signal_wait: it yields the CPU while it
+        looks, where ROCr's own wait spins 200 us and keeps the device server off a busy
+        host's cores), then ROCr's wait for what that one cannot take and for the timeout's
+        report (a GPU memory fault during the wait, or SignalTimeout)."""
+        wait = _shim_wait()
+        if wait is not None:
+            value = ctypes.c_int64()
+            start = time.monotonic()
+            ns = 2**63 if math.isinf(timeout_s) else max(0, int(timeout_s * 1e9))
+            got = wait(signal, int(condition), compare, ns, SPIN_US, ctypes.byref(value))
+            if got == 1:
+                return value.value
+            if got == 0:  # timed out: ROCr's wait reports it (and any fault) as always
+                timeout_s = 0.0
+            else:
+                timeout_s = max(0.0, timeout_s - (time.monotonic() - start))
+        return super().signal_wait(signal, condition, compare, timeout_s)
 
     def _uncount(self) -> None:
         global _live

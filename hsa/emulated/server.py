@@ -122,9 +122,10 @@ def _put64(b: bytearray, off: int, v: int) -> None:
 def _load_devside() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(build.devside_path()))
     u64, i64 = ctypes.c_uint64, ctypes.c_int64
-    lib.devside_poll.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                 ctypes.c_int, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p]
-    lib.devside_poll.restype = ctypes.c_int
+    lib.devside_watch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                  ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p,
+                                  ctypes.c_void_p]
+    lib.devside_watch.restype = ctypes.c_int
     lib.devside_add.argtypes = [u64, i64]
     lib.devside_add.restype = i64
     lib.devside_load.argtypes = [u64]
@@ -136,6 +137,24 @@ def _load_devside() -> ctypes.CDLL:
     lib.devside_fire.argtypes = [u64, ctypes.c_uint32]
     lib.devside_fire.restype = None
     return lib
+
+
+NCACHE = 8  # completion signals a queue's doorbell watch knows (devside.c)
+
+
+class FastQueue(ctypes.Structure):
+    """devside.c's struct fastq: one queue as the doorbell watch sees it, and what it needs
+    to retire dependency-free barrier packets without the interpreter (take_barriers)."""
+
+    _fields_ = [("doorbell", ctypes.c_uint64), ("last", ctypes.c_int64),
+                ("ring", ctypes.c_uint64), ("mask", ctypes.c_uint64),
+                ("read_index", ctypes.c_uint64), ("properties", ctypes.c_uint64),
+                ("events", ctypes.c_uint64), ("passed", ctypes.c_int64),
+                ("retired", ctypes.c_int64), ("next", ctypes.c_int64),
+                ("fast", ctypes.c_int32), ("victim", ctypes.c_int32),
+                ("sig_va", ctypes.c_uint64 * NCACHE), ("sig_host", ctypes.c_uint64 * NCACHE),
+                ("box_va", ctypes.c_uint64 * NCACHE), ("box_host", ctypes.c_uint64 * NCACHE),
+                ("taken", ctypes.c_uint64)]
 
 
 # --- memory -------------------------------------------------------------------------------
@@ -295,14 +314,18 @@ class ServerQueue:
         self._read = memory.view(read_ptr, 8).view(np.uint64)
         self._write = memory.view(write_ptr, 8).view(np.uint64)
         self.doorbell = doorbell  # the server's address of its doorbell slot
-        self.last_bell = -1
+        self.fast = FastQueue(doorbell=doorbell, last=-1, ring=memory.address(ring),
+                              mask=self.size - 1, read_index=memory.address(read_ptr),
+                              properties=memory.address(self.handle + Q_PROPERTIES),
+                              events=client.events_addr, passed=-1, retired=0, next=0, fast=1)
+        self._cached: dict[int, int] = {}  # completion signal -> its mailbox, as in `fast`
         self._error: BaseException | None = None
         self._callback = self._on_error
         self.destroyed = False
         agent = Agent(info=AgentInfo(handle=node.index, name=node.model.target,
                                       device_type=DeviceType.GPU, isa=node.model.target),
                        family=_family(node.model.target), lds_size=node.model.lds_bytes)
-        self.processor = PacketProcessor(client.side, agent, self)
+        self.processor = _Processor(client.side, agent, self)
 
     @property
     def id(self) -> int:
@@ -328,12 +351,44 @@ class ServerQueue:
         if value < 0 or self.destroyed:
             return
         proc = self.processor
+        taken = self.fast.next  # packets the doorbell watch retired itself (devside.c)
+        if taken > proc._read:  # the processor had finished all it was given: it sleeps
+            proc._read = taken
         _raise_to(proc._rung, value)
         if proc._needs_wake:
             proc.wake()
 
+    def retired(self, next_packet: int, completion: int) -> None:
+        """The processor finished a packet (its signal too): the doorbell watch may take
+        the next ones; it learns the completion signal's server address for them."""
+        fast = self.fast
+        if completion and completion not in self._cached and not self.destroyed:
+            memory = self.client.memory
+            try:
+                host = memory.address(completion)
+                mailbox = int(self.client.server.lib.devside_load(host + S_MAILBOX))
+                box = memory.address(mailbox) if mailbox else 0
+            except MemoryFault:
+                pass
+            else:
+                i = fast.victim
+                fast.victim = (i + 1) % NCACHE
+                self._cached.pop(fast.sig_va[i], None)
+                fast.sig_va[i] = 0  # the watch never sees a half-written entry
+                fast.sig_host[i], fast.box_va[i], fast.box_host[i] = host, mailbox, box
+                fast.sig_va[i] = completion
+                self._cached[completion] = mailbox
+        fast.retired = next_packet
+
+    def forget_signals(self) -> None:
+        """Memory was freed: no cached signal address may outlive it."""
+        for i in range(NCACHE):
+            self.fast.sig_va[i] = 0
+        self._cached.clear()
+
     def _on_error(self, status: int, _queue: Any) -> None:
         """The CP's queue error: a code into queue_inactive_signal and its event."""
+        self.fast.fast = 0  # the queue is stopped: the doorbell watch takes nothing more
         exc = self._error
         log.warning("client %d: %s", self.client.pid, exc)
         if isinstance(exc, MemoryFault):
@@ -360,7 +415,7 @@ class SdmaQueue:
         self.client = client
         self.node = node
         self.doorbell = doorbell
-        self.last_bell = -1
+        self.fast = FastQueue(doorbell=doorbell, last=-1, passed=-1, retired=0, next=0, fast=0)
         self.destroyed = False
         self.processor = self  # what Client.close and DESTROY_QUEUE stop
         self._cv = threading.Condition()
@@ -429,7 +484,7 @@ class Pm4Queue:
         self.client = client
         self.node = node
         self.doorbell = doorbell
-        self.last_bell = -1
+        self.fast = FastQueue(doorbell=doorbell, last=-1, passed=-1, retired=0, next=0, fast=0)
         self.destroyed = False
         self.processor = self  # what Client.close and DESTROY_QUEUE stop
         label = f"client {client.pid} PM4 queue {queue_id}"
@@ -479,6 +534,15 @@ def _raise_to(heap: list[int], value: int) -> None:
     heapq.heappushpop(heap, value)
 
 
+class _Processor(PacketProcessor):
+    """hsa/virtual's packet processor, telling its queue each packet it finished (for the
+    doorbell watch's barriers: ServerQueue.retired)."""
+
+    def _retire(self, packet_id: int, slot: int, completion: int) -> None:
+        super()._retire(packet_id, slot, completion)
+        self.queue.retired(packet_id + 1, completion)
+
+
 class DoorbellWatch:
     """One thread that waits in devside_poll (C, off the interpreter lock) for doorbell
     writes of every live queue of every client, and passes them to the queues."""
@@ -488,6 +552,7 @@ class DoorbellWatch:
         self._queues: list[ServerQueue] = []
         self._lock = threading.Lock()
         self._kick = ctypes.c_int(0)
+        self._allow = ctypes.c_int(1)  # 0 while held: barriers too wait for release()
         self._stop = False
         self._held: dict[ServerQueue, int] | None = None
         self._thread = threading.Thread(target=self._run, name="doorbells", daemon=True)
@@ -505,24 +570,23 @@ class DoorbellWatch:
 
     def _run(self) -> None:
         out = (ctypes.c_int * 64)()
+        kick, allow = ctypes.byref(self._kick), ctypes.byref(self._allow)
         while not self._stop:
             with self._lock:
                 queues = self._queues
                 self._kick.value = 0
             n = len(queues)
-            addrs = (ctypes.c_uint64 * max(n, 1))(*[q.doorbell for q in queues])
-            last = (ctypes.c_int64 * max(n, 1))(*[q.last_bell for q in queues])
+            table = (ctypes.POINTER(FastQueue) * max(n, 1))(
+                *[ctypes.pointer(q.fast) for q in queues])
             while not self._kick.value and not self._stop:
-                k = self._lib.devside_poll(addrs, last, n, out, 64, 200, 300,
-                                           ctypes.byref(self._kick))
+                k = self._lib.devside_watch(table, n, out, 64, 200, 300, kick, allow)
                 for i in range(k):
                     q = queues[out[i]]
-                    q.last_bell = last[out[i]]
                     held = self._held
                     if held is not None:
-                        held[q] = q.last_bell
+                        held[q] = q.fast.last
                         continue
-                    self._pass(q, q.last_bell)
+                    self._pass(q, q.fast.last)
 
     def _pass(self, q: ServerQueue, value: int) -> None:
         try:
@@ -533,6 +597,7 @@ class DoorbellWatch:
     def hold(self) -> None:
         """Benchmarks: keep doorbells from the packet processors (they sleep), so a timed
         publishing loop measures the host's cost only."""
+        self._allow.value = 0
         self._held = {}
 
     def release(self) -> None:
@@ -540,6 +605,7 @@ class DoorbellWatch:
         held, self._held = self._held or {}, None
         for q, value in held.items():
             self._pass(q, value)
+        self._allow.value = 1
 
 
 # --- clients ------------------------------------------------------------------------------
@@ -598,6 +664,7 @@ class Client:
         """The process is gone: stop its queues, drop its memory (mappings end with the last
         numpy view of them)."""
         for q in list(self.queues.values()):
+            q.fast.fast = 0
             self.server.doorbell_watch.remove(q)
             q.destroyed = True
             q.processor.stop(join_timeout_s=2.0)
@@ -757,6 +824,9 @@ class Kfd:
         bo = self.client.bos.pop(_u64(a, 0), None)
         if bo is None:
             raise ServerError(EINVAL, "no such buffer")
+        for q in list(self.client.queues.values()):
+            if isinstance(q, ServerQueue):
+                q.forget_signals()
         self.client.memory.free(bo.va)
         self.server.bury([bo.data])
 
@@ -827,6 +897,7 @@ class Kfd:
         queue = self.client.queues.pop(_u32(a, 0), None)
         if queue is None:
             raise ServerError(EINVAL, "no such queue")
+        queue.fast.fast = 0
         self.server.doorbell_watch.remove(queue)
         queue.destroyed = True
         queue.processor.stop(join_timeout_s=4.0)
@@ -945,7 +1016,11 @@ class Server:
         return {"node": self.spec, "pid": os.getpid(),
                 "clients": [{"pid": c.pid, "allocations": len(c.bos),
                              "bytes": sum(b.size for b in c.bos.values()),
-                             "queues": len(c.queues)} for c in clients]}
+                             "queues": len(c.queues),
+                             # barrier packets the doorbell watch retired without Python
+                             "barriers_taken": sum(int(q.fast.taken)
+                                                   for q in list(c.queues.values()))}
+                            for c in clients]}
 
     # connections
     def serve_forever(self, listener: socket.socket) -> None:

@@ -28,6 +28,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1097,6 +1098,58 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
     pthread_mutex_unlock(&lock);
     errno = e;
     return r;
+}
+
+/* An HSA signal wait for this process's own provider (hsa/emulated EmulatedProvider):
+ * ROCr's own wait spins 200 us on the signal before it sleeps in the kernel, and on a host
+ * with fewer free cores than busy threads that spin keeps the device server's doorbell
+ * thread off the CPU, so every round trip took the whole 200 us. This one yields the CPU
+ * while it looks (sched_yield: the server's threads run), then sleeps on the events page
+ * the server fires (FUTEX_WAIT on its sequence word). `signal` is the amd_signal_t (ROCr's
+ * hsa_signal_t handle); conditions as hsa_signal_condition_t. Returns 1 with the value in
+ * *value once the condition holds, 0 at the timeout, -1 where it cannot wait (not a user
+ * signal, no events page): then the caller uses ROCr's own wait. */
+EXPORT int amdgpu_kfd_shim_signal_wait(uint64_t signal, uint32_t condition, int64_t compare,
+                                       uint64_t timeout_ns, uint32_t spin_us, int64_t* value) {
+    const int64_t* kind = (const int64_t*)(uintptr_t)signal;
+    const int64_t* v = (const int64_t*)(uintptr_t)(signal + 8);
+    uint64_t mailbox = *(const volatile uint64_t*)(uintptr_t)(signal + 16);
+    if (!signal || *kind != 1 || condition > 3) return -1; /* AMD_SIGNAL_KIND_USER */
+    int kfd = -1;
+    for (int i = 0; i < MAX_FD && kfd < 0; i++)
+        if (fds[i].kind == KIND_KFD && fds[i].events) kfd = i;
+    if (kfd < 0) return -1;
+    uint32_t* seqp = (uint32_t*)fds[kfd].events;
+    uint64_t start = now_ns();
+    uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
+    for (;;) {
+        uint32_t seq = __atomic_load_n(seqp, __ATOMIC_SEQ_CST);
+        int64_t x = __atomic_load_n(v, __ATOMIC_SEQ_CST);
+        int holds = condition == 0 ? x == compare : condition == 1 ? x != compare
+                  : condition == 2 ? x < compare : x >= compare;
+        if (holds) {
+            *value = x;
+            return 1;
+        }
+        uint64_t now = now_ns();
+        if (now >= deadline) {
+            *value = x;
+            return 0;
+        }
+        if (now - start < (uint64_t)spin_us * 1000ull) {
+            sched_yield();
+            continue;
+        }
+        if (!server_alive(kfd)) {
+            say_gone("it closed the connection during a signal wait");
+            _exit(70);
+        }
+        /* a signal without an event (no mailbox) is not announced: look again every ms */
+        uint64_t left = deadline - now, slice = mailbox ? 100000000ull : 1000000ull;
+        if (left > slice) left = slice;
+        struct timespec ts = {(time_t)(left / 1000000000ull), (long)(left % 1000000000ull)};
+        syscall(SYS_futex, seqp, FUTEX_WAIT, seq, &ts, NULL, 0);
+    }
 }
 
 /* Whether this library is loaded (the provider's check); its wire protocol version. */
