@@ -83,8 +83,8 @@ def check_usable(buffer: Buffer, device: Any, what: str) -> int:
     which device owns it. `what` says which argument ("argument 0 'x' of kernel saxpy")."""
     life = buffer._life
     owner = buffer.device
-    spec = getattr(owner, "spec", repr(owner))
     if owner is not device and getattr(owner, "_closed", False):
+        spec = getattr(owner, "spec", None) or repr(owner)
         raise BufferStateError(
             f"{what}: buffer at 0x{buffer.address:x} belongs to another device ({spec}), "
             f"which was closed: allocate it on {getattr(device, 'spec', '?')}"
@@ -97,6 +97,7 @@ def check_usable(buffer: Buffer, device: Any, what: str) -> int:
     if owner is not device:
         reach = getattr(device, "can_access_peer", None)
         if reach is None or not reach(owner):
+            spec = getattr(owner, "spec", None) or repr(owner)
             raise BufferStateError(
                 f"{what}: buffer at 0x{buffer.address:x} belongs to another device ({spec}), "
                 f"which {getattr(device, 'spec', '?')} cannot reach: allocate it on this one "

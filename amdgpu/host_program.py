@@ -85,26 +85,45 @@ class _View:
 
 
 class _Recording:
-    """A HAL command buffer: its commands with host values resolved at record time."""
+    """A HAL command buffer: its commands with host values resolved at record time.
 
-    def __init__(self, capacity: int):
+    `fixed`: the buffers it may name directly (besides binding-table slots) and still be
+    replayed as one driver command buffer: for a recording made by an initializer (IREE's
+    memoized command buffers), the initializers' allocations (the model's weights and
+    other globals), which live as long as the program; none for one made at run time."""
+
+    def __init__(self, capacity: int, fixed: frozenset = frozenset()):
         self.capacity = capacity
+        self.fixed = fixed  # ids of the device buffers direct references may name
         self.commands: list[tuple] = []
         self.driver_cb: Any = None  # the replayable recording over slots, made once
+        self._replayable: bool | None = None
 
     @property
     def replayable(self) -> bool:
-        def slots_only(bindings):
-            return all(isinstance(b[0], int) for b in bindings)
+        """Whether every reference is a slot or a buffer of `fixed` (no host updates)."""
+        if self._replayable is None:
+            self._replayable = self._check_replayable()
+        return self._replayable
+
+    def _check_replayable(self) -> bool:
+        def fixed_or_slots(refs) -> bool:
+            return all(isinstance(r[0], int) or (isinstance(r[0], _Buf) and id(r[0].base)
+                                                 in self.fixed) for r in refs)
 
         for c in self.commands:
-            if c[0] == "dispatch" and not slots_only(c[4]):
+            if c[0] == "dispatch" and not fixed_or_slots(c[4]):
                 return False
-            if c[0] in ("copy", "fill") and not slots_only(c[1:3] if c[0] == "copy" else c[1:2]):
+            if c[0] in ("copy", "fill") and not fixed_or_slots(
+                    c[1:3] if c[0] == "copy" else c[1:2]):
                 return False
             if c[0] == "update":
                 return False
         return True
+
+
+# Placeholder for "the initializers' buffers" until a recording first runs.
+_INIT_BUFFERS: frozenset = frozenset({"initializers"})
 
 
 class _Return(Exception):
@@ -545,7 +564,9 @@ def _queue_fill(p, op, ins, env):
 
 def _cb_create(p, op, ins, env):
     cap = _f(op, env, "binding_capacity") if _has(op, "binding_capacity") else 0
-    return _Recording(int(cap or 0))
+    # Made by an initializer: it may name the initializers' buffers directly (the set is
+    # taken when it first runs, so allocations after this op count too).
+    return _Recording(int(cap or 0), _INIT_BUFFERS if p._in_init else frozenset())
 
 
 def _binding(op: dict, env: dict, buf_reg: int, off: int, length: int) -> tuple:
@@ -627,7 +648,9 @@ def _run_recording(p: HostProgram, rec: _Recording, table: list) -> None:
     for c in rec.commands:
         if c[0] == "dispatch":
             p.dispatched.append(c[1]["name"])
-    if p._replay and table and rec.replayable:
+    if rec.fixed is _INIT_BUFFERS and not p._in_init:  # the initializers' buffers, all made
+        rec.fixed = frozenset(id(b) for b in p._persistent)
+    if p._replay and (table or rec.fixed) and rec.replayable:
         if rec.driver_cb is None:
             rec.driver_cb = _record_driver_cb(p, rec)
         views = []
@@ -664,8 +687,10 @@ def _record_driver_cb(p: HostProgram, rec: _Recording) -> Any:
     slots = [cb.binding(i) for i in range(rec.capacity)]
 
     def slot(ref):
-        i, off, n = ref
-        return slots[i].view(off, n)
+        target, off, n = ref
+        if isinstance(target, int):
+            return slots[target].view(off, n)
+        return target.view(off, n)  # an initializer's buffer (`_Recording.fixed`)
 
     for c in rec.commands:
         kind = c[0]

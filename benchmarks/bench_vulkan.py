@@ -211,6 +211,51 @@ LEGACY = {"barrier": "full", "spin_us": 0.0, "elide": False}
 NO_BARRIERS = "no barriers"
 EXECUTION_ONLY = "execution-only barriers"  # no memory dependency: not a valid ordering
 SAME_BINDINGS = "same bindings"  # every dispatch x -> y: nothing to rebind between them
+# Other forms of the same dependency, recorded in place of each barrier (results checked):
+GLOBAL_READ = "one global barrier"  # VkMemoryBarrier2 COMPUTE->COMPUTE, write -> read only
+SYNC1 = "vkCmdPipelineBarrier"  # the Vulkan 1.0 call, VkMemoryBarrier write -> read
+EVENTS = "events"  # vkCmdSetEvent2 then vkCmdWaitEvents2 (and a reset) per barrier
+
+
+class _RecordingLib:
+    """vk.lib while recording a diagnostic variant: vkCmdPipelineBarrier2 recorded as
+    `kind` (SYNC1 or EVENTS); everything else passes through."""
+
+    def __init__(self, lib, device, kind: str):
+        self._lib, self._dev, self._kind = lib, device, kind
+        self.events: list = []
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def vkCmdPipelineBarrier2(self, cb, info):
+        from amdgpu.vulkan.instance import vk
+
+        ffi, lib = vk.ffi, self._lib
+        compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+        if self._kind == SYNC1:
+            mb = ffi.new("VkMemoryBarrier*")
+            mb.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
+            mb.srcAccessMask = vk.VK_ACCESS_SHADER_WRITE_BIT
+            mb.dstAccessMask = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            self.events.append(mb)
+            lib.vkCmdPipelineBarrier(cb, compute, compute, 0, 1, mb, 0, ffi.NULL, 0, ffi.NULL)
+            return
+        event = ffi.new("VkEvent*")
+        create = ffi.new("VkEventCreateInfo*")
+        create.sType = vk.VK_STRUCTURE_TYPE_EVENT_CREATE_INFO
+        lib.vkCreateEvent(self._dev.handle, create, ffi.NULL, event)
+        self.events.append(event)
+        lib.vkCmdSetEvent2(cb, event[0], info)
+        lib.vkCmdWaitEvents2(cb, 1, event, info)
+        lib.vkCmdResetEvent2(cb, event[0], vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT)
+
+    def destroy(self) -> None:
+        from amdgpu.vulkan.instance import vk
+
+        for e in self.events:
+            if vk.ffi.typeof(e).cname == "VkEvent *":
+                self._lib.vkDestroyEvent(self._dev.handle, e[0], vk.ffi.NULL)
 
 
 def tuning_variants(dev) -> list[tuple[str, dict, str]]:
@@ -241,6 +286,8 @@ def tuning_variants(dev) -> list[tuple[str, dict, str]]:
     variants.append(("defaults, execution-only barriers", {**defaults, "barrier": "tight"},
                      EXECUTION_ONLY))
     variants.append(("defaults, same bindings", defaults, SAME_BINDINGS))
+    for kind in (GLOBAL_READ, SYNC1, EVENTS):
+        variants.append((f"defaults, {kind}", {**defaults, "barrier": "tight"}, kind))
     return variants
 
 
@@ -269,17 +316,33 @@ class VariantBench(PathBench):
                 cb.barrier()
         return cb.finalize()
 
-    def execution_only_barrier(self):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._proxies: list = []
+        self._keep: list = []
+
+    def close(self) -> None:
+        self.dev.synchronize()
+        for proxy in self._proxies:
+            proxy.destroy()
+        self._proxies = []
+        super().close()
+
+    def execution_only_barrier(self, memory: bool = False):
+        """COMPUTE -> COMPUTE with no accesses, or (memory) storage write -> storage read."""
         from amdgpu.vulkan.instance import vk
 
         mb = vk.ffi.new("VkMemoryBarrier2*")
         mb.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER_2
         mb.srcStageMask = mb.dstStageMask = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
+        if memory:
+            mb.srcAccessMask = vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
+            mb.dstAccessMask = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT
         info = vk.ffi.new("VkDependencyInfo*")
         info.sType = vk.VK_STRUCTURE_TYPE_DEPENDENCY_INFO
         info.memoryBarrierCount = 1
         info.pMemoryBarriers = mb
-        self._keep = (mb, info)
+        self._keep.append((mb, info))
         return info
 
     def run(self, rounds: int, reps: int, only: set[str] | None = None) -> list[str]:
@@ -291,13 +354,22 @@ class VariantBench(PathBench):
                 continue
             vars(dev.tuning).update(defaults)
             vars(dev.tuning).update(changes)
-            if kind == EXECUTION_ONLY:
-                info = self.execution_only_barrier()
+            if kind in (EXECUTION_ONLY, GLOBAL_READ, EVENTS):
+                info = self.execution_only_barrier(kind != EXECUTION_ONLY)
                 dev.dependency_info = lambda before, after, info=info: info
-            a, b, c, d = self.buffers(4)
-            long, short = self.chain_cb(100, kind), self.chain_cb(1, kind)
-            dev.submit(long, [a, b]).wait(10)  # records the instance under these settings
-            dev.submit(short, [c, d]).wait(10)
+            from amdgpu.vulkan.instance import vk
+
+            lib = vk.lib
+            if kind in (SYNC1, EVENTS):
+                vk.lib = proxy = _RecordingLib(lib, dev, kind)
+                self._proxies.append(proxy)
+            try:
+                a, b, c, d = self.buffers(4)
+                long, short = self.chain_cb(100, kind), self.chain_cb(1, kind)
+                dev.submit(long, [a, b]).wait(10)  # records the instance under these settings
+                dev.submit(short, [c, d]).wait(10)
+            finally:
+                vk.lib = lib
             vars(dev).pop("dependency_info", None)
             table = ""
             for pool in long._instances.values():
@@ -345,7 +417,7 @@ class VariantBench(PathBench):
             check = "ok" if right else "WRONG"
             if case["kind"] == SAME_BINDINGS:
                 check = "diagnostic"
-            elif case["kind"] != "chain":
+            elif case["kind"] not in ("chain", GLOBAL_READ, SYNC1, EVENTS):
                 check = "right (by luck)" if right else "wrong, as it may be"
             elif not right:
                 raise SystemExit(f"{self.path} {case['name']}: chain-100 gave {a[0]} (WRONG)")
@@ -401,7 +473,7 @@ def run_variants(args, paths: list[str], compiled) -> int:
     if args.only:
         few = {name.strip() for name in args.only.split(";")}
         runs = [(path, env, label, few) for path, env, label, _ in runs]
-    for family in others if not args.only else ():
+    for family in others if not args.only or args.families else ():
         for path in paths:
             label = f"{path}, queue family {family}"
             runs.append((path, {"AMDGPU_VULKAN_QUEUE_FAMILY": str(family)}, label, few))
@@ -426,6 +498,58 @@ def run_variants(args, paths: list[str], compiled) -> int:
                 print(f"default tuning: {vars(bench.dev.tuning)}")
             for line in bench.run(rounds, reps, only):
                 print(line, flush=True)
+        finally:
+            bench.close()
+    return 0
+
+
+def replay_host(args, paths: list[str], compiled) -> int:
+    """Host time of one replay of an n-dispatch chain, per path: the same buffers each time,
+    four pairs of buffers in turn, a new pair each time (allocated and freed around the
+    call, outside the timing), and the recorded VkCommandBuffer submitted alone (the
+    driver's share); median of --reps, each replay waited for outside the timing."""
+    n, reps = args.replay_host, args.reps
+    for path in paths:
+        bench = PathBench(args.device, path, compiled, True)
+        try:
+            dev = bench.dev
+            cb = bench.record(n)
+            pairs = [bench.buffers(2) for _ in range(4)]
+            dev.submit(cb, pairs[0]).wait(120)
+            out = {}
+
+            def timed(bindings_of, name):
+                samples = []
+                for i in range(reps):
+                    bindings = bindings_of(i)
+                    t = time.perf_counter()
+                    p = dev.submit(cb, bindings)
+                    samples.append(time.perf_counter() - t)
+                    p.wait(120)
+                    if name == "new":
+                        for b in bindings:
+                            b.free()
+                out[name] = median_us(samples)
+
+            timed(lambda i: pairs[0], "same")
+            timed(lambda i: pairs[i % 4], "4 pairs in turn")
+            timed(lambda i: bench.buffers(2), "new")
+            dev.submit(cb, pairs[0]).wait(120)
+            inst = next(i for pool in cb._instances.values() for i in pool
+                        if i.handle == cb.last_handle)
+            lane = dev._timeline(0)
+            raw = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                p = lane.submit(inst.command_buffer)
+                raw.append(time.perf_counter() - t)
+                p.wait(120)
+            out["submit alone"] = median_us(raw)
+            a = pairs[0][0].to_numpy(np.float32)[0]
+            print(f"[{path}] replay of {n}: " + ", ".join(
+                f"{k} {fmt_us(v)}" for k, v in out.items()) + f" (median of {reps}; "
+                f"records {cb.record_count}; a[0] = {a:.0f})", flush=True)
+            cb.release()
         finally:
             bench.close()
     return 0
@@ -512,6 +636,11 @@ def main() -> int:
     )
     parser.add_argument("--only", help="--variants: only these (names separated by ;)")
     parser.add_argument("--rounds", type=int, help="--variants: interleaved rounds")
+    parser.add_argument("--replay-host", type=int, metavar="N",
+                        help="only the host time of replaying an N-dispatch chain, per path")
+    parser.add_argument("--reps", type=int, default=200, help="--replay-host: replays")
+    parser.add_argument("--families", action="store_true",
+                        help="--variants --only: run them on the other queue families too")
     parser.add_argument(
         "--replay-sizes", default="100,5000",
         help="dispatches per replayed command buffer (comma-separated; 100 and 5000 always)",
@@ -546,6 +675,8 @@ def main() -> int:
         print(f"{how} x+1 ({N_FLOATS} floats) for both ABIs in {time.perf_counter() - t:.1f} s")
         if args.variants:
             return run_variants(args, paths, compiled)
+        if args.replay_host:
+            return replay_host(args, paths, compiled)
         if args.bundle_dir is not None:
             for vmfb in args.bundle_dir.glob("chain100_*.vmfb"):
                 (workdir / vmfb.name).write_bytes(vmfb.read_bytes())
