@@ -503,6 +503,22 @@ def run_variants(args, paths: list[str], compiled) -> int:
     return 0
 
 
+def _timed_replays(dev, cb, reps: int, bindings_of, free: bool) -> float:
+    """Median host time of dev.submit(cb, bindings_of(i)), each replay waited for (and
+    its buffers freed, with `free`) outside the timing."""
+    samples = []
+    for i in range(reps):
+        bindings = bindings_of(i)
+        t = time.perf_counter()
+        p = dev.submit(cb, bindings)
+        samples.append(time.perf_counter() - t)
+        p.wait(120)
+        if free:
+            for b in bindings:
+                b.free()
+    return median_us(samples)
+
+
 def replay_host(args, paths: list[str], compiled) -> int:
     """Host time of one replay of an n-dispatch chain, per path: the same buffers each time,
     four pairs of buffers in turn, a new pair each time (allocated and freed around the
@@ -516,24 +532,12 @@ def replay_host(args, paths: list[str], compiled) -> int:
             cb = bench.record(n)
             pairs = [bench.buffers(2) for _ in range(4)]
             dev.submit(cb, pairs[0]).wait(120)
-            out = {}
-
-            def timed(bindings_of, name):
-                samples = []
-                for i in range(reps):
-                    bindings = bindings_of(i)
-                    t = time.perf_counter()
-                    p = dev.submit(cb, bindings)
-                    samples.append(time.perf_counter() - t)
-                    p.wait(120)
-                    if name == "new":
-                        for b in bindings:
-                            b.free()
-                out[name] = median_us(samples)
-
-            timed(lambda i: pairs[0], "same")
-            timed(lambda i: pairs[i % 4], "4 pairs in turn")
-            timed(lambda i: bench.buffers(2), "new")
+            out = {
+                "same": _timed_replays(dev, cb, reps, lambda i, p=pairs: p[0], False),
+                "4 pairs in turn": _timed_replays(dev, cb, reps,
+                                                  lambda i, p=pairs: p[i % 4], False),
+                "new": _timed_replays(dev, cb, reps, lambda i, b=bench: b.buffers(2), True),
+            }
             dev.submit(cb, pairs[0]).wait(120)
             inst = next(i for pool in cb._instances.values() for i in pool
                         if i.handle == cb.last_handle)

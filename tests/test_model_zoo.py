@@ -173,11 +173,16 @@ def test_memoized_command_buffer_replays_as_one_submission(spec):
         expected = [outputs[0], runner.read_outputs(sets[1])[0]]
         assert not np.allclose(expected[0], expected[1])
         calls = {"submit": 0, "dispatch": 0, "fill": 0, "copy": 0}
+        def counting(name: str):
+            fn = getattr(dev, name)
+
+            def counted(*args, **kwargs):
+                calls[name] += 1
+                return fn(*args, **kwargs)
+            return counted
+
         for name in calls:
-            def counted(*args, _name=name, _fn=getattr(dev, name), **kwargs):
-                calls[_name] += 1
-                return _fn(*args, **kwargs)
-            setattr(dev, name, counted)
+            setattr(dev, name, counting(name))
         for i in range(4):
             b = sets[i % 2]
             runner.replay(b)
