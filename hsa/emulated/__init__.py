@@ -62,7 +62,7 @@ def _shim_wait() -> Any:
     global _wait_fn
     if _wait_fn is False:
         try:
-            fn = ctypes.CDLL(None).amdgpu_kfd_shim_signal_wait
+            fn: Any = ctypes.CDLL(None).amdgpu_kfd_shim_signal_wait
         except (AttributeError, OSError):
             fn = None
         else:
