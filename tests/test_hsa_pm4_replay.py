@@ -381,3 +381,33 @@ def test_parameters_lanes_and_waits_on_the_pm4_path(tmp_path_factory):
         del first
         lanes = {key[0].index for key in cb.pm4_program.instances}
         assert lanes == {0, 1} and len(cb.pm4_program.instances) == 3
+
+
+def test_a_dropped_pm4_command_buffer_gives_its_memory_back(tmp_path_factory):
+    import gc
+
+    code = _code("gfx942", tmp_path_factory)
+    with amdgpu.open("amdgpu:virtual:gfx942", lanes=1) as dev:
+        saxpy = dev.load(code).kernel("saxpy")
+        x, y = dev.buffer(np.ones(64, np.float32)), dev.buffer(np.zeros(64, np.float32))
+        dev.synchronize()
+        allocations = dev.provider._user_allocs
+
+        def record():
+            cb = dev.command_buffer(mode="pm4")
+            cb.dispatch(saxpy, 64, 64, (cb.binding(0), cb.binding(1), np.float32(1.0),
+                                        np.uint32(64)))
+            return cb.finalize()
+
+        cb = record()
+        before = len(allocations)
+        dev.submit(cb, [y, x])
+        dev.submit(cb, [x, y])
+        assert len(allocations) == before + 2  # two instances: one allocation each
+        del cb
+        gc.collect()
+        dev.synchronize()  # the lanes completed them: reaped here
+        assert len(allocations) == before
+        cb = record()
+        dev.submit(cb, [y, x])  # and one left at close: close() frees it
+    assert not allocations

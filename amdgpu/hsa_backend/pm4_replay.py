@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 import packets
+from amdgpu.buffer import Buffer
 from amdgpu.device import TimelinePoint
 from amdgpu.hsa_backend.command_segments import KARG_WORD, RING_SLACK, RecordedDispatch, Segment
 from amdgpu.hsa_backend.tracing import announce_all
@@ -140,11 +140,14 @@ class Pm4Instance:
     compiled short way with a one-packet block."""
 
     __slots__ = ("address", "memory", "packet", "value", "lane", "kernargs", "ib_bytes",
-                 "block", "view", "signal")
+                 "block", "view", "signal", "buffer")
 
-    def __init__(self, address: int, memory: np.ndarray, packet: bytes, lane: Any,
+    def __init__(self, buffer: Buffer, memory: np.ndarray, packet: bytes, lane: Any,
                  kernargs: np.ndarray, ib_bytes: memoryview):
-        self.address = address
+        # a root Buffer of the device: close() frees it, and once the program is dropped
+        # it goes back when the lanes completed what was submitted (dropped-buffer reaping)
+        self.buffer = buffer
+        self.address = buffer.address
         self.memory = memory
         self.packet = packet  # the PM4_IB AQL packet: all a replay publishes
         self.value = 0  # the lane's latest submission that reads it
@@ -174,12 +177,9 @@ class Pm4Program:
         self.instances: dict[tuple, Pm4Instance] = {}
         self.last_block: Any = None
         self.last_rows: Any = None
-        self._allocations: list[int] = []
         self._build(run)
         self.header_list = [int(np.frombuffer(
             pm4.pm4_ib_aql_packet(0, 1), np.uint32)[0])]  # header | PM4_IB << 16
-        done = weakref.finalize(self, _drop_allocations, weakref.ref(device), self._allocations)
-        done.atexit = False
 
     # --- finalize: the stream and its relocations ----------------------------------------
     def _build(self, run: Sequence[RecordedDispatch]) -> None:
@@ -294,7 +294,7 @@ class Pm4Program:
         dev = self.device
         p = dev.provider
         address = p.memory_pool_allocate(dev.kernarg_pool, self.nbytes)
-        self._allocations.append(address)
+        buffer = Buffer(dev, address, self.nbytes, handle=address)
         p.agents_allow_access([dev.agent.handle], address)
         memory = p.host_view(address, self.nbytes)
         memory.fill(0)
@@ -322,7 +322,7 @@ class Pm4Program:
             memory[self.image_offset: self.image_offset + rows.nbytes] = rows.view(np.uint8)
         self.patch(kernargs, table)
         packet = pm4.pm4_ib_aql_packet(address, len(ib), completion_signal=lane.signal)
-        return Pm4Instance(address, memory, packet, lane, kernargs,
+        return Pm4Instance(buffer, memory, packet, lane, kernargs,
                            memoryview(memory[: ib.nbytes]))
 
     def patch(self, kernargs: np.ndarray, table: tuple) -> None:
@@ -432,16 +432,6 @@ def build_program(device: Any, seg: Segment, run: Sequence[RecordedDispatch],
         if why:
             raise Pm4Unsupported(why)
     return Pm4Program(device, seg, run)
-
-
-def _drop_allocations(device_ref: Any, allocations: list[int]) -> None:
-    """A program's finalizer: its instances' memory goes back once the lanes completed
-    what was submitted so far (amdgpu.device's dropped-buffer reaping)."""
-    device = device_ref()
-    if device is None:
-        return
-    for address in allocations:
-        device._dropped_buffer(address)
 
 
 def foreign_message(cb: Any, device: Any) -> str:
