@@ -31,6 +31,11 @@ __kernel void mirror(__global float *out, __global const float *in, uint n) {
   barrier(CLK_LOCAL_MEM_FENCE);
   if (g < n) out[g] = tile[l ^ 63] * 2.0f + (float)get_group_id(0);
 }
+__kernel void scratchy(__global float *out, uint k) {
+  volatile float priv[64];
+  for (uint i = 0; i < 64; i++) priv[i] = (float)i;
+  out[get_global_id(0)] = priv[(get_global_id(0) + k) & 63];
+}
 __kernel void fields(__global uint *out) {
   __constant ushort *p = (__constant ushort *)__builtin_amdgcn_dispatch_ptr();
   if (get_global_id(0) == 0) {
@@ -244,6 +249,18 @@ def test_bad_input_is_one_line_and_submits_nothing(tmp_path_factory):
         auto.fill(auto.binding(0), np.uint8(1), 6)
         auto.finalize()
         assert auto.path == "aql" and "host fill/copy" in auto.path_reason
+        # a kernel that needs scratch: the queue's scratch setup is not the command buffer's
+        scratchy = dev.load(code).kernel("scratchy")
+        assert scratchy.private_segment_size > 0
+        for mode in ("pm4", None):
+            sc = dev.command_buffer(mode=mode)
+            sc.dispatch(scratchy, 64, 64, (sc.binding(0), np.uint32(1)))
+            if mode == "pm4":
+                with pytest.raises(KernelArgumentError, match="kernel 'scratchy' uses scratch"):
+                    sc.finalize()
+            else:
+                sc.finalize()
+                assert sc.path == "aql" and "uses scratch" in sc.path_reason
     with pytest.raises(DeviceError, match="was closed"):
         dev.submit(cb, [y, x])  # a replay after the device closed
 
