@@ -219,6 +219,30 @@ def test_replay_with_new_bindings(dev, kernels):
 
 
 @pytest.mark.vulkan
+@needs_vulkan
+def test_repeated_replay_still_refuses_a_freed_buffer(dev, kernels):
+    """A replay with the same buffer objects as the last skips the binding checks only
+    while no buffer's lifetime has ended: freeing one of them (any buffer, in fact) makes
+    the next replay check again and refuse it, naming where it was freed."""
+    from amdgpu.errors import BufferStateError
+
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    cb = _chain(dev, k, grid, 2)
+    a, b = dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)
+    bindings = [a, b]
+    for _ in range(3):
+        dev.submit(cb, bindings).wait()
+    np.testing.assert_array_equal(a.to_numpy(np.float32), np.full(N, 6, np.float32))
+    b.free()
+    with pytest.raises(BufferStateError, match="binding 1.*was freed at .*test_vulkan_device"):
+        dev.submit(cb, bindings)
+    with pytest.raises(KernelArgumentError, match="1 buffer"):
+        dev.submit(cb, [a])  # fewer bindings than slots: checked, not the fast path
+    a.free()
+
+
+@pytest.mark.vulkan
 @pytest.mark.vulkan_bda
 @pytest.mark.skipif(not BDA, reason="device lacks bufferDeviceAddress")
 def test_bda_in_flight_submissions_use_separate_tables(kernels):
