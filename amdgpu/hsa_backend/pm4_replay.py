@@ -189,76 +189,75 @@ class Pm4Program:
         rel_words: list[int] = []  # dword index of a lo word (hi follows) ...
         rel_offsets: list[int] = []  # ... and the instance offset its address points at
         queue_words: list[int] = []  # lo words of the lane's queue address
-        needs_image = [bool(d.kernel.info.descriptor.enable_sgpr_dispatch_ptr) for d in run]
-        images = int(sum(needs_image))
         # the instance layout: IB | kernargs (64-aligned) | packet images | completed_at
         # (the IB's size is known only once it is built: the offsets are relocations)
         words += pm4.set_sh_reg(fam, "COMPUTE_TMPRING_SIZE", 0)
         words += pm4.set_sh_reg(fam, "COMPUTE_RESOURCE_LIMITS", 0)
-        last_prog: tuple | None = None
+        last_prog: list[int] | None = None
         last_block: tuple | None = None
         image_rows: list[int] = []
-        image_at: dict[int, int] = {}
         kernarg_rel: list[tuple[int, int]] = []  # (dword index, kernarg offset)
         image_rel: list[tuple[int, int]] = []  # (dword index, image index)
+        barrier = [*pm4.event_write(pm4.EventType.CS_PARTIAL_FLUSH,
+                                    pm4.EVENT_INDEX_PARTIAL_FLUSH),
+                   *pm4.acquire_mem(fam, pm4.acquire_agent_flags(fam))]
+        # what repeats is built once: per kernel its user-SGPR layout, per shape its setup
+        # and DISPATCH_DIRECT packets (a command buffer of 10,000 dispatches has a few)
+        layouts: dict[int, tuple] = {}
+        progs: dict[tuple, list[int]] = {}
+        blocks: dict[tuple, list[int]] = {}
+        launches: dict[tuple, list[int]] = {}
+        offsets = seg.kernarg_offsets.tolist()
         for i, d in enumerate(run):
             k = d.kernel
-            desc = k.info.descriptor
-            entry = k.kernel_object + desc.kernel_code_entry_byte_offset
-            lds = k.group_segment_size + d.dynamic_lds
-            granules = -(-lds // LDS_GRANULE)
-            rsrc2 = (desc.compute_pgm_rsrc2 & ~_LDS_MASK) | (granules << 15)
-            prog = (entry, desc.compute_pgm_rsrc1, rsrc2, desc.compute_pgm_rsrc3)
+            layout = layouts.get(id(k))
+            if layout is None:
+                layout = layouts[id(k)] = self._user_layout(k)
+            head, n_user, image_at, queue_at, kernarg_at, id_at, wave32 = layout
+            key = (id(k), d.dynamic_lds)
+            prog = progs.get(key)
+            if prog is None:
+                prog = progs[key] = self._program_packets(k, d.dynamic_lds)
             if i and d.barrier:  # wait for the dispatches before, then see their writes
-                words += pm4.event_write(pm4.EventType.CS_PARTIAL_FLUSH,
-                                         pm4.EVENT_INDEX_PARTIAL_FLUSH)
-                words += pm4.acquire_mem(fam, pm4.acquire_agent_flags(fam))
-            if prog != last_prog:
-                pgm = entry >> 8
-                words += pm4.set_sh_reg(fam, "COMPUTE_PGM_LO", pgm & 0xFFFF_FFFF, pgm >> 32)
-                words += pm4.set_sh_reg(fam, "COMPUTE_PGM_RSRC1", desc.compute_pgm_rsrc1, rsrc2)
-                words += pm4.set_sh_reg(fam, "COMPUTE_PGM_RSRC3", desc.compute_pgm_rsrc3)
+                words += barrier
+            if prog is not last_prog:
+                words += prog
                 last_prog = prog
             if d.block != last_block:
-                words += pm4.set_sh_reg(fam, "COMPUTE_START_X", 0, 0, 0, *d.block)
+                setup = blocks.get(d.block)
+                if setup is None:
+                    setup = blocks[d.block] = pm4.set_sh_reg(fam, "COMPUTE_START_X", 0, 0, 0,
+                                                             *d.block)
+                words += setup
                 last_block = d.block
-            user: list[int] = []
-            props = desc.kernel_code_properties
-            start = len(words) + 2  # USER_DATA_0's dword in the SET_SH_REG below
-            if props & 1:  # private segment buffer V#: no scratch, zeros
-                user += [0, 0, 0, 0]
-            if props & 2:  # dispatch ptr: this dispatch's AQL packet image
-                image_at[i] = len(image_rows)
-                image_rows.append(i)
-                image_rel.append((start + len(user), image_at[i]))
-                user += [0, 0]
-            if props & 4:  # queue ptr: the lane's hsa_queue_t
-                queue_words.append(start + len(user))
-                user += [0, 0]
-            if props & 8:  # kernarg segment ptr
-                kernarg_rel.append((start + len(user), int(seg.kernarg_offsets[i])))
-                user += [0, 0]
-            if props & 16:  # dispatch id
-                user += [i, 0]
-            if props & 32:  # flat scratch init: no scratch
-                user += [0, 0]
-            if props & 64:  # private segment size
-                user += [0]
-            if len(user) > 16:
-                raise Pm4Unsupported(f"kernel {k.name!r} needs {len(user)} user SGPRs "
-                                     "(COMPUTE_USER_DATA_0..15)")
-            if user:
-                words += pm4.set_sh_reg(fam, "COMPUTE_USER_DATA_0", *user)
-            g, b = d.grid, d.block
-            wave32 = fam != "gfx9" and desc.wavefront_size32
-            if all(g[a] % b[a] == 0 for a in range(3)):
-                counts = tuple(g[a] // b[a] for a in range(3))
-                init = pm4.initiator(wave32=wave32)
-            else:  # partial workgroups: thread counts, as an AQL grid is
-                counts = g
-                init = pm4.initiator(wave32=wave32, use_thread_dimensions=True) | (
-                    pm4.INITIATOR_PARTIAL_TG_EN)
-            words += pm4.dispatch_direct(counts[0], counts[1], counts[2], init)
+            if n_user:
+                at = len(words) + 2  # USER_DATA_0's dword
+                words += head
+                user_start = len(words)
+                words += [0] * n_user
+                if image_at >= 0:  # dispatch ptr: this dispatch's AQL packet image
+                    image_rel.append((at + image_at, len(image_rows)))
+                    image_rows.append(i)
+                if queue_at >= 0:  # queue ptr: the lane's hsa_queue_t
+                    queue_words.append(at + queue_at)
+                if kernarg_at >= 0:  # kernarg segment ptr: this dispatch's block
+                    kernarg_rel.append((at + kernarg_at, int(offsets[i])))
+                if id_at >= 0:  # dispatch id: its index
+                    words[user_start + id_at] = i
+            shape = (d.grid, d.block, wave32)
+            launch = launches.get(shape)
+            if launch is None:
+                g, b = d.grid, d.block
+                if all(g[a] % b[a] == 0 for a in range(3)):
+                    counts = tuple(g[a] // b[a] for a in range(3))
+                    init = pm4.initiator(wave32=wave32)
+                else:  # partial workgroups: thread counts, as an AQL grid is
+                    counts = g
+                    init = pm4.initiator(wave32=wave32, use_thread_dimensions=True) | (
+                        pm4.INITIATOR_PARTIAL_TG_EN)
+                launch = launches[shape] = pm4.dispatch_direct(counts[0], counts[1],
+                                                               counts[2], init)
+            words += launch
         release_at = len(words) + 3  # RELEASE_MEM's address lo dword
         words += pm4.release_mem(fam, 0, data_sel=pm4.DataSel.GPU_CLOCK,
                                  event=pm4.EventType.CACHE_FLUSH_AND_INV_TS_EVENT,
@@ -273,7 +272,7 @@ class Pm4Program:
         size = seg.template.size
         self.kernarg_size = size
         self.image_offset = (self.kernarg_offset + size + RING_SLACK + 63) & ~63
-        self.stamp_offset = self.image_offset + 64 * images
+        self.stamp_offset = self.image_offset + 64 * len(image_rows)
         self.nbytes = self.stamp_offset + 64
         for at, off in kernarg_rel:
             rel_words.append(at)
@@ -288,6 +287,41 @@ class Pm4Program:
         self.rel_offsets = np.array(rel_offsets, np.uint64)
         self.queue_words = np.array(queue_words, np.int64)
         self.image_rows = np.array(image_rows, np.int64)
+
+    def _user_layout(self, k: Any) -> tuple:
+        """A kernel's user SGPRs in the order its enable bits give them: (SET_SH_REG header
+        pair, count, then the index of the dispatch ptr, queue ptr, kernarg ptr, dispatch
+        id among them (-1: absent), wave32). The private segment buffer (4), flat scratch
+        init (2) and private segment size (1) are zeros: no scratch on this path."""
+        desc = k.info.descriptor
+        props = desc.kernel_code_properties
+        n = 0
+        where = {}
+        for bit, size, name in ((1, 4, ""), (2, 2, "image"), (4, 2, "queue"),
+                                (8, 2, "kernarg"), (16, 2, "id"), (32, 2, ""), (64, 1, "")):
+            if props & bit:
+                if name:
+                    where[name] = n
+                n += size
+        if n > 16:
+            raise Pm4Unsupported(f"kernel {k.name!r} needs {n} user SGPRs "
+                                 "(COMPUTE_USER_DATA_0..15)")
+        head = pm4.set_sh_reg(self.family, "COMPUTE_USER_DATA_0", *([0] * n))[:2] if n else []
+        wave32 = self.family != "gfx9" and desc.wavefront_size32
+        return (head, n, where.get("image", -1), where.get("queue", -1),
+                where.get("kernarg", -1), where.get("id", -1), wave32)
+
+    def _program_packets(self, k: Any, dynamic_lds: int) -> list[int]:
+        """COMPUTE_PGM_LO/HI and RSRC1/2/3 for a kernel (RSRC2.LDS_SIZE for its group
+        segment plus the dispatch's dynamic LDS)."""
+        fam = self.family
+        desc = k.info.descriptor
+        pgm = (k.kernel_object + desc.kernel_code_entry_byte_offset) >> 8
+        granules = -(-(k.group_segment_size + dynamic_lds) // LDS_GRANULE)
+        rsrc2 = (desc.compute_pgm_rsrc2 & ~_LDS_MASK) | (granules << 15)
+        return [*pm4.set_sh_reg(fam, "COMPUTE_PGM_LO", pgm & 0xFFFF_FFFF, pgm >> 32),
+                *pm4.set_sh_reg(fam, "COMPUTE_PGM_RSRC1", desc.compute_pgm_rsrc1, rsrc2),
+                *pm4.set_sh_reg(fam, "COMPUTE_PGM_RSRC3", desc.compute_pgm_rsrc3)]
 
     # --- instances -----------------------------------------------------------------------
     def _new_instance(self, lane: Any, table: tuple) -> Pm4Instance:
