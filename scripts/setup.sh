@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 vulkan-validationlayers libhsa-runtime64-1 libhsa-runtime-dev libhsakmt1 rocminfo hipcc llvm-19 gcc
+DEBIAN_PACKAGES=(mesa-vulkan-drivers libvulkan1 vulkan-validationlayers libhsa-runtime64-1 libhsa-runtime-dev libhsakmt1 rocminfo rocm-smi hipcc llvm-19 gcc
     linux-source-6.1)  # AMD's PM4/SDMA/register headers: the oracle of tests/test_packets_pm4.py
 
 PYTHON=${PYTHON:-python3}

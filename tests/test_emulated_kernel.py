@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -324,6 +325,77 @@ def test_barrier_round_trips_are_taken_by_the_doorbell_watch_in_queue_order():
     taken = int(lines[0].split()[-1])
     assert 15 <= taken <= 20, lines  # the first on each signal goes through Python
     assert lines[1:] == ["while A waits: A 1 B 1", "after: A 0 B 0"], lines
+
+
+SMI_EVENTS = r"""
+import errno, fcntl, os, select, struct, sys
+sys.path.insert(0, os.getcwd())
+from hsa.emulated import abi
+kfd = os.open("/dev/kfd", os.O_RDWR)
+gpu_id = int(open("/sys/devices/virtual/kfd/kfd/topology/nodes/1/gpu_id").read())
+args = bytearray(struct.pack("<II", gpu_id, 0))
+fcntl.ioctl(kfd, abi.AMDKFD_IOC_SMI_EVENTS, args)
+fd = struct.unpack("<II", args)[1]
+print("fd is new", fd not in (0, 1, 2, kfd))
+print("mask written", os.write(fd, struct.pack("<Q", (1 << 64) - 1)))  # every event
+poll = select.poll()
+poll.register(fd, select.POLLIN)
+print("events in 300 ms", poll.poll(300))
+try:
+    os.read(fd, 96)
+except OSError as exc:
+    print("read", errno.errorcode[exc.errno])
+os.close(fd)
+try:
+    fcntl.ioctl(kfd, abi.AMDKFD_IOC_SMI_EVENTS, bytearray(struct.pack("<II", 12345, 0)))
+except OSError as exc:
+    print("unknown gpu", errno.errorcode[exc.errno])
+"""
+
+
+def test_smi_events_fd_takes_a_mask_and_never_reports_an_event():
+    """AMDKFD_IOC_SMI_EVENTS (kfd_ioctl.h's struct, number from abi.py): an fd as KFD's
+    kfd_smi_events.c gives (the 8-byte event mask written, poll quiet, read EAGAIN when no
+    event is queued); the emulated GPU has none. A gpu_id no node has is EINVAL."""
+    _start("gfx90a")
+    run = subprocess.run([sys.executable, "-c", SMI_EVENTS], env=_env("gfx90a"), cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert run.stdout.splitlines() == ["fd is new True", "mask written 8",
+                                       "events in 300 ms []", "read EAGAIN",
+                                       "unknown gpu EINVAL"], run.stdout
+
+
+def test_debians_rocm_smi_finds_the_emulated_gpus():
+    """Debian 12's rocm-smi 5.2.3 (librocm_smi64) over the emulated kernel's sysfs: without
+    the shim it finds no driver; with it, each GPU of the node with the model's PCI id, the
+    topology's unique id and the model's clocks; sensors the emulated GPU lacks are N/A."""
+    if shutil.which("rocm-smi") is None:
+        pytest.skip("Debian's rocm-smi is not installed: bash scripts/setup.sh installs it")
+    node = "2xgfx90a"
+    _start(node)
+    plain = subprocess.run(["rocm-smi"], env={k: v for k, v in _env(node).items()
+                                             if k != "LD_PRELOAD"},
+                           capture_output=True, text=True, timeout=60)
+    assert "Driver not initialized" in plain.stdout + plain.stderr
+    run = subprocess.run(["rocm-smi", "--showallinfo"], env=_env(node), capture_output=True,
+                         text=True, timeout=120)
+    out = run.stdout
+    model = MODELS["gfx90a"]
+    ids = sorted((protocol.run_dir(node) / "sys/class/kfd/kfd/topology/nodes").glob(
+        "*/properties"))
+    unique = [line.split()[1] for p in ids for line in p.read_text().splitlines()
+              if line.startswith("unique_id ") and line.split()[1] != "0"]
+    assert len(unique) == 2, unique
+    for gpu in (0, 1):
+        assert f"GPU[{gpu}]\t\t: GPU ID: 0x{model.device_id:04x}" in out, out[-3000:]
+        assert f"GPU[{gpu}]\t\t: VBIOS version: EMULATED-GFX90A" in out
+        assert f"GPU[{gpu}]\t\t: sclk clock level: 0: ({model.max_engine_clock_mhz}Mhz)" in out
+        assert f"GPU[{gpu}]\t\t: mclk clock level: 0: ({model.memory_clock_mhz}Mhz)" in out
+        assert f"GPU[{gpu}]\t\t: Temperature (Sensor edge) (C): N/A" in out
+    assert sorted(int(line.split()[-1], 16) for line in out.splitlines()
+                  if "Unique ID:" in line) == sorted(int(u) for u in unique), out[-3000:]
+    assert "GPU[2]" not in out
 
 
 def test_a_dead_server_gives_its_client_one_line_not_a_hang():

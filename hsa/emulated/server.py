@@ -741,6 +741,9 @@ class Kfd:
     def nr_1e(self, a, extra, fds):  # ALLOC_QUEUE_GWS
         pass
 
+    def nr_1f(self, a, extra, fds):  # SMI_EVENTS: the shim makes the fd (it never reports)
+        self.server.node(_u32(a, 0))
+
     def nr_21(self, a, extra, fds):  # SET_XNACK_MODE: off, and it stays off
         if int.from_bytes(a[0:4], "little", signed=True) > 0:
             raise ServerError(EINVAL, "XNACK is off on the emulated GPU")

@@ -258,6 +258,7 @@ def _write_drm(root: pathlib.Path, node: NodeInfo) -> None:
     }
     for name, text in files.items():
         _write(dev / name, text + "\n")
+    _write_smi(dev, node)
     _write_ip_discovery(dev, m.target)
     _link(dev / "driver", "../../../bus/pci/drivers/amdgpu")
     _link(dev / "subsystem", "../../../bus/pci")
@@ -275,6 +276,21 @@ def _write_drm(root: pathlib.Path, node: NodeInfo) -> None:
               f"/drm/{name}")
         _link(root / "sys/dev/char" / f"{DRM_MAJOR}:{minor}",
               f"../../devices/pci0000:00/{node.pci_slot}/drm/{name}")
+
+
+def _write_smi(dev: pathlib.Path, node: NodeInfo) -> None:
+    """What rocm-smi (librocm_smi64 5.2) needs to count a card as a GPU: a vbios_version and
+    an amdgpu hwmon under the device whose init reads in0_label; the clocks as one DPM
+    level each, the model's. No sensor values: the emulated GPU has no temperature, power
+    or fan, and rocm-smi shows those as N/A."""
+    m = node.model
+    _write(dev / "vbios_version", f"EMULATED-{m.target.upper()}\n")  # no BIOS: says so
+    _write(dev / "pp_dpm_sclk", f"0: {m.max_engine_clock_mhz}Mhz *\n")
+    _write(dev / "pp_dpm_mclk", f"0: {m.memory_clock_mhz}Mhz *\n")
+    hwmon = dev / "hwmon" / f"hwmon{node.ordinal}"
+    _write(hwmon / "name", "amdgpu\n")
+    _write(hwmon / "in0_label", "vddgfx\n")
+    _link(hwmon / "device", "../../../" + node.pci_slot)
 
 
 # soc15_hw_ip.h hardware ids, and each target's IP versions as its discovery table reports

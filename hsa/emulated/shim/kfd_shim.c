@@ -98,6 +98,7 @@ struct rep_head {
 #define KFD_FREE 0x17
 #define KFD_MAP 0x18
 #define KFD_UNMAP 0x19
+#define KFD_SMI_EVENTS 0x1F
 #define ALLOC_USERPTR (1u << 2)
 
 struct fdinfo {
@@ -106,6 +107,7 @@ struct fdinfo {
     void* events; /* KFD: the shared events page */
 };
 static struct fdinfo fds[MAX_FD];
+static int smi_peer[MAX_FD]; /* an SMI event fd's socket peer + 1 (0: not an SMI fd) */
 
 struct mapkey {
     uint64_t key, size;
@@ -652,6 +654,10 @@ EXPORT ssize_t readlink(const char* path, char* out, size_t n) {
 
 EXPORT int close(int fd) {
     resolve_close();
+    if (fd >= 0 && fd < MAX_FD && smi_peer[fd]) {
+        real_close(smi_peer[fd] - 1);
+        smi_peer[fd] = 0;
+    }
     if (fd >= 0 && fd < MAX_FD && fds[fd].kind) {
         pthread_mutex_lock(&lock);
         int shared = 0;
@@ -1064,6 +1070,22 @@ static int forward(int fd, struct fdinfo* f, unsigned long request, char* arg) {
             }
     } else if (IOC_TYPE(request) == KFD_TYPE && IOC_NR(request) == KFD_ALLOC && rep.nkeys) {
         keys[nkeys - 1].handle = *(uint64_t*)(arg + 16); /* the BO's key, freed with it */
+    } else if (IOC_TYPE(request) == KFD_TYPE && IOC_NR(request) == KFD_SMI_EVENTS && size >= 8) {
+        /* KFD's SMI event fd (the server checked the gpu_id), on a GPU that never has an
+         * event: one end of a socket pair whose other end, kept here, never writes. As
+         * KFD's fd: read says EAGAIN, poll never reports input, the 8-byte event mask the
+         * program writes is taken (into the silent end, unread) */
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair)) return -1;
+        if (pair[0] >= MAX_FD || fcntl(pair[0], F_SETFD, 0) ||
+            fcntl(pair[0], F_SETFL, O_NONBLOCK)) {
+            real_close(pair[0]);
+            real_close(pair[1]);
+            errno = EMFILE;
+            return -1;
+        }
+        smi_peer[pair[0]] = pair[1] + 1;
+        *(uint32_t*)(arg + 4) = (uint32_t)pair[0];
     }
     return 0;
 }
