@@ -30,6 +30,7 @@ from functools import cache
 import numpy as np
 
 from hsa.virtual.isa import operands as d
+from hsa.virtual.isa import strided
 from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
 from hsa.virtual.isa.valu import base_name
 from hsa.virtual.isa.vop3p import fp8_values
@@ -200,8 +201,27 @@ def compile_mfma(inst: d.Instruction, sample: str, target: str = "gfx942"
         words = g.v[r: r + rows].transpose(1, 2, 0)  # (W, 64, rows)
         return operand_values(words, kind, shape.vals, ocp).reshape(words.shape[0], -1)
 
+    fast = _fast_plans(shape, cbsz, f["abid"], blgp) if shape.out != "f64" else None
+
     def run(g: WaveGroup) -> None:
         W = g.count
+        if fast is not None and g.v.flags.c_contiguous:
+            if f["src2"] >= d.VGPR0:
+                r = reg(f["src2"], bool(f["acc_cd"]))
+                c = g.v[r: r + d_regs]
+            else:  # an inline constant C: the same bits in every register
+                c = np.asarray(g.vread(f["src2"], inst.literal), u32)
+                if c.ndim:
+                    c = None
+            if c is not None:
+                av = _fast_operand(g, reg(f["src0"], bool(f["acc"] & 1)), regs_a,
+                                   shape.a_kind, fast[0], ocp)
+                bv = _fast_operand(g, reg(f["src1"], bool(f["acc"] & 2)), regs_b,
+                                   shape.b_kind, fast[1], ocp)
+                prod = np.matmul(av, bv).reshape(W, nb * m * n)
+                dst = reg(d.VGPR0 + f["vdst"], bool(f["acc_cd"]))
+                _fast_result(g.v[dst: dst + d_regs], prod, c, fast[2], shape.out)
+                return
         av = values(g, f["src0"], bool(f["acc"] & 1), regs_a, shape.a_kind)
         bv = values(g, f["src1"], bool(f["acc"] & 2), regs_b, shape.b_kind)
         if neg & 1:
@@ -229,6 +249,90 @@ def compile_mfma(inst: d.Instruction, sample: str, target: str = "gfx942"
             g.v[dst: dst + d_regs] = (dvals.astype(np.int64) + cw.view(np.int32)).astype(u32)
 
     return run
+
+
+# --- the strided fast path ---------------------------------------------------------------
+# The same layouts read through strided views (hsa.virtual.isa.strided): A and B convert
+# straight from the register words into contiguous (W, B, M, K) / (W, B, K, N) float64
+# tiles, and D is written by one add of C (in float64, rounded once, as above) whose output
+# is the destination registers. Layouts that are no mixed-radix permutation (blgp's lane
+# rotations, cbsz broadcasts) and f64 results keep the index-array path.
+_VIEW_DTYPE = {"f16": np.uint16, "bf16": np.uint16, "bf16_1k": np.uint16, "f32": u32,
+               "xf32": u32, "i8": np.int8, "fp8": np.uint8, "bf8": np.uint8}
+
+
+@cache
+def _fast_plans(shape: MfmaShape, cbsz: int, abid: int, blgp: int) -> tuple | None:
+    """Strided plans of A and B (over register, lane, value-in-register; each with whether
+    it reads the tile transposed) and of D (over the flat product), or None where a layout
+    has none."""
+    if shape.a_kind not in _VIEW_DTYPE or shape.b_kind not in _VIEW_DTYPE:
+        return None
+    a_take, b_take, d_take = layout(shape, cbsz, abid, blgp)
+    plans: list = []
+    for take, kind in ((a_take, shape.a_kind), (b_take, shape.b_kind)):
+        per = 4 // np.dtype(_VIEW_DTYPE[kind]).itemsize
+        best = None
+        # the copy runs fastest along long inner rows: read the tile in the orientation
+        # whose innermost sub-axis is longest (a transposed operand is still one BLAS call)
+        for transposed in (False, True):
+            t = take.transpose(0, 2, 1) if transposed else take
+            lane, v = np.divmod(t, shape.vals)
+            p = strided.plan((v // per, lane, v % per))
+            if p is not None and (best is None or _inner(p) > _inner(best[0])):
+                best = (p, transposed)
+        plans.append(best)
+    plans.append(strided.plan((d_take,)))
+    return None if None in plans else tuple(plans)
+
+
+def _inner(p: strided.Plan) -> int:
+    """The length of a plan's innermost sub-axis (1 for an empty plan)."""
+    sizes = [size for axis in p.axes for size, _ in axis]
+    return sizes[-1] if sizes else 1
+
+
+def _fast_operand(g: WaveGroup, r: int, rows: int, kind: str, plan: tuple,
+                  ocp: bool) -> np.ndarray:
+    """A or B as float64 (W, B, rows, cols) tiles, read through plan `p` (contiguous, or
+    its transpose)."""
+    p, transposed = plan
+    words = g.v[r: r + rows]  # (rows, W, 64)
+    dt = np.dtype(_VIEW_DTYPE[kind])
+    x = words.view(dt).reshape(rows, words.shape[1], 64, 4 // dt.itemsize)
+    src = strided.view(x, p, 1, 0)
+    if kind in ("fp8", "bf8"):
+        out = fp8_values(kind, ocp)[src]
+    elif kind == "f16":
+        out = src.view(np.float16).astype(f64, order="C")
+    elif kind in ("bf16", "bf16_1k"):
+        out = (src.astype(u32, order="C") << u32(16)).view(f32).astype(f64)
+    elif kind == "xf32":
+        out = _to_tf32(src.view(f32).astype(f32, order="C")).astype(f64)
+    elif kind == "f32":
+        out = src.view(f32).astype(f64, order="C")
+    else:
+        out = src.astype(f64, order="C")
+    out = out.reshape((words.shape[1],) + _tile_shape(p))
+    return out.transpose(0, 1, 3, 2) if transposed else out
+
+
+def _tile_shape(p: strided.Plan) -> tuple[int, ...]:
+    return tuple(int(np.prod([size for size, _ in axis], dtype=np.int64)) for axis in p.axes)
+
+
+def _fast_result(dst: np.ndarray, prod: np.ndarray, c: np.ndarray, p: strided.Plan,
+                 out: str) -> None:
+    """dst (items, W, 64) registers = the products' D layout + C, rounded once."""
+    src = strided.view(prod, p, 0, 1)  # (item sub-axes, W, lane sub-axes)
+    target = dst.reshape(src.shape)
+    if c.ndim:
+        c = c.reshape(src.shape)
+    if out == "f32":
+        np.add(src, c.view(f32), out=target.view(f32), dtype=f64, casting="same_kind")
+    else:  # i32: exact integer sums, wrapped to 32 bits
+        np.add(src, c.view(np.int32), out=target.view(np.int32), dtype=np.int64,
+               casting="unsafe")
 
 
 def _const_f64(g: WaveGroup, f: dict, inst: d.Instruction, W: int) -> np.ndarray:

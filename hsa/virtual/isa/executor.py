@@ -371,7 +371,8 @@ class BatchContext:
         if idx is not None:
             base = base[idx]
         return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False,
-                             wrap32=True), np.asarray(addr, dtype=np.int64)
+                             wrap32=True, align=self.lds_size & -self.lds_size
+                             ), np.asarray(addr, dtype=np.int64)
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:
@@ -379,7 +380,8 @@ class BatchContext:
         if idx is not None:
             lane = lane[idx]
         return mem.ByteSpace(self, inst, self.scratch, lane * self.private_size,
-                             self.private_size, fault=True)
+                             self.private_size, fault=True,
+                             align=self.private_size & -self.private_size)
 
     def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
                   idx: np.ndarray | None):

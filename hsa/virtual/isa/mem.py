@@ -62,7 +62,7 @@ def gather_words(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray,
         if nwords == 1:
             return ctx.memory.gather(addresses, np.uint32, ctx.agent).reshape(-1, 1)
         out = ctx.memory.gather(addresses, np.dtype((np.void, 4 * nwords)), ctx.agent)
-        return np.frombuffer(out.tobytes(), dtype="<u4").reshape(-1, nwords)
+        return np.ascontiguousarray(out).view("<u4").reshape(-1, nwords)
     except MemoryFault as e:
         raise _fault(ctx, inst, e.address, str(e.text)) from None
 
@@ -244,6 +244,13 @@ def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], n
             _put(g, vdst + k, idx, words[:, k])
         return
     values = fetch(np.dtype(dtype))
+    if idx is None and g.v[vdst].flags.c_contiguous:
+        # one pass: the cast (sign- or zero-extending) writes the register, or its half
+        reg = g.v[vdst].reshape(-1)
+        if d16 is not None:
+            reg = reg.view(np.uint16).reshape(-1, 2)[:, 0 if d16 == "lo" else 1]
+        np.copyto(reg, values.reshape(-1), casting="unsafe")
+        return
     if np.dtype(dtype).kind == "i":
         bits = values.astype(np.int32).view(u32)
     else:
@@ -434,12 +441,26 @@ class ByteSpace:
     clang relies on it (tile[63 - l] is (0 - l) + offset:252)."""
 
     def __init__(self, ctx: MemoryContext, inst: d.Instruction, data: np.ndarray,
-                 base: np.ndarray, limit: int, fault: bool, wrap32: bool = False) -> None:
+                 base: np.ndarray, limit: int, fault: bool, wrap32: bool = False,
+                 align: int = 1) -> None:
         self.ctx, self.inst, self.data, self.base, self.limit = ctx, inst, data, base, limit
         self.fault, self.wrap32 = fault, wrap32
+        self.align = align  # a power of two dividing every lane's base
 
-    def _index(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        a = np.asarray(addr).astype(np.int64)
+    def _index(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(byte position per lane, in range per lane or _ALL, the OR of the in-range
+        addresses when every lane is in range else -1: its low bits say the alignment)."""
+        a = np.asarray(addr)
+        if a.dtype != np.int64:
+            a = a.astype(np.int64)
+        if a.size:
+            # the common case, one reduction: every address <= their OR, and a negative
+            # one makes the OR negative; only when the OR does not fit, the exact bounds
+            either = int(np.bitwise_or.reduce(a))
+            if 0 <= either and (either + size <= self.limit or (
+                    int(a.max()) + size <= self.limit and int(a.min()) >= 0)):
+                return self.base + a, _ALL, either
+        a = a.copy() if a is addr else a
         if self.wrap32:
             a &= 0xFFFFFFFF
         ok = (a >= 0) & (a + size <= self.limit)
@@ -447,26 +468,33 @@ class ByteSpace:
             bad = int(a[~ok][0])
             raise _fault(self.ctx, self.inst, bad & 0xFFFFFFFF,
                          f"outside the {self.limit}-byte private segment of the work-item")
-        return np.where(ok, self.base + a, 0), ok
+        return np.where(ok, self.base + a, 0), ok, -1
+
+    def _aligned(self, either: int, size: int) -> bool:
+        return size in _SHIFT and either >= 0 and not either & (size - 1) and (
+            self.align % size == 0)
 
     def absolute(self, addr: np.ndarray, size: int) -> tuple[ByteSpace, np.ndarray]:
         """The same bytes addressed by absolute position (for atomics, which combine lanes
         of different workgroups by address): (space, positions; -1 where out of range)."""
-        pos, ok = self._index(addr, size)
+        pos, ok, _ = self._index(addr, size)
         flat = ByteSpace(self.ctx, self.inst, self.data, np.zeros(1, np.int64),
                          self.data.size, self.fault)
-        return flat, np.where(ok, pos, -1)
+        return flat, pos if ok is _ALL else np.where(ok, pos, -1)
 
     def gather(self, addr, dtype):
         dtype = np.dtype(dtype)
         size = dtype.itemsize
-        pos, ok = self._index(addr, size)
-        if size > 1 and not np.any(pos & (size - 1)):  # aligned: index a typed view
-            raw = self.data.view(dtype)[pos // size]
+        pos, ok, either = self._index(addr, size)
+        if size == 1:
+            raw = self.data.view(dtype)[pos]
+        elif self._aligned(either, size) or (
+                size in _SHIFT and pos.size and not int(np.bitwise_or.reduce(pos)) & (size - 1)):
+            raw = self.data.view(dtype)[pos >> _SHIFT[size]]  # aligned: a typed view
         else:
             idx = pos[:, None] + np.arange(size)
             raw = self.data[idx].reshape(-1).view(dtype).copy()
-        if not ok.all():
+        if ok is not _ALL and not ok.all():
             raw[~ok] = 0
         return raw
 
@@ -474,19 +502,32 @@ class ByteSpace:
         a = np.asarray(addr).astype(np.int64)
         if n == 1:
             return self.gather(a, u32).reshape(-1, 1)
+        pos, ok, either = self._index(a, 4 * n)
+        if ok is _ALL and (self._aligned(either, 4) or (
+                pos.size and not int(np.bitwise_or.reduce(pos)) & 3)):
+            # every lane's n words in range and dword-aligned: one gather of (lanes, n)
+            return self.data.view(u32)[(pos >> 2)[:, None] + np.arange(n)]
         return np.stack([self.gather(a + 4 * k, u32) for k in range(n)], axis=1)
 
     def scatter(self, addr, values):
         values = np.asarray(values)
         size = values.dtype.itemsize
-        pos, ok = self._index(addr, size)
-        if not ok.all():
+        pos, ok, either = self._index(addr, size)
+        if ok is not _ALL and not ok.all():
             pos, values = pos[ok], values[ok]
-        if size > 1 and not np.any(pos & (size - 1)):
-            self.data.view(values.dtype)[pos // size] = values
+        if size == 1:
+            self.data.view(values.dtype)[pos] = values
+            return
+        if self._aligned(either, size) or (
+                size in _SHIFT and pos.size and not int(np.bitwise_or.reduce(pos)) & (size - 1)):
+            self.data.view(values.dtype)[pos >> _SHIFT[size]] = values
             return
         idx = pos[:, None] + np.arange(size)
         self.data[idx.reshape(-1)] = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+
+
+_ALL = np.ones(0, bool)  # _index's "every lane in range"
+_SHIFT = {2: 1, 4: 2, 8: 3, 16: 4}
 
 
 # --- MUBUF -------------------------------------------------------------------------------------
@@ -612,6 +653,13 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
                 for k in range(nwords):
                     _put(g, f["vdata"] + k, lanes[~ok], np.zeros((~ok).sum(), u32))
             return
+        if op == "load" and (kind[0] is None or kind[0] == np.uint32) and not f.get("lds"):
+            ok = _sel(_in_range(offset, 0, size, num_records, structured, in_range_s), idx)
+            if ok.all():  # every lane's dwords in range: one gather of (lanes, dwords)
+                words = gather_words(ctx, inst, flat_addr, nwords)
+                for k in range(nwords):
+                    _put(g, f["vdata"] + k, idx, words[:, k])
+                return
         if op == "load":
             values_words = []
             for k in range(nwords if kind[0] is None or kind[0] == np.uint32 else 1):
@@ -701,8 +749,9 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
 
         def load(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
-            space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
-            a = addr + offset
+            # the offset added in the same pass as the widening
+            space, a = ctx.lds_space(
+                g, inst, np.add(_sel(g.v[f["addr"]], idx), offset, dtype=np.int64), idx)
             _load_into(g, f["vdst"], idx, kind, lambda dt: space.gather(a, dt),
                        lambda n: space.gather_words(a, n))
 

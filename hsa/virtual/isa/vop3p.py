@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from hsa.virtual.isa import operands as d
+from hsa.virtual.isa import strided
 from hsa.virtual.isa.state import LANES, WaveGroup
 from hsa.virtual.isa.valu import _fma, _fma16, base_name, from_type, to_type
 
@@ -238,13 +239,21 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     f32_acc = name.startswith("v_wmma_f32")
     if gfx12 and not f32_acc:
         raise NotImplementedError("gfx12 WMMA with a 16-bit accumulator")
+    fast = g.v.flags.c_contiguous
     if typ in _FP8_PAIRS:
         if not gfx12:
             raise NotImplementedError(f"{name} outside gfx12")
         # 8-bit floats in the 8-bit integer layout (gfx12: A/B as the iu8 WMMA's), OCP codes
         kinds = typ.split("_")
-        a, b = (fp8_values(kind, True)[_operand_int_gfx12(g, reg, 8, False, k)].astype(f32)
-                for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
+        if fast:
+            a, b = (np.take(_fp8_table_f32(kind), _ab_words(g, reg, gfx12, k, np.uint8))
+                    for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
+        else:
+            a, b = (fp8_values(kind, True)[_operand_int_gfx12(g, reg, 8, False, k)].astype(f32)
+                    for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
+    elif fast and typ in ("f16", "bf16") and (gfx12 or k == 16):
+        a, b = (_ab_words(g, reg, gfx12, k, np.uint16) for reg in (a_reg, b_reg))
+        a, b = ((_bf16_to_f32(x) if bf16 else np.take(_f16_table_f32(), x)) for x in (a, b))
     elif typ == "f32":
         a, b = _operand32_gfx12(g, a_reg), _operand32_gfx12(g, b_reg)
     elif gfx12:
@@ -260,6 +269,11 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     opsel_hi = bool(f["opsel"] >> 2 & 1)
     c_vals = _acc_values(g, inst, f32_acc, bf16, opsel_hi)
     prod = np.matmul(a, b.transpose(0, 2, 1))  # (W, 16, 16)
+    if fast and f32_acc and g.exec_all():  # D = prod + C straight into the registers
+        src = strided.view(prod.reshape(g.count, 256), _d_plan(gfx12), 0, 1)
+        target = g.v[f["vdst"]:f["vdst"] + 8]
+        np.add(src, c_vals.reshape(src.shape), out=target.view(f32).reshape(src.shape))
+        return
     dvals = prod.reshape(g.count, 256)[:, rows * 16 + cols]  # (W, 8, 32)
     dvals = dvals.transpose(1, 0, 2) + c_vals  # (8, W, 32)
     vdst = f["vdst"]
@@ -276,6 +290,58 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
     else:
         for i in range(8):
             g.vwrite(vdst + i, bits[i])
+
+
+# The same layouts as strided views (hsa.virtual.isa.strided): one copy from the registers.
+@cache
+def _ab_plan(gfx12: bool, k: int, itemsize: int) -> tuple[strided.Plan, int]:
+    """A (or B) of a 16x16xk WMMA, (16 rows, k / items per VGPR) over (VGPR, lane): each
+    layout keeps a VGPR's items together, in order (so whole words are copied); and the
+    VGPRs it spans."""
+    per = 4 // itemsize
+    m = np.arange(16)[:, None]
+    kk = np.arange(0, k, per)[None, :]  # the first item of each word
+    if not gfx12:  # gfx11: lanes 0-15, value k is item k % per of VGPR k // per
+        v, lane = kk // per, m + 0 * kk
+    elif itemsize == 2:  # see _operand16_gfx12
+        v, lane = 2 * (kk // 8) + (kk // 2) % 2, m + 16 * ((kk // 4) % 2)
+    else:  # see _operand_int_gfx12
+        half = k // 2
+        v, lane = (kk % half) // per, m + 16 * (kk // half)
+    p = strided.plan(tuple(np.broadcast_to(x, (16, k // per)) for x in (v, lane)))
+    assert p is not None, "every WMMA operand layout is a mixed-radix permutation"
+    return p, int(v.max()) + 1
+
+
+def _ab_words(g: WaveGroup, reg: int, gfx12: bool, k: int, dtype) -> np.ndarray:
+    """A/B register items (`dtype`: uint16 or uint8) as a contiguous (W, 16, k) array."""
+    dt = np.dtype(dtype)
+    p, nreg = _ab_plan(gfx12, k, dt.itemsize)
+    words = np.array(strided.view(g.v[reg:reg + nreg], p, 1, 0), order="C")
+    return words.view(dt).reshape(g.count, 16, k)
+
+
+@cache
+def _f16_table_f32() -> np.ndarray:
+    """Every f16 code's value as f32 (numpy's own conversion): a table lookup is about
+    twice as fast as numpy's float16 cast."""
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(f32)
+
+
+@cache
+def _fp8_table_f32(kind: str) -> np.ndarray:
+    return fp8_values(kind, True).astype(f32)
+
+
+@cache
+def _d_plan(gfx12: bool) -> strided.Plan:
+    """D/C of a 16x16 WMMA, (8 VGPRs, 32 lanes) over the flat (16 x 16) product."""
+    lane = np.arange(LANES)
+    rows = (np.arange(8)[:, None] + 8 * (lane[None, :] // 16) if gfx12
+            else 2 * np.arange(8)[:, None] + lane[None, :] // 16)
+    p = strided.plan((rows * 16 + lane[None, :] % 16,))
+    assert p is not None
+    return p
 
 
 def _operand_int(g: WaveGroup, reg: int, bits: int, signed: bool) -> np.ndarray:
