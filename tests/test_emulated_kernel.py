@@ -398,6 +398,70 @@ def test_debians_rocm_smi_finds_the_emulated_gpus():
     assert "GPU[2]" not in out
 
 
+SVM = r"""
+import ctypes, errno, fcntl, mmap, os, struct, sys
+sys.path.insert(0, os.getcwd())
+from hsa.emulated import abi
+kfd = os.open("/dev/kfd", os.O_RDWR)
+gpu = int(open("/sys/devices/virtual/kfd/kfd/topology/nodes/1/gpu_id").read())
+mem = mmap.mmap(-1, 16 * 4096)
+base = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+def svm(op, start, size, attrs):
+    args = abi.kfd_ioctl_svm_args(start_addr=start, size=size, op=op, nattr=len(attrs))
+    buf = bytearray(bytes(args)) + b"".join(struct.pack("<II", t, v) for t, v in attrs)
+    try:
+        fcntl.ioctl(kfd, abi.AMDKFD_IOC_SVM, buf)  # the attrs follow the struct, as in C
+    except OSError as exc:
+        return errno.errorcode[exc.errno]
+    return [struct.unpack_from("<II", buf, 24 + 8 * i) for i in range(len(attrs))]
+A = abi
+GET, SET = A.KFD_IOCTL_SVM_OP_GET_ATTR, A.KFD_IOCTL_SVM_OP_SET_ATTR
+every = [(A.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, 0), (A.KFD_IOCTL_SVM_ATTR_PREFETCH_LOC, 0),
+         (A.KFD_IOCTL_SVM_ATTR_ACCESS, gpu), (A.KFD_IOCTL_SVM_ATTR_SET_FLAGS, 0),
+         (A.KFD_IOCTL_SVM_ATTR_CLR_FLAGS, 0), (A.KFD_IOCTL_SVM_ATTR_GRANULARITY, 0)]
+print("defaults", svm(GET, base, 16 * 4096, every))
+print("set", svm(SET, base + 4096, 4 * 4096, [(A.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, gpu),
+      (A.KFD_IOCTL_SVM_ATTR_SET_FLAGS, A.KFD_IOCTL_SVM_FLAG_GPU_RO),
+      (A.KFD_IOCTL_SVM_ATTR_GRANULARITY, 100)]))
+print("inside", svm(GET, base + 2 * 4096, 4096, every))
+print("set2", svm(SET, base + 4 * 4096, 2 * 4096, [(A.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, 0)]))
+print("across", svm(GET, base, 8 * 4096, every))
+print("access", svm(SET, base, 4096, [(A.KFD_IOCTL_SVM_ATTR_ACCESS, gpu)]))
+print("unknown gpu", svm(SET, base, 4096, [(A.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC, 12345)]))
+print("unaligned", svm(GET, base + 1, 4096, every))
+print("unmapped", svm(GET, 4096, 4096, every))
+print("get no-access", svm(GET, base, 4096, [(A.KFD_IOCTL_SVM_ATTR_NO_ACCESS, gpu)]))
+"""
+
+
+def test_svm_attributes_are_kept_per_range_and_gpu_access_is_refused():
+    """AMDKFD_IOC_SVM (abi.py's kfd_ioctl_svm_args, attrs[] after it as the header has
+    it): defaults as kfd_svm.c's svm_range_set_default_attributes, SET_ATTR on part of a
+    range, GET_ATTR merged over ranges as svm_range_get_attr (a location that differs is
+    UNDEFINED, SET_FLAGS the AND, CLR_FLAGS the complement of the OR, granularity the
+    minimum, capped at 0x3F); GPU access is refused (EPERM: the topology claims no SVM);
+    KFD's EINVAL/EFAULT for bad gpu ids, unaligned and unmapped ranges and a NO_ACCESS read."""
+    _start("gfx90a")
+    run = subprocess.run([sys.executable, "-c", SVM], env=_env("gfx90a"), cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    out = dict(line.split(" [", 1) if " [" in line else line.rsplit(" ", 1)
+               for line in run.stdout.splitlines())
+    und, no = 0xFFFFFFFF, 4  # LOCATION_UNDEFINED, KFD_IOCTL_SVM_ATTR_NO_ACCESS
+    gpu = int((protocol.run_dir("gfx90a") / "sys/class/kfd/kfd/topology/nodes/1/gpu_id")
+              .read_text())
+    assert out["defaults"] == f"(0, {und}), (1, {und}), ({no}, {gpu}), (5, 3), " \
+                              f"(6, {0xFFFFFFFC}), (7, 9)]", run.stdout
+    assert out["inside"] == f"(0, {gpu}), (1, {und}), ({no}, {gpu}), (5, 11), " \
+                            f"(6, {0xFFFFFFF4}), (7, 63)]", run.stdout
+    # three ranges: [1, 4) pages GPU-preferred RO, [4, 5) SYSMEM RO, [5, 6) SYSMEM defaults
+    assert out["across"] == f"(0, {und}), (1, {und}), ({no}, {gpu}), (5, 3), " \
+                            f"(6, {0xFFFFFFF4}), (7, 9)]", run.stdout
+    assert out["set2"] == "(0, 0)]"
+    assert (out["access"], out["unknown gpu"], out["unaligned"], out["unmapped"],
+            out["get no-access"]) == ("EPERM", "EINVAL", "EINVAL", "EFAULT", "EINVAL"), out
+
+
 def test_a_dead_server_gives_its_client_one_line_not_a_hang():
     node = "1xgfx90a"  # a server of its own
     _start(node)

@@ -53,7 +53,7 @@ from .sysfs import NodeInfo, write_topology
 log = logging.getLogger("hsa.emulated.server")
 
 PAGE = 4096
-EINVAL, ENOENT, ENOMEM, ENOTTY, EPROTO = 22, 2, 12, 25, 71
+EINVAL, ENOENT, ENOMEM, ENOTTY, EPROTO, EPERM = 22, 2, 12, 25, 71, 1
 
 # amd_queue_t and amd_signal_t offsets (hsa/amd_hsa_queue.h, amd_hsa_signal.h)
 Q_SIZE, Q_ID, Q_READ, Q_PROPERTIES, Q_INACTIVE_SIGNAL = 24, 32, 128, 180, 192
@@ -608,6 +608,115 @@ class DoorbellWatch:
         self._allow.value = 1
 
 
+# --- SVM attributes -----------------------------------------------------------------------
+@dataclass
+class SvmRange:
+    """One page range's attributes (kfd_svm.c's struct svm_range, the parts ioctls see)."""
+
+    start: int
+    end: int
+    preferred: int = 0xFFFFFFFF  # KFD_IOCTL_SVM_LOCATION_UNDEFINED
+    prefetch: int = 0xFFFFFFFF
+    granularity: int = 9
+    flags: int = 0x3  # HOST_ACCESS | COHERENT (svm_range_set_default_attributes)
+
+
+class SvmRanges:
+    """A process's SVM attribute ranges, split where SET_ATTR ranges begin and end."""
+
+    def __init__(self) -> None:
+        self._ranges: list[SvmRange] = []  # sorted, disjoint
+
+    def set(self, start: int, end: int, attrs: list[tuple[int, int]]) -> None:
+        out: list[SvmRange] = []
+        at = start
+        for r in self._ranges:
+            if r.end <= start or r.start >= end:
+                out.append(r)
+                continue
+            if r.start < start:  # the part before stays as it was
+                out.append(SvmRange(**{**r.__dict__, "end": start}))
+            if at < r.start:  # a gap inside the range: a new range with the defaults
+                out.append(SvmRange(at, r.start))
+            out.append(SvmRange(**{**r.__dict__, "start": max(r.start, start),
+                                   "end": min(r.end, end)}))
+            if r.end > end:
+                out.append(SvmRange(**{**r.__dict__, "start": end}))
+            at = min(r.end, end)
+        if at < end:
+            out.append(SvmRange(at, end))
+        out.sort(key=lambda r: r.start)
+        for r in out:
+            if r.start >= start and r.end <= end:
+                _apply_svm(r, attrs)
+        self._ranges = out
+
+    def get(self, start: int, end: int, attrs: list[tuple[int, int]],
+            gpu_index: Callable[[int], int]) -> list[tuple[int, int]]:
+        """svm_range_get_attr: the attributes merged over every range in [start, end);
+        defaults where none; GPU access is never granted here."""
+        for kind, _value in attrs:
+            if kind in (abi.KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE, abi.KFD_IOCTL_SVM_ATTR_NO_ACCESS) \
+                    or kind > abi.KFD_IOCTL_SVM_ATTR_GRANULARITY:
+                raise ServerError(EINVAL, f"SVM attribute {kind} cannot be read")
+        hits = [r for r in self._ranges if r.start < end and r.end > start]
+        undefined = abi.KFD_IOCTL_SVM_LOCATION_UNDEFINED
+        if not hits:
+            preferred, prefetch, granularity, flags_and = undefined, undefined, 9, 0x3
+            flags_or = flags_and
+        else:
+            preferred = prefetch = undefined
+            granularity, flags_and, flags_or = 0xFF, 0xFFFFFFFF, 0
+            same_pref = same_fetch = True
+            for i, r in enumerate(hits):
+                if same_pref:
+                    if r.preferred == undefined or (i and preferred != r.preferred):
+                        preferred, same_pref = undefined, False
+                    else:
+                        preferred = r.preferred
+                if same_fetch:
+                    if r.prefetch == undefined or (i and prefetch != r.prefetch):
+                        prefetch, same_fetch = undefined, False
+                    else:
+                        prefetch = r.prefetch
+                flags_and &= r.flags
+                flags_or |= r.flags
+                granularity = min(granularity, r.granularity)
+        out = []
+        for kind, value in attrs:
+            if kind == abi.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC:
+                value = preferred
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_PREFETCH_LOC:
+                value = prefetch
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_ACCESS:
+                gpu_index(value)  # EINVAL for a gpu_id no node has
+                kind = abi.KFD_IOCTL_SVM_ATTR_NO_ACCESS
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_SET_FLAGS:
+                value = flags_and
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_CLR_FLAGS:
+                value = ~flags_or & 0xFFFFFFFF
+            else:
+                value = granularity
+            out.append((kind, value))
+        return out
+
+
+def _apply_svm(r: SvmRange, attrs: list[tuple[int, int]]) -> None:
+    """svm_range_apply_attrs, less GPU access (refused before; NO_ACCESS is what every GPU
+    has already)."""
+    for kind, value in attrs:
+        if kind == abi.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC:
+            r.preferred = value
+        elif kind == abi.KFD_IOCTL_SVM_ATTR_PREFETCH_LOC:
+            r.prefetch = value
+        elif kind == abi.KFD_IOCTL_SVM_ATTR_SET_FLAGS:
+            r.flags |= value
+        elif kind == abi.KFD_IOCTL_SVM_ATTR_CLR_FLAGS:
+            r.flags &= ~value & 0xFFFFFFFF
+        elif kind == abi.KFD_IOCTL_SVM_ATTR_GRANULARITY:
+            r.granularity = min(value, 0x3F)
+
+
 # --- clients ------------------------------------------------------------------------------
 class Client:
     """One process's /dev/kfd: its address space, events, doorbells and queues."""
@@ -626,6 +735,7 @@ class Client:
         self.doorbells: dict[int, tuple[int, np.ndarray]] = {}  # gpu_id -> (memfd, page)
         self.queues: dict[int, ServerQueue] = {}
         self.signals = ClientSignals(self)
+        self.svm = SvmRanges()
         self.side = DeviceSide(self.signals, self.memory, lambda ko: f"0x{ko:x}",
                                lambda ko: None)
 
@@ -743,6 +853,54 @@ class Kfd:
 
     def nr_1f(self, a, extra, fds):  # SMI_EVENTS: the shim makes the fd (it never reports)
         self.server.node(_u32(a, 0))
+
+    def nr_20(self, a, extra, fds):  # SVM: the attributes, as kfd_svm.c keeps them
+        """AMDKFD_IOC_SVM (the shim sends the attrs[] after the args): SET_ATTR records
+        locations, flags and granularity per page range, GET_ATTR answers them merged over
+        the range as svm_range_get_attr does. GPU access (ACCESS, ACCESS_IN_PLACE) is
+        refused: the emulated GPU reaches only memory allocated or registered through KFD
+        (the topology does not claim SVM), so a range is never mapped for it."""
+        start, size, op, nattr = _u64(a, 0), _u64(a, 8), _u32(a, 16), _u32(a, 20)
+        if start % PAGE or size % PAGE or not start or not size:
+            raise ServerError(EINVAL, "SVM range not page-aligned or empty")
+        if len(a) < 24 + 8 * nattr:
+            raise ServerError(EINVAL, "SVM attributes missing")
+        attrs = [(_u32(a, 24 + 8 * i), _u32(a, 28 + 8 * i)) for i in range(nattr)]
+        ranges = self.client.svm
+        if op == abi.KFD_IOCTL_SVM_OP_SET_ATTR:
+            self._svm_check(attrs)
+            ranges.set(start, start + size, attrs)
+        elif op == abi.KFD_IOCTL_SVM_OP_GET_ATTR:
+            for i, (kind, value) in enumerate(ranges.get(start, start + size, attrs,
+                                                         self._svm_gpu)):
+                _put32(a, 24 + 8 * i, kind)
+                _put32(a, 28 + 8 * i, value)
+        else:
+            raise ServerError(EINVAL, f"SVM op {op}")
+
+    def _svm_gpu(self, gpu_id: int) -> int:
+        return self.server.node(gpu_id).index
+
+    def _svm_check(self, attrs: list[tuple[int, int]]) -> None:
+        """svm_range_check_attr, and the refusal of GPU access."""
+        sysmem, undefined = abi.KFD_IOCTL_SVM_LOCATION_SYSMEM, abi.KFD_IOCTL_SVM_LOCATION_UNDEFINED
+        for kind, value in attrs:
+            if kind == abi.KFD_IOCTL_SVM_ATTR_PREFERRED_LOC:
+                if value not in (sysmem, undefined):
+                    self._svm_gpu(value)
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_PREFETCH_LOC:
+                if value != sysmem:
+                    self._svm_gpu(value)
+            elif kind in (abi.KFD_IOCTL_SVM_ATTR_ACCESS, abi.KFD_IOCTL_SVM_ATTR_ACCESS_IN_PLACE):
+                self._svm_gpu(value)
+                raise ServerError(EPERM, "GPU access to SVM ranges is not emulated (the "
+                                         "topology does not claim SVM): allocate the memory "
+                                         "through KFD or register it (userptr)")
+            elif kind == abi.KFD_IOCTL_SVM_ATTR_NO_ACCESS:
+                self._svm_gpu(value)
+            elif kind not in (abi.KFD_IOCTL_SVM_ATTR_SET_FLAGS, abi.KFD_IOCTL_SVM_ATTR_CLR_FLAGS,
+                              abi.KFD_IOCTL_SVM_ATTR_GRANULARITY):
+                raise ServerError(EINVAL, f"unknown SVM attribute {kind}")
 
     def nr_21(self, a, extra, fds):  # SET_XNACK_MODE: off, and it stays off
         if int.from_bytes(a[0:4], "little", signed=True) > 0:

@@ -99,6 +99,8 @@ struct rep_head {
 #define KFD_MAP 0x18
 #define KFD_UNMAP 0x19
 #define KFD_SMI_EVENTS 0x1F
+#define KFD_SVM 0x20
+#define SVM_MAX_ATTRS 1024
 #define ALLOC_USERPTR (1u << 2)
 
 struct fdinfo {
@@ -1016,8 +1018,39 @@ fail:
     return -1;
 }
 
+/* Every page of [start, end) is mapped in this process (kfd_svm.c's svm_range_is_valid). */
+static int range_mapped(uint64_t start, uint64_t end) {
+    char* maps = read_maps();
+    if (!maps) return 0;
+    uint64_t at = start;
+    for (const char* line = maps; *line && at < end;) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) at = hi;
+        const char* nl = strchr(line, '\n');
+        if (!nl) break;
+        line = nl + 1;
+    }
+    free(maps);
+    return at >= end;
+}
+
 static int forward(int fd, struct fdinfo* f, unsigned long request, char* arg) {
     uint32_t size = IOC_SIZE(request);
+    if (IOC_TYPE(request) == KFD_TYPE && IOC_NR(request) == KFD_SVM && size >= 24) {
+        /* the attrs[] follow the args in memory: they go (and come back) with them */
+        uint64_t start = *(uint64_t*)arg, len = *(uint64_t*)(arg + 8);
+        uint32_t nattr = *(uint32_t*)(arg + 20);
+        if (nattr > SVM_MAX_ATTRS) {
+            errno = EINVAL;
+            return -1;
+        }
+        if (start && len && !(start % PAGE) && !(len % PAGE) && start + len > start &&
+            !range_mapped(start, start + len)) {
+            errno = EFAULT; /* as KFD: a range that is not all mapped memory */
+            return -1;
+        }
+        size = 24 + 8 * nattr;
+    }
     const void* extra = NULL;
     uint32_t extralen = 0;
     int send_fd = -1;
