@@ -54,7 +54,13 @@ def _open(compiled: bool, monkeypatch, **kw):
     if compiled and hotpath.MODULE is None:
         pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
     monkeypatch.setattr(hotpath, "MODULE", hotpath.MODULE if compiled else None)
-    return amdgpu.open("amdgpu:virtual", lanes=1, **kw)
+    dev = amdgpu.open("amdgpu:virtual", lanes=1, **kw)
+    # chosen once, for the device's class: no method is installed on the instance
+    assert "dispatch" not in vars(dev) and "submit" not in vars(dev)
+    entries = (type(dev).dispatch, type(dev).submit)
+    assert [type(e).__name__ for e in entries] == (
+        ["Dispatch", "Submit"] if compiled else ["function", "function"])
+    return dev
 
 
 def _paused(dev):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import packets
@@ -39,9 +40,18 @@ HSA_PATHS = ("barrier_value", "profiling", "async_copy")
 
 
 class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
+    """One GPU agent on the HSA path. `HsaDevice(...)` makes a CompiledHsaDevice (below)
+    where the compiled hot path is loaded, else an HsaDevice, whose dispatch and submit
+    are DeviceSubmission's Python methods: the choice is made once, per device."""
+
     backend = "hsa"
     driver = "amdgpu"
     timer: DispatchTimer | None = None  # the active one (dev.time_dispatches(), set_timer)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> HsaDevice:
+        if cls is HsaDevice and hotpath.MODULE is not None and _COMPILED is not None:
+            cls = _COMPILED
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -71,18 +81,6 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
             if suballocate is None:
                 suballocate = MAX_BLOCK if spec.provider == "rocr" else 0
             self.suballocate = int(suballocate)
-            if hotpath.MODULE is not None:
-                # dispatch's launch-cache fast path in C (hotpath.c): it calls the method
-                # below, unchanged, for everything else, so both give the same results
-                self.dispatch = hotpath.MODULE.Dispatch(  # type: ignore[method-assign]
-                    self, type(self).dispatch, HsaKernel, TimelinePoint, _TRACE, Lifetime,
-                    self._owner_token,
-                )
-                # and submit's kept-instance short way (HsaCommandBuffer._submit's)
-                self.submit = hotpath.MODULE.Submit(  # type: ignore[method-assign]
-                    self, type(self).submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE,
-                    Lifetime,
-                )
         except BaseException:
             self.close()
             raise
@@ -352,3 +350,26 @@ def hsa_reports(system_key: str) -> list[DeviceReport]:
         return out
     finally:
         systems.release(system_key)
+
+
+def _compiled_class(hot: ModuleType) -> type[HsaDevice]:
+    """HsaDevice with the compiled hot path `hot` (hotpath.c) as its dispatch and submit."""
+
+    class CompiledHsaDevice(HsaDevice):
+        """HsaDevice with its two hot entries compiled (hotpath.c), as methods of the class:
+        `dispatch` (the launch-cache fast path) and `submit` (a kept replay instance's
+        short way, HsaCommandBuffer._submit's). Each calls DeviceSubmission's Python
+        method, unchanged, for every call it does not take (a first launch, waits, a timer
+        or trace sink, a failed lane, arguments its converters refuse), so both give the
+        same results."""
+
+        dispatch = hot.Dispatch(
+            DeviceSubmission.dispatch, HsaKernel, TimelinePoint, _TRACE, Lifetime)
+        submit = hot.Submit(
+            DeviceSubmission.submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE, Lifetime)
+
+    return CompiledHsaDevice
+
+
+# chosen once, here: HsaDevice(...) makes one of these where the hot path is loaded
+_COMPILED = None if hotpath.MODULE is None else _compiled_class(hotpath.MODULE)

@@ -100,7 +100,7 @@
 #define NATIVE_VIRTUAL 1
 #define NATIVE_ROCR 2
 
-static PyObject *s_head, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
+static PyObject *s_head, *s_owner_token, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
     *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
     *s_args_cacheable, *s_timer, *s_sink, *s_lane, *s_value, *s_timeline, *s_index,
     *s_pack, *s_ends, *s_recorded_checked, *one;
@@ -214,12 +214,14 @@ static int writable(PyObject *obj, Py_buffer *view, const char *what) {
 }
 
 /* A GC-tracked object called through vectorcall (each type below is one): `prefix`_new,
- * _dealloc, _traverse and _clear, and the vectorcall slot at the start of its struct. */
-#define CALLABLE_TYPE_FIELDS(Struct, prefix, doc)                                        \
+ * _dealloc, _traverse and _clear, and the vectorcall slot at the start of its struct;
+ * `flags`: Py_TPFLAGS_METHOD_DESCRIPTOR for a method of a class (Dispatch, Submit: called
+ * with the instance first, as a function defined in the class is), else 0. */
+#define CALLABLE_TYPE_FIELDS(Struct, prefix, doc, flags)                                 \
     PyVarObject_HEAD_INIT(NULL, 0)                                                       \
     .tp_name = "amdgpu.hsa_backend._hotpath." #Struct,                                   \
     .tp_basicsize = sizeof(Struct),                                                      \
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,    \
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | flags, \
     .tp_doc = doc,                                                                       \
     .tp_new = prefix##_new,                                                              \
     .tp_dealloc = (destructor)prefix##_dealloc,                                          \
@@ -538,7 +540,7 @@ static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes
                        attr_i128(&port->ring_a, s_read, &read) < 0))
         goto fail;
     const __int128 last_id = idx + n - 1;
-    if ((last_obj = from_i128(last_id)) == NULL)
+    if ((last_obj = n == 1 ? Py_NewRef(idx_obj) : from_i128(last_id)) == NULL)
         goto fail;
     if (last_id >= hint && attr_set_i128(&port->ring_a, s_hint, last_id + 1) < 0)
         goto fail;
@@ -985,7 +987,7 @@ fail:
 static PyTypeObject PublisherType = {
     CALLABLE_TYPE_FIELDS(Publisher, publisher,
                          "One launch's immediate dispatch on its Lane: publish(data) -> "
-                         "timeline value"),
+                         "timeline value", 0),
 };
 
 /* The byte offset of the object slot `name` of `type` (a __slots__ member), or -1. */
@@ -1029,10 +1031,26 @@ static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t val
     return point;
 }
 
+static PyObject *fast_attr(PyObject *obj, PyObject *name);
+static int fast_true(PyObject *obj, PyObject *name);
+
+/* A method of a class (Dispatch, Submit) read from an instance: bound to it, as a function
+ * is; calls through the class (dev.dispatch(...)) skip this: the interpreter passes the
+ * instance first (Py_TPFLAGS_METHOD_DESCRIPTOR). */
+static PyObject *method_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (obj == NULL || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
 /* 1 when the device has a DispatchTimer (`timer`) or a trace sink is set (both take the
  * Python methods), 0 when neither, -1 on error. */
-static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
-    int timed = attr_true(dev_a, s_timer);
+static int timed_or_traced(PyObject *dev, Attrs *trace_a) {
+    /* HsaDevice.__init__ sets `timer` in the instance's __dict__: read it there first */
+    PyObject **dp = _PyObject_GetDictPtr(dev);
+    PyObject *timer = dp != NULL && *dp != NULL ? PyDict_GetItemWithError(*dp, s_timer) : NULL;
+    int timed = timer != NULL ? timer != Py_None : PyErr_Occurred() ? -1 : fast_true(dev, s_timer);
     if (timed != 0)
         return timed;
     PyObject *sink = attr_get(trace_a, s_sink);
@@ -1045,45 +1063,38 @@ static int timed_or_traced(Attrs *dev_a, Attrs *trace_a) {
 
 /* ---- Dispatch and Submit: the device's two compiled entries ------------------------------ */
 
-/* What both entries hold: the device, its Python method for every call they do not take
+/* What both entries hold, once for the class (HsaDevice's compiled class; the device is the
+ * first argument of each call): the Python method for every call they do not take
  * (`slow`), TimelinePoint and its slots, the trace state and Lifetime (buffer.py), and the
- * device's and the trace state's attributes they read on each call. */
+ * trace state's attributes they read on each call. */
 typedef struct {
-    PyObject *dev, *slow, *point_type, *trace_state, *lifetime_type;
-    Attrs dev_a, trace_a;
+    PyObject *slow, *point_type, *trace_state, *lifetime_type;
+    Attrs trace_a;
     Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
 } Entry;
 
 static int entry_traverse(Entry *e, visitproc visit, void *arg) {
-    Py_VISIT(e->dev);
     Py_VISIT(e->slow);
     Py_VISIT(e->point_type);
     Py_VISIT(e->trace_state);
     Py_VISIT(e->lifetime_type);
-    Py_VISIT(e->dev_a.dict);
     Py_VISIT(e->trace_a.dict);
     return 0;
 }
 
 static void entry_clear(Entry *e) {
-    Py_CLEAR(e->dev_a.dict);
     Py_CLEAR(e->trace_a.dict);
-    Py_CLEAR(e->dev);
     Py_CLEAR(e->slow);
     Py_CLEAR(e->point_type);
     Py_CLEAR(e->trace_state);
     Py_CLEAR(e->lifetime_type);
 }
 
-/* dev_names: the device attributes read through dev_a (the timer, the lanes). */
-static int entry_init(Entry *e, PyObject *dev, PyObject *slow, PyObject *pt, PyObject *ts,
-                      PyObject *lt, PyObject **dev_names, int n) {
+static int entry_init(Entry *e, PyObject *slow, PyObject *pt, PyObject *ts, PyObject *lt) {
     if (point_slots((PyTypeObject *)pt, &e->lane_off, &e->value_off, &e->timeline_off) < 0)
         return -1;
     PyObject *tn[] = {s_sink};
-    attrs_init(&e->dev_a, dev, dev_names, n);
     attrs_init(&e->trace_a, ts, tn, 1);
-    e->dev = Py_NewRef(dev);
     e->slow = Py_NewRef(slow);
     e->point_type = Py_NewRef(pt);
     e->trace_state = Py_NewRef(ts);
@@ -1107,19 +1118,17 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     Entry e;
-    PyObject *kernel_type, *owner;    /* HsaKernel, the device's owner token (Lifetime) */
+    PyObject *kernel_type;            /* HsaKernel */
     int kernel_dicts;                 /* HsaKernel's attributes may be read from its __dict__ */
 } Dispatch;
 
 static int dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(self->kernel_type);
-    Py_VISIT(self->owner);
     return entry_traverse(&self->e, visit, arg);
 }
 
 static int dispatch_clear(Dispatch *self) {
     Py_CLEAR(self->kernel_type);
-    Py_CLEAR(self->owner);
     entry_clear(&self->e);
     return 0;
 }
@@ -1131,34 +1140,15 @@ static void dispatch_dealloc(Dispatch *self) {
 }
 
 /* The Python method with the call as it came: slow(dev, *args, **kwargs). */
-static PyObject *call_slow(PyObject *slow, PyObject *dev, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames) {
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *small[16];
-    PyObject **argv = small;
-    if (nargs + nkw + 1 > 16) {
-        argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
-        if (argv == NULL)
-            return PyErr_NoMemory();
-    }
-    argv[0] = dev;
-    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
-        argv[i + 1] = args[i];
-    PyObject *r = PyObject_Vectorcall(slow, argv, (size_t)(nargs + 1), kwnames);
-    if (argv != small)
-        PyMem_Free(argv);
-    return r;
-}
-
-static PyObject *go_slow(Dispatch *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    return call_slow(self->e.slow, self->e.dev, args, nargs, kwnames);
+static PyObject *go_slow(Dispatch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return PyObject_Vectorcall(self->e.slow, args, nargsf, kwnames);
 }
 
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
  * same tuple comes again, else explicit.pack(*fast(args)) + hidden. NULL without an error
  * set: let the Python path do it (it converts what it can, else names the argument). */
 static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_args,
-                               PyObject *owner, PyObject *lifetime_type) {
+                               PyObject *dev, PyObject *lifetime_type) {
     PyObject *last = attr_get(kernel_a, s_last);
     if (last == NULL)
         return NULL;
@@ -1182,9 +1172,15 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
     PyObject *hidden = PyTuple_GET_ITEM(entry, LAUNCH_HIDDEN);
     if (explicit == Py_None || fast == Py_None || !PyBytes_CheckExact(hidden))
         return NULL;
+    PyObject *owner = fast_attr(dev, s_owner_token); /* what its live buffers carry */
+    if (owner == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
     Py_INCREF(ends); /* held: `fast` may run other threads, which may free a buffer */
     PyObject *fast_argv[2] = {call_args, owner}; /* fast(args, owner): live buffers of dev */
     PyObject *values = PyObject_Vectorcall(fast, fast_argv, 2, NULL);
+    Py_DECREF(owner);
     if (values == NULL)
         goto refused;
     PyObject *tup = PySequence_Tuple(values);
@@ -1244,26 +1240,26 @@ refused:
 static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     Dispatch *self = (Dispatch *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->e.dev == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this device's dispatch was cleared");
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf); /* the device, then dispatch's own */
+    if (self->e.slow == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: HsaDevice's dispatch was cleared");
         return NULL;
     }
-    if (kwnames != NULL || nargs < 2 || nargs > 6)
-        return go_slow(self, args, nargs, kwnames);
-    PyObject *kernel = args[0], *grid = args[1];
-    PyObject *block = nargs > 2 ? args[2] : Py_None;
-    PyObject *call_args = nargs > 3 ? args[3] : NULL;
-    PyObject *lane = nargs > 4 ? args[4] : NULL;
-    PyObject *wait = nargs > 5 ? args[5] : NULL;
+    if (kwnames != NULL || nargs < 3 || nargs > 7)
+        return go_slow(self, args, nargsf, kwnames);
+    PyObject *dev = args[0], *kernel = args[1], *grid = args[2];
+    PyObject *block = nargs > 3 ? args[3] : Py_None;
+    PyObject *call_args = nargs > 4 ? args[4] : NULL;
+    PyObject *lane = nargs > 5 ? args[5] : NULL;
+    PyObject *wait = nargs > 6 ? args[6] : NULL;
     /* exact ints only (bool and float sizes compare equal to ints: the Python path refuses) */
     if ((PyObject *)Py_TYPE(kernel) != self->kernel_type || !PyLong_CheckExact(grid) ||
         (block != Py_None && !PyLong_CheckExact(block)) || (lane && !PyLong_CheckExact(lane)))
-        return go_slow(self, args, nargs, kwnames);
+        return go_slow(self, args, nargsf, kwnames);
     if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
         int w = PyObject_IsTrue(wait);
         if (w != 0)
-            return w < 0 ? NULL : go_slow(self, args, nargs, kwnames);
+            return w < 0 ? NULL : go_slow(self, args, nargsf, kwnames);
     }
     Attrs kernel_a = {kernel, NULL};
     if (self->kernel_dicts && (kernel_a.dict = PyObject_GenericGetDict(kernel, NULL)) == NULL)
@@ -1272,9 +1268,9 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     if (owner == NULL)
         goto error;
     Py_DECREF(owner);
-    if (owner != self->e.dev)
+    if (owner != dev)
         goto slow;
-    int watched = timed_or_traced(&self->e.dev_a, &self->e.trace_a);
+    int watched = timed_or_traced(dev, &self->e.trace_a);
     if (watched != 0) {
         if (watched < 0)
             goto error;
@@ -1317,13 +1313,13 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *empty = NULL;
     if (call_args == NULL)
         call_args = empty = PyTuple_New(0);
-    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args, self->owner,
+    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args, dev,
                                                self->e.lifetime_type) : NULL;
     Py_XDECREF(empty);
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
         Py_DECREF(entry);
-        return PyErr_Occurred() ? NULL : go_slow(self, args, nargs, kwnames);
+        return PyErr_Occurred() ? NULL : go_slow(self, args, nargsf, kwnames);
     }
     Py_INCREF(ln);
     PyObject *value = Py_TYPE(publisher) == &PublisherType
@@ -1340,25 +1336,24 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
                      self->e.timeline_off, ln, value);
 slow:
     Py_XDECREF(kernel_a.dict);
-    return go_slow(self, args, nargs, kwnames);
+    return go_slow(self, args, nargsf, kwnames);
 error:
     Py_XDECREF(kernel_a.dict);
     return NULL;
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"device", "slow", "kernel_type", "point_type", "trace_state",
-                            "lifetime_type", "owner", NULL};
-    PyObject *dev, *slow, *kt, *pt, *ts, *lt, *ow;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!OO!O", names, &dev, &slow, &PyType_Type,
-                                     &kt, &PyType_Type, &pt, &ts, &PyType_Type, &lt, &ow))
+    static char *names[] = {"slow", "kernel_type", "point_type", "trace_state",
+                            "lifetime_type", NULL};
+    PyObject *slow, *kt, *pt, *ts, *lt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!", names, &slow, &PyType_Type, &kt,
+                                     &PyType_Type, &pt, &ts, &PyType_Type, &lt))
         return NULL;
     Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->vectorcall = dispatch_vectorcall;
-    PyObject *dn[] = {s_timer};
-    if (entry_init(&self->e, dev, slow, pt, ts, lt, dn, 1) < 0) {
+    if (entry_init(&self->e, slow, pt, ts, lt) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1372,14 +1367,14 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
             self->kernel_dicts = 0;
     }
     self->kernel_type = Py_NewRef(kt);
-    self->owner = Py_NewRef(ow);
     return (PyObject *)self;
 }
 
 static PyTypeObject DispatchType = {
     CALLABLE_TYPE_FIELDS(Dispatch, dispatch,
                          "HsaDevice.dispatch's launch-cache fast path, compiled (the rest: "
-                         "the Python method)"),
+                         "the Python method)", Py_TPFLAGS_METHOD_DESCRIPTOR),
+    .tp_descr_get = method_get,
 };
 
 /* ---- Submit ------------------------------------------------------------------------------ */
@@ -1459,9 +1454,9 @@ static void submit_dealloc(Submit *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *submit_slow(Submit *self, PyObject *const *args, Py_ssize_t nargs,
+static PyObject *submit_slow(Submit *self, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames) {
-    return call_slow(self->e.slow, self->e.dev, args, nargs, kwnames);
+    return PyObject_Vectorcall(self->e.slow, args, nargsf, kwnames);
 }
 
 /* 1: `obj.name` is None (or missing from its __dict__ and None by class default), 0: not,
@@ -1503,7 +1498,8 @@ static PyObject *usable_queue(PyObject *ln) {
 
 /* The binding table's addresses then the queue's (HsaCommandBuffer._binding_addresses), or
  * NULL without an error where the Python check would refuse a binding (it says why). */
-static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, PyObject *queue) {
+static PyObject *table_of(Submit *self, PyObject *dev, PyObject *cb_dict, PyObject *bindings,
+                          PyObject *queue) {
     PyObject *needed_obj = PyDict_GetItemWithError(cb_dict, s_bindings_needed);
     if (needed_obj == NULL || !PyLong_CheckExact(needed_obj))
         return NULL;
@@ -1531,7 +1527,7 @@ static PyObject *table_of(Submit *self, PyObject *cb_dict, PyObject *bindings, P
         if (owner == NULL)
             goto refuse;
         Py_DECREF(owner);
-        if (owner != self->e.dev)
+        if (owner != dev)
             goto refuse;
         PyObject *life = fast_attr(b, s_life);
         PyObject *freed = life ? fast_attr(life, s_freed) : NULL;
@@ -1677,33 +1673,33 @@ done:
 static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
     Submit *self = (Submit *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (self->e.dev == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this device's submit was cleared");
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf); /* the device, then submit's own */
+    if (self->e.slow == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "hot path: HsaDevice's submit was cleared");
         return NULL;
     }
-    if (kwnames != NULL || nargs < 2 || nargs > 4)
-        return submit_slow(self, args, nargs, kwnames);
-    PyObject *cb = args[0], *bindings = args[1];
-    PyObject *lane = nargs > 2 ? args[2] : NULL, *wait = nargs > 3 ? args[3] : NULL;
+    if (kwnames != NULL || nargs < 3 || nargs > 5)
+        return submit_slow(self, args, nargsf, kwnames);
+    PyObject *dev = args[0], *cb = args[1], *bindings = args[2];
+    PyObject *lane = nargs > 3 ? args[3] : NULL, *wait = nargs > 4 ? args[4] : NULL;
     if ((PyObject *)Py_TYPE(cb) != self->cb_type || (lane && !PyLong_CheckExact(lane)))
-        return submit_slow(self, args, nargs, kwnames);
+        return submit_slow(self, args, nargsf, kwnames);
     if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
         int w = PyObject_IsTrue(wait);
         if (w != 0)
-            return w < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
+            return w < 0 ? NULL : submit_slow(self, args, nargsf, kwnames);
     }
     Py_ssize_t li = lane ? PyLong_AsSsize_t(lane) : 0;
     if (li == -1 && PyErr_Occurred()) {
         PyErr_Clear();
-        return submit_slow(self, args, nargs, kwnames);
+        return submit_slow(self, args, nargsf, kwnames);
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
     PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
-    int watched = timed_or_traced(&self->e.dev_a, &self->e.trace_a);
+    int watched = timed_or_traced(dev, &self->e.trace_a);
     if (watched != 0)
-        return watched < 0 ? NULL : submit_slow(self, args, nargs, kwnames);
-    PyObject *lanes = attr_get(&self->e.dev_a, s_lanes_);
+        return watched < 0 ? NULL : submit_slow(self, args, nargsf, kwnames);
+    PyObject *lanes = fast_attr(dev, s_lanes_);
     if (lanes == NULL)
         return NULL;
     if (PyList_CheckExact(lanes) && li >= 0 && li < PyList_GET_SIZE(lanes)) {
@@ -1722,7 +1718,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     PyObject *owner = PyDict_GetItemWithError(cb_dict, s_device);
     PyObject *only = owner ? PyDict_GetItemWithError(cb_dict, s_only) : NULL;
-    if (owner != self->e.dev || only == NULL || only == Py_None)
+    if (owner != dev || only == NULL || only == Py_None)
         goto slow_clear;
     /* its recorded buffers checked live since the last Lifetime end (Recording's
      * check_recorded, in the Python method, checks them again otherwise) */
@@ -1743,7 +1739,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     Py_INCREF(replay_lock);
     seg = only;
     Py_INCREF(seg);
-    if ((table = table_of(self, cb_dict, bindings, queue)) == NULL)
+    if ((table = table_of(self, dev, cb_dict, bindings, queue)) == NULL)
         goto slow_clear;
     if ((key = PyTuple_Pack(2, ln, table)) == NULL)
         goto error;
@@ -1803,7 +1799,7 @@ slow:
     Py_XDECREF(seg);
     Py_XDECREF(replay_lock);
     Py_XDECREF(lane_lock);
-    return submit_slow(self, args, nargs, kwnames);
+    return submit_slow(self, args, nargsf, kwnames);
 error:
     Py_XDECREF(value);
     Py_XDECREF(ln);
@@ -1818,10 +1814,10 @@ error:
 }
 
 static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"device", "slow", "cb_type", "buffer_type", "point_type",
-                            "trace_state", "lifetime_type", NULL};
-    PyObject *dev, *slow, *cbt, *bt, *pt, *ts, *lt;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO!O!O!OO!", names, &dev, &slow, &PyType_Type,
+    static char *names[] = {"slow", "cb_type", "buffer_type", "point_type", "trace_state",
+                            "lifetime_type", NULL};
+    PyObject *slow, *cbt, *bt, *pt, *ts, *lt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OO!", names, &slow, &PyType_Type,
                                      &cbt, &PyType_Type, &bt, &PyType_Type, &pt, &ts,
                                      &PyType_Type, &lt))
         return NULL;
@@ -1829,8 +1825,7 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (self == NULL)
         return NULL;
     self->vectorcall = submit_vectorcall;
-    PyObject *dn[] = {s_timer, s_lanes_};
-    if (entry_init(&self->e, dev, slow, pt, ts, lt, dn, 2) < 0) {
+    if (entry_init(&self->e, slow, pt, ts, lt) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -1842,7 +1837,8 @@ static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 static PyTypeObject SubmitType = {
     CALLABLE_TYPE_FIELDS(Submit, submit,
                          "HsaDevice.submit's kept-instance short way, compiled (the rest: "
-                         "the Python method)"),
+                         "the Python method)", Py_TPFLAGS_METHOD_DESCRIPTOR),
+    .tp_descr_get = method_get,
 };
 
 /* ---- module ------------------------------------------------------------------------------ */
@@ -1857,6 +1853,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_head, "_head");
+    INTERN(s_owner_token, "_owner_token");
     INTERN(s_ends, "ends");
     INTERN(s_recorded_checked, "_recorded_checked");
     INTERN(s_limit, "_limit");
