@@ -636,12 +636,15 @@ def test_ioctl_numbers_the_shim_marshals_are_kfd_ioctl_hs():
              "KFD_RESET_EVENT": "RESET_EVENT", "KFD_WAIT_EVENTS": "WAIT_EVENTS",
              "KFD_ACQUIRE_VM": "ACQUIRE_VM", "KFD_ALLOC": "ALLOC_MEMORY_OF_GPU",
              "KFD_FREE": "FREE_MEMORY_OF_GPU", "KFD_MAP": "MAP_MEMORY_TO_GPU",
-             "KFD_UNMAP": "UNMAP_MEMORY_FROM_GPU"}
+             "KFD_UNMAP": "UNMAP_MEMORY_FROM_GPU", "KFD_SMI_EVENTS": "SMI_EVENTS",
+             "KFD_SVM": "SVM"}
     for const, name in names.items():
         line = next(x for x in source.splitlines() if x.startswith(f"#define {const} "))
         nr = int(line.split()[2], 16)
         assert abi.IOCTLS_BY_NR[nr][0] == f"AMDKFD_IOC_{name}", (const, abi.IOCTLS_BY_NR[nr])
     assert ctypes.sizeof(abi.IOCTLS_BY_NR[0x0C][1]) == 24  # WAIT_EVENTS' struct as read
+    assert ctypes.sizeof(abi.IOCTLS_BY_NR[0x20][1]) == 24  # SVM's: attrs[] follow (8 each)
+    assert ctypes.sizeof(abi.kfd_ioctl_svm_attribute) == 8
 
 
 # --- ROCr's PM4-IB vendor packet (hsa_executable_freeze's icache invalidate) ---------------
