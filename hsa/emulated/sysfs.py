@@ -60,7 +60,12 @@ _SIBLING_MAP_BYTES = 32  # CRAT_SIBLINGMAP_SIZE
 _MAX_SLOTS_SCRATCH_CU = 32
 _NUM_SDMA_QUEUES_PER_ENGINE = 8
 _NUM_CP_QUEUES = 24
-_GWS_GFX9 = 64  # global wave sync entries: gfx9's MEC firmware has them, MES parts do not
+# global wave sync entries, as a current kernel's kfd_gws_init gives them: gfx9's MEC
+# firmware has 64; gfx11 with MES firmware >= 68 and gfx12 report 64 too (GWS no longer
+# exists there: the kernel sets the legacy size so runtimes keep offering cooperative launch,
+# "drm/amdkfd: enable cooperative launch on gfx12", 2025). HIP reports cooperative launch
+# only where a node has them.
+_NUM_GWS = 64
 # MEC firmware version: below 1000 so ROCr 6.4 leaves its gfx94x async scratch reclaim off
 FW_VERSION = 150
 SDMA_FW_VERSION = 20
@@ -213,7 +218,7 @@ def _gpu_node(node: NodeInfo, simd_base: int, links: int, caches: int, hive: int
         ("caches_count", caches), ("io_links_count", links), ("cpu_core_id_base", 0),
         ("simd_id_base", simd_base), ("max_waves_per_simd", m.max_waves_per_simd),
         ("lds_size_in_kb", m.lds_bytes // 1024), ("gds_size_in_kb", 0),
-        ("num_gws", _GWS_GFX9 if m.family_id == 141 else 0),
+        ("num_gws", _NUM_GWS),
         ("wave_front_size", m.wave_size), ("array_count", m.array_count),
         ("simd_arrays_per_engine", m.arrays_per_engine),
         ("cu_per_simd_array", m.cu_per_array), ("simd_per_cu", m.simd_per_cu),

@@ -214,6 +214,10 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
 # Control results: list of (wave selection or None for all, next pc); END = the waves finish.
 END = -1
 BARRIER = gws.GWS_BARRIER  # -2: a wave waits at a barrier (s_barrier, ds_gws_barrier)
+# -4: s_sleep: the waves give the other groups a turn. Code sleeps in a spin-wait on memory
+# another wave will write (HIP 6's grid.sync: a counter in the cooperative launch's
+# workspace): run on, the lowest-pc group would spin forever ahead of the wave it waits for.
+SLEEP = -4
 
 
 def control_fn(inst: d.Instruction) -> Callable | None:
@@ -272,8 +276,10 @@ def control_fn(inst: d.Instruction) -> Callable | None:
         return trap
     if name == "s_sendmsg" or name == "s_sendmsghalt":
         return lambda g: nxt  # MSG_DEALLOC_VGPRS and friends: nothing to do here
+    if name == "s_sleep":
+        return lambda g: SLEEP
     if name in ("s_nop", "s_waitcnt", "s_waitcnt_depctr", "s_delay_alu", "s_clause",
-                "s_set_inst_prefetch_distance", "s_sleep", "s_setprio", "s_icache_inv",
+                "s_set_inst_prefetch_distance", "s_setprio", "s_icache_inv",
                 "s_code_end", "s_wait_idle", "s_denorm_mode", "s_round_mode", "s_ttracedata",
                 "s_incperflevel", "s_decperflevel", "s_wakeup"):
         return lambda g: nxt
@@ -586,7 +592,13 @@ class Executor:
                     g.waiting = False
                     g.pc += 4  # s_barrier is one dword
             groups = self._merge(live)
-            g = min((x for x in groups if not x.waiting), key=lambda x: x.pc)
+            ready = [x for x in groups if not x.waiting]
+            awake = [x for x in ready if not x.sleeping]
+            if not awake:  # every runnable group slept: all of them get their turn again
+                for x in ready:
+                    x.sleeping = False
+                awake = ready
+            g = min(awake, key=lambda x: x.pc)
             others = [x for x in groups if x is not g]
             groups = others + self._run_group(g, prog, ctx, others)
 
@@ -659,6 +671,12 @@ class Executor:
                 if result == END:
                     g.done = True
                     return [g]
+                if result == SLEEP:
+                    g.pc += c.size
+                    if any(not x.waiting for x in others):
+                        g.sleeping = True
+                        return [g]
+                    continue
                 if result == BARRIER:
                     if not others:
                         g.pc += c.size

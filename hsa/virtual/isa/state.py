@@ -83,7 +83,7 @@ class WaveGroup:
     """Waves that execute in lockstep at one program counter."""
 
     __slots__ = ("s", "v", "scc", "waves", "pc", "_exec", "_exec_all", "done", "waiting",
-                 "lanes", "memo", "vgpr_msb")
+                 "sleeping", "lanes", "memo", "vgpr_msb")
 
     def __init__(self, s: np.ndarray, v: np.ndarray, scc: np.ndarray, waves: np.ndarray,
                  pc: int) -> None:
@@ -96,6 +96,7 @@ class WaveGroup:
         self._exec_all = False
         self.done = False
         self.waiting = False
+        self.sleeping = False  # gave the other groups a turn at s_sleep (a spin-wait loop)
         self.lanes = v.shape[2]
         # values that depend only on which waves are in the group (per-lane LDS bases...),
         # computed once by whoever needs them; a split or merge makes a new group

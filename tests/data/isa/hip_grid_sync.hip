@@ -1,7 +1,9 @@
 // HIP cooperative groups end to end (issue 32): the runtime's own capability query and
 // cooperative launch (Debian's HIP 5.2.3 over ROCr 5.2.3 and the emulated KFD, whose node
 // reports num_gws), then grid.sync() (ds_gws_barrier) between the phases of a grid sum.
-// Built by tests/test_isa_gws_hip.py with Debian's hipcc; prints "grid sync ok" on success.
+// Built by tests/test_isa_gws_hip.py with Debian's hipcc (HIP 5.2: grid.sync() is ds_gws_barrier) and
+// by tests/test_rocm6_clients.py with sid's hipcc 7 (HIP 6.4: a spin on a workspace counter, every
+// target); prints "grid sync ok" on success.
 #include <hip/hip_runtime.h>
 #include <hip/hip_cooperative_groups.h>
 #include <cstdio>
