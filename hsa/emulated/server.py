@@ -1388,8 +1388,9 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
 
     faulthandler.enable(all_threads=True)  # a fatal signal: every thread's stack to the log
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks to the log
-    server = Server(spec, run, idle_exit_s)
     path = run / "sock"
+    _log_termination(path)  # before any other thread: they all inherit the blocked mask
+    server = Server(spec, run, idle_exit_s)
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
@@ -1403,6 +1404,32 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
     finally:
         path.unlink(missing_ok=True)
     return 0
+
+
+def _log_termination(sock: Path) -> None:
+    """A server ended by SIGTERM, SIGINT or SIGHUP says so in its log, with the sender (a
+    soak once lost its server with nothing logged: `pkill -f hsa.emulated.server` from
+    another session would look exactly like that). The signals are blocked in every thread
+    and taken by one that waits for them (sigwaitinfo gives the sender's pid)."""
+    import signal
+
+    wanted = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+
+    def wait() -> None:
+        info = signal.sigwaitinfo(wanted)
+        try:
+            sender = Path(f"/proc/{info.si_pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            who = sender.decode(errors="replace").strip()[:200]
+        except OSError:
+            who = "gone"
+        log.warning("terminated by %s from pid %d (%s): exiting", signal.Signals(
+            info.si_signo).name, info.si_pid, who)
+        sock.unlink(missing_ok=True)
+        logging.shutdown()
+        os._exit(128 + info.si_signo)
+
+    threading.Thread(target=wait, name="termination", daemon=True).start()
 
 
 def _daemonize(spec: str, run: Path, idle_exit_s: float) -> int:
