@@ -24,6 +24,7 @@ WANTED = (
     f"{AMD}/amdgpu/sdma_v6_0_0_pkt_open.h",
     f"{AMD}/include/asic_reg/gc/gc_9_4_2_offset.h", f"{AMD}/include/asic_reg/gc/gc_11_0_0_offset.h",
     f"{AMD}/include/aldebaran_ip_offset.h", f"{AMD}/include/sienna_cichlid_ip_offset.h",
+    f"{AMD}/include/soc15_hw_ip.h",
 )
 
 
