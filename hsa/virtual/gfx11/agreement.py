@@ -108,7 +108,7 @@ def main() -> None:
     p.add_argument("--show", type=int, default=3, help="worst cases listed per format")
     args = p.parse_args()
     results = measure(args.per_format, args.seed)
-    total = Counter()
+    total: Counter[str] = Counter()
     for fmt, c in results.items():
         total.update({k: v for k, v in c.items() if ":" not in k})
         worst = [f"{k} x{v}" for k, v in c.most_common() if ":" in k][: args.show]

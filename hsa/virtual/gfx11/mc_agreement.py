@@ -170,7 +170,8 @@ def main() -> None:
             for detail, n in examples.get((fmt, verdict), Counter()).most_common(args.show):
                 print(f"    {verdict}: {detail} x{n}")
     print(_row("all", total))
-    compute = sum((c for f, c in per_format.items() if f not in GRAPHICS), Counter())
+    compute: Counter[str] = sum((c for f, c in per_format.items() if f not in GRAPHICS),
+                                Counter())
     print(_row("compute formats", compute))
     print(f"registers compared on {sum(compute[v] for v in VERDICTS) - compute['no_regs']} "
           "compute encodings (the rest have no register operand or are graphics)")

@@ -159,7 +159,8 @@ def assemble_gfx950(lines: list[str]) -> list[int]:
                         str(raw)], check=True, capture_output=True)
         code = raw.read_bytes()
     words = [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)]
-    firsts, i = [], 0
+    firsts: list[int] = []
+    i = 0
     while i < len(words) and len(firsts) < len(lines):  # VOP1 is one dword, the rest two
         firsts.append(words[i])
         i += 1 if words[i] >> 25 == 0x3F else 2
