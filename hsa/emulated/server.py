@@ -392,7 +392,12 @@ class ServerQueue:
         exc = self._error
         log.warning("client %d: %s", self.client.pid, exc)
         if isinstance(exc, MemoryFault):
+            # a GPU VM fault (gfx9 without XNACK, and every target here): amdkfd's interrupt
+            # handler evicts the process's queues (stopped above) and signals its memory
+            # events (kfd_signal_vm_fault_event); the CP never writes queue_inactive_signal,
+            # so ROCr's VM-fault handler is the one report, as on a real GPU
             self.client.memory_fault(int(getattr(exc, "address", 0)), self.node.gpu_id)
+            return
         code = ERROR_CODES.get(status, ERROR_INVALID_PACKET)
         inactive = int(self._struct[Q_INACTIVE_SIGNAL:Q_INACTIVE_SIGNAL + 8].view(np.uint64)[0])
         if inactive:
