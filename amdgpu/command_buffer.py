@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from amdgpu.buffer import Buffer, Lifetime, check_usable
+from amdgpu.buffer import Buffer, Lifetime, check_usable, owner_token
 from amdgpu.fill import check_fill_length, fill_pattern
 from ground.errors import BufferRangeError, DeviceError, KernelArgumentError
 
@@ -331,12 +331,14 @@ class CommandBuffer(abc.ABC):
             )
         need = self.__dict__.get("_slot_bytes") or {}
         device = self.device
+        token = owner_token(device)
         for i, b in enumerate(bindings):
             if not isinstance(b, Buffer):
                 raise KernelArgumentError(
                     f"binding {i} ({b!r}) is not a buffer of {getattr(device, 'spec', '?')}"
                 )
-            check_usable(b, device, f"binding {i}")  # alive, this device's or a peer's
+            if b._life.owner is not token:  # not alive and this device's: say why, or a peer's
+                check_usable(b, device, f"binding {i}")
             if b.nbytes < need.get(i, 0):
                 raise KernelArgumentError(
                     f"binding {i} ({b!r}) is smaller than the {need[i]} bytes the command "

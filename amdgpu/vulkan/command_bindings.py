@@ -67,8 +67,13 @@ def patch_table(inst: Instance, plan: Plan, bindings: Sequence[Buffer]) -> None:
     addresses = tuple(b.address for b in bindings)
     if addresses != inst.table_signature:
         table = inst.table
-        for slot, index, offset in plan.bda_patches:
-            table[index] = addresses[slot] + offset  # type: ignore[index]
+        assert table is not None  # the instance of a plan with table entries has one
+        if plan.bda_scalar is not None:
+            for slot, i, off in plan.bda_scalar:
+                table[i] = addresses[slot] + off
+        else:
+            for slot, index, offset in plan.bda_patches:
+                table[index] = addresses[slot] + offset
         inst.table_signature = addresses
 
 

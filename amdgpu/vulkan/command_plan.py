@@ -106,6 +106,9 @@ class Barrier:
 # --- the plan ----------------------------------------------------------------------------
 
 
+SCALAR_PATCHES = 32  # up to this many table entries, a replay patches them one by one
+
+
 @dataclass
 class Plan:
     """What finalize works out once for every replay."""
@@ -114,6 +117,9 @@ class Plan:
     # bda: (slot, table index or indices, byte offset(s)) written from the slot's address
     bda_patches: list[tuple[int, np.ndarray | int, np.ndarray | int]] = field(
         default_factory=list)
+    # the same patches one entry at a time, where there are few (scalar stores beat
+    # numpy's fancy indexing there): (slot, table index, byte offset)
+    bda_scalar: list[tuple[int, int, int]] | None = None
     bda_fixed: tuple[np.ndarray, np.ndarray] | None = None  # (indices, addresses) fixed
     table_entries: int = 0  # u64 entries of an instance's binding table
     min_sizes: tuple[int, ...] = ()  # least bytes of each slot's buffer
@@ -202,6 +208,9 @@ def plan(ops: list, slot_count: int) -> Plan:
             index = np.array(idx, np.intp)
             off = 0 if not any(offs) else np.array(offs, np.uint64)
         out.bda_patches.append((slot, index, off))
+    if sum(len(idx) for idx in patch_idx.values()) <= SCALAR_PATCHES:
+        out.bda_scalar = [(slot, i, o) for slot, idx in sorted(patch_idx.items())
+                          for i, o in zip(idx, patch_off[slot], strict=True)]
     if fixed_idx:
         out.bda_fixed = (np.array(fixed_idx, np.intp), np.array(fixed_val, np.uint64))
     scalars: dict[str, Param] = {}
@@ -442,6 +451,11 @@ def _conflict(before: dict, after: list) -> bool:
 
 def aliased_bindings(bindings: Sequence[Buffer], fixed: Sequence[Buffer]) -> bool:
     """Whether any two bound buffers (or a bound and a fixed one) share memory."""
+    uids = {b.handle.uid for b in bindings}
+    if len(uids) == len(bindings):
+        fixed_uids = {b.handle.uid for b in fixed}
+        if len(fixed_uids) == len(fixed) and uids.isdisjoint(fixed_uids):
+            return False  # every buffer in its own allocation (the usual case): no overlap
     spans = sorted(
         (b.handle.uid, b.offset, b.offset + b.nbytes) for b in (*bindings, *fixed)
     )
