@@ -144,8 +144,14 @@ class Pm4Processor:
                  label: str = "PM4 queue", queue_address: int = 0,
                  lds_size: int = 64 << 10,
                  kernel_name: Callable[[int], str] | None = None,
-                 stop: Callable[[], bool] | None = None) -> None:
+                 stop: Callable[[], bool] | None = None, overlap: str | None = None) -> None:
         self.memory = memory
+        # "reverse" (the virtual provider's AMDGPU_VIRTUAL_OVERLAP): dispatches run in
+        # reverse order between the points that wait for them (CS_PARTIAL_FLUSH,
+        # RELEASE_MEM, a memory wait, the end of the buffer), as hardware may overlap
+        # them: a stream that lacks a barrier reads stale data, as an AQL one does
+        self.overlap = overlap
+        self._pending: list[tuple[Any, Dispatch]] = []
         self.target = target
         self.family = pm4.family_of(target)
         self.agent = agent
@@ -166,6 +172,15 @@ class Pm4Processor:
     # --- entry points ---------------------------------------------------------------------
     def run_ib(self, address: int, dwords: int, depth: int = 1) -> None:
         """Run the indirect buffer of `dwords` dwords at `address`."""
+        try:
+            self._run_ib(address, dwords, depth)
+            if depth == 1:
+                self.flush()  # the packet that named it completes after all of its work
+        except BaseException:
+            self._pending = []  # a stopped queue runs nothing more of it
+            raise
+
+    def _run_ib(self, address: int, dwords: int, depth: int = 1) -> None:
         if depth > MAX_IB_DEPTH:
             raise Pm4Fault(f"{self.label}: indirect buffers nested deeper than {MAX_IB_DEPTH} "
                            f"(IB at 0x{address:x}); flatten the chain or use CHAIN")
@@ -183,9 +198,20 @@ class Pm4Processor:
 
     def run_stream(self, dwords: Sequence[int] | np.ndarray, base_address: int = 0) -> None:
         """Run PM4 dwords held by the host (tests, tools)."""
-        chained = self._run(np.asarray(dwords, dtype=np.uint32), _Where(base_address, 0, 0))
-        if chained is not None:
-            self.run_ib(*chained)
+        try:
+            chained = self._run(np.asarray(dwords, dtype=np.uint32), _Where(base_address, 0, 0))
+            if chained is not None:
+                self._run_ib(*chained)
+            self.flush()
+        except BaseException:
+            self._pending = []
+            raise
+
+    def flush(self) -> None:
+        """Run the dispatches held back by overlap="reverse", last first."""
+        pending, self._pending = self._pending, []
+        for executor, dispatch in reversed(pending):
+            executor.run(dispatch, self.memory)
 
     # --- the packet loop ------------------------------------------------------------------
     def _run(self, words: np.ndarray, where: _Where) -> tuple[int, int] | None:
@@ -221,6 +247,9 @@ class Pm4Processor:
         return size
 
     def _packet(self, op: int, b: np.ndarray, where: _Where) -> tuple | None:
+        if self._pending and op in (Op.EVENT_WRITE, Op.RELEASE_MEM, Op.WAIT_REG_MEM,
+                                    Op.WAIT_REG_MEM64):
+            self.flush()  # these wait for the dispatches before them
         if op in (Op.NOP, Op.ACQUIRE_MEM, Op.EVENT_WRITE):
             return None
         if op in pm4.REG_SPACES:
@@ -249,7 +278,7 @@ class Pm4Processor:
                                "has no VALID bit or size 0; the queue is stopped")
             if control & pm4.INDIRECT_BUFFER_CHAIN:
                 return ("chain", (address, dwords))
-            self.run_ib(address, dwords, where.depth + 1)
+            self._run_ib(address, dwords, where.depth + 1)
             return None
         if op == Op.RELEASE_MEM:
             self._need(b, 7, op, where)
@@ -357,6 +386,9 @@ class Pm4Processor:
                                  f"{self.label}: no ISA executor for {self.family} to run "
                                  f"{name}")
             self._executor = executor
+        if self.overlap == "reverse":
+            self._pending.append((executor, dispatch))
+            return
         executor.run(dispatch, self.memory)
 
     # --- memory packets -------------------------------------------------------------------
@@ -557,7 +589,9 @@ class Pm4Ring:
                         size += outcome[1]
                 rptr += size
                 self._rptr[0] = rptr
+            self.cp.flush()  # the ring is drained: what it dispatched has run
         except HsaError as exc:
+            self.cp._pending = []
             self.error = exc
             raise
         return rptr - start

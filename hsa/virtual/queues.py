@@ -544,7 +544,7 @@ class PacketProcessor:
             proc = self._pm4 = Pm4Processor(
                 self.memory, target=info.isa, agent=info.handle, interrupt=self.side.interrupt,
                 label=f"queue {self.queue.id}", queue_address=self.queue.handle,
-                lds_size=self.agent.lds_size, stop=self._stopped)
+                lds_size=self.agent.lds_size, stop=self._stopped, overlap=self.side.overlap)
         proc.label = f"queue {self.queue.id} packet {packet_id}"
         try:
             proc.run_ib(address, dwords)
