@@ -15,7 +15,9 @@ scalars of their type, buffers `_Buf` (a device buffer and a byte range; host-si
 A recorded command buffer runs immediately (one `dispatch`/`copy`/`fill` per command) or,
 with `replay=True`, as a driver command buffer recorded once over binding slots and
 submitted with each execution's binding table (IREE's memoized command buffers are exactly
-that: recorded at initialization, executed with `queue.execute.indirect`).
+that: recorded at initialization, executed with `queue.execute.indirect`). A recording made
+by an initializer may also name the initializers' buffers (the weights) directly: those are
+fixed in the driver command buffer, so the whole execution is one submission.
 """
 
 from __future__ import annotations
