@@ -26,7 +26,9 @@ CPU time): nanoseconds per lane-instruction of an atomic and of a store, and the
 
 --gemm N adds, per target, IREE's N^3 GEMM in f16 and in the target's fp8 (gfx942's
 FNUZ, gfx950's and gfx12's OCP E4M3) with f32 results, one run each, checked bit-exact
-against numpy (small-integer inputs make every sum exact).
+against numpy (small-integer inputs make every sum exact). --bundles DIR takes the compiled
+GEMMs from DIR (benchmarks/gemm_bundles holds the 1024^3 ones: a host without IREE runs
+the row), compiling and saving there the missing ones.
 """
 
 from __future__ import annotations
@@ -185,18 +187,33 @@ FP8 = {"gfx942": "f8E4M3FNUZ", "gfx950": "f8E4M3FN", "gfx1201": "f8E4M3FN",
        "gfx1250": "f8E4M3FN"}
 
 
-def bench_gemm(h: Harness, size: int, elem: str) -> dict:
+def _gemm_bundle(target: str, size: int, elem: str, t: str, bundles: Path | None):
+    """IREE's GEMM for `target`: from `bundles` (a folder of saved KernelBundles, so that
+    a machine without IREE runs the row) when it holds it, else compiled (and saved there)."""
+    from compiler.bundle import KernelBundle
+
+    saved = bundles / f"gemm_{elem}_{size}_{target}.bundle" if bundles else None
+    if saved is not None and saved.exists():
+        return KernelBundle.load(saved)
+    import compiler
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"gemm_{elem}_{size}.mlir"
+        path.write_text(GEMM.format(n=size, t=t))
+        bundle = compiler.compile(path, targets=[target], abi=())
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        bundle.save(saved)
+    return bundle
+
+
+def bench_gemm(h: Harness, size: int, elem: str, bundles: Path | None = None) -> dict:
     """IREE's n^3 GEMM (f16 or fp8 in, f32 out) once, with small-integer inputs so that
     every product and sum is exact: the result must equal numpy's bit for bit."""
     t = "f16" if elem == "f16" else FP8.get(h.target)
     if t is None:
         return {"kernel": f"iree gemm {elem} {size}^3 ({h.target})", "skipped":
                 f"{h.target} has no fp8 matrix instructions"}
-    import compiler
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"gemm_{elem}_{size}.mlir"
-        path.write_text(GEMM.format(n=size, t=t))
-        bundle = compiler.compile(path, targets=[h.target], abi=())
+    bundle = _gemm_bundle(h.target, size, elem, t, bundles)
     rng = np.random.default_rng(3)
     dtypes = [s["dtype"] for s in bundle.program["inputs"]]
     ints = [rng.integers(-4, 5, (size, size)) for _ in range(2)]
@@ -208,7 +225,8 @@ def bench_gemm(h: Harness, size: int, elem: str) -> dict:
         return {"kernel": f"iree gemm {elem} {size}^3 ({h.target}, {t})",
                 "skipped": f"does not run: {str(e).splitlines()[0][:300]}"}
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    want = (ints[0] @ ints[1]).astype(np.float32)
+    # float64 BLAS is exact here (|sums| < 2**53) and much faster than numpy's int matmul
+    want = (ints[0].astype(np.float64) @ ints[1].astype(np.float64)).astype(np.float32)
     if not np.array_equal(got, want):
         raise SystemExit(f"gemm {elem} on {h.target} differs from numpy")
     CPU_SECONDS[:] = [cpu]
@@ -378,6 +396,10 @@ def main() -> None:
                    help="add an n^3 GEMM row (f16, and fp8 where the target has it) per "
                         "target, one run each, checked exact (issue 32: --gemm 1024)")
     p.add_argument("--only-gemm", action="store_true", help="the GEMM rows alone")
+    p.add_argument("--bundles", type=Path, default=None,
+                   help="folder of the GEMM rows' compiled bundles: used when there, else "
+                        "compiled with IREE and saved there (benchmarks/gemm_bundles holds "
+                        "the 1024^3 ones, for machines without IREE)")
     p.add_argument("--atomics", action="store_true",
                    help="only the atomics-against-stores row per target (--n lanes)")
     args = p.parse_args()
@@ -396,7 +418,8 @@ def main() -> None:
     if args.gemm:
         for target in (args.target or args.targets).split(","):
             h = Harness(target.strip())
-            results += [bench_gemm(h, args.gemm, "f16"), bench_gemm(h, args.gemm, "fp8")]
+            results += [bench_gemm(h, args.gemm, "f16", args.bundles),
+                        bench_gemm(h, args.gemm, "fp8", args.bundles)]
         if args.only_gemm:
             args.targets, args.target, args.no_copy = "", None, True
     for target in filter(None, (args.target or args.targets).split(",")):
