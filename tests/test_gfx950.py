@@ -55,6 +55,20 @@ def test_bitop3_truth_table(words, table, want):
     np.testing.assert_array_equal(g.v[3, 0], want(a, b, c))
 
 
+def test_bitop3_every_table_is_its_minterms():
+    """The word-operation form against the definition: bit i is table[a_i b_i c_i]."""
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    for table in range(256):
+        want = np.zeros(64, np.uint32)
+        for index in range(8):
+            if table >> index & 1:
+                want |= ((a if index & 4 else ~a) & (b if index & 2 else ~b)
+                         & (c if index & 1 else ~c))
+        np.testing.assert_array_equal(gfx950.bitop3(a, b, c, table), want, err_msg=hex(table))
+        np.testing.assert_array_equal(gfx950.bitop3(a, b, c, table, 16), want & 0xFFFF)
+
+
 def test_bitop3_b16_op_sel_reads_and_writes_high_halves():
     g = _group()
     a, b, c = _random_regs(g, 3)

@@ -27,14 +27,22 @@ def bitop3_table(f: dict) -> int:
 
 
 def bitop3(a, b, c, table: int, bits: int = 32):
-    """Bit i of the result is table bit (a_i << 2 | b_i << 1 | c_i)."""
+    """Bit i of the result is table bit (a_i << 2 | b_i << 1 | c_i): Shannon's expansion
+    on a, then b (a few word operations instead of one term per minterm)."""
     a, b, c = (np.asarray(x, u32) for x in (a, b, c))
-    out = np.zeros(np.broadcast_shapes(a.shape, b.shape, c.shape), u32)
-    for index in range(8):
-        if table >> index & 1:
-            out |= ((a if index & 4 else ~a) & (b if index & 2 else ~b)
-                    & (c if index & 1 else ~c))
-    return out & u32((1 << bits) - 1)
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    ones = u32(0xFFFFFFFF)
+
+    def of_c(t: int):  # the 2-entry table t (bit 1: c = 1, bit 0: c = 0) as a function of c
+        return (u32(0), ~c, c, ones)[t]
+
+    def of_bc(t: int):  # the 4-entry table t over (b, c)
+        hi, lo = of_c(t >> 2), of_c(t & 3)
+        return lo if t >> 2 == t & 3 else (b & hi) | (~b & lo)
+
+    hi, lo = of_bc(table >> 4), of_bc(table & 15)
+    out = lo if table >> 4 == table & 15 else (a & hi) | (~a & lo)
+    return np.broadcast_to(np.asarray(out, u32) & u32((1 << bits) - 1), shape).copy()
 
 
 def _compile_bitop3(inst: d.Instruction) -> Callable[[WaveGroup], None]:
@@ -187,6 +195,12 @@ def transpose_lanes(words: np.ndarray, bits: int) -> np.ndarray:
     j: out[i][j] = in[j * 16/E + i // E][i % E]."""
     n, nw = words.shape
     per = 32 * nw // bits  # elements per lane
+    if bits in (8, 16):  # whole bytes: a transpose of a typed view, no bit unpacking
+        # lane i = i1 * E + i0 gets element j = in[j * 16/E + i1][i0]: (j, i1, i0) -> (i1, i0, j)
+        typed = np.ascontiguousarray(words, "<u4").view(f"<u{bits // 8}")
+        blocks = typed.reshape(n // 16, per, 16 // per, per)
+        out = np.ascontiguousarray(blocks.transpose(0, 2, 3, 1))
+        return out.reshape(n, per).view("<u4").reshape(n, nw)
     raw = np.unpackbits(np.ascontiguousarray(words.astype("<u4")).view(np.uint8),
                         bitorder="little").reshape(n, per, bits)
     i = np.arange(16)[:, None]

@@ -509,6 +509,20 @@ class ByteSpace:
             return self.data.view(u32)[(pos >> 2)[:, None] + np.arange(n)]
         return np.stack([self.gather(a + 4 * k, u32) for k in range(n)], axis=1)
 
+    def word_index(self, addr, byte_offsets: tuple[int, ...]) -> np.ndarray | None:
+        """(len(byte_offsets), lanes) positions in the space's dword view of each lane's
+        dword at addr + offset, when every one is in range and dword-aligned; else None
+        (use gather/scatter, which zero or drop out-of-range lanes)."""
+        lo, hi = min(byte_offsets), max(byte_offsets) + 4
+        if lo < 0 or any(o & 3 for o in byte_offsets):
+            return None
+        a = np.asarray(addr)
+        pos, ok, either = self._index(a + lo if lo else a, hi - lo)
+        if ok is not _ALL or not self._aligned(either, 4):
+            return None
+        words = np.asarray(byte_offsets, np.int64)[:, None] - lo >> 2
+        return words + (pos >> 2)[None, :]
+
     def scatter(self, addr, values):
         values = np.asarray(values)
         size = values.dtype.itemsize
@@ -726,11 +740,26 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         stride = width * (64 if "stride64" in name else 1)
         is_load = parts[1] == "load"
 
+        nw = width // 4
+        offsets = tuple(o * stride + 4 * j for o in (f["offset0"], f["offset1"])
+                        for j in range(nw))
+
         def run2(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
             space, addr = ctx.lds_space(g, inst, _sel(g.v[f["addr"]], idx), idx)
+            where = space.word_index(addr, offsets)
+            if where is not None:  # one gather / scatter of every dword of every lane
+                words = space.data.view(u32)
+                if is_load:
+                    got = words[where]
+                    for k in range(len(offsets)):
+                        _put(g, f["vdst"] + k, idx, got[k])
+                else:
+                    words[where] = np.stack([
+                        _sel(g.v[(f["data0"] if k < nw else f["data1"]) + k % nw], idx)
+                        for k in range(len(offsets))])
+                return
             for k, off in enumerate((f["offset0"] * stride, f["offset1"] * stride)):
-                nw = width // 4
                 if is_load:
                     words = space.gather_words(addr + off, nw)
                     for j in range(nw):
