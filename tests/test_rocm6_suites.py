@@ -1,6 +1,7 @@
 """The project's own suites under today's ROCm: sid's ROCr 6.4.3 (inside scripts/rocm6.sh's
 root filesystem) over the emulated kernel, on an MI300X (gfx942), an MI355X (gfx950), an
-RX 7900 XTX (gfx1100) and an RX 9070 XT (gfx1201) agent (issue 29).
+RX 7900 XTX (gfx1100) and an RX 9070 XT (gfx1201) agent, and trixie's ROCr 6.1.2 (over its
+separate libhsakmt 6.2.4) on the MI300X (issue 29).
 
 Each target runs, in one pytest process inside the root filesystem, the device conformance
 suite (tests/test_device_conformance.py on `amdgpu:emulated`: buffers, fills and copies
@@ -87,17 +88,28 @@ def _outcomes(junit: Path) -> tuple[Counter, dict[str, str], list[str]]:
     return counts, by_id, skips
 
 
+#: (suite, ROCr it holds, target): sid's ROCr 6.4.3 on the four targets, trixie's ROCr 6.1.2
+#: (over libhsakmt 6.2.4) on the MI300X
+RUNS = [("sid", "6.4.3", t) for t in TARGETS] + [("trixie", "6.1.2", "gfx942")]
+VERSION = "from hsa.emulated import this_rocr; print('ROCr', this_rocr().rocm_version)"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("target", TARGETS)
-def test_project_suites_under_rocr64(sid, target):
+@pytest.mark.parametrize("suite, rocr, target", RUNS, ids=[f"{s}-{t}" for s, _, t in RUNS])
+def test_project_suites_under_rocr6(sid, suite, rocr, target):
+    if suite != "sid" and not list(CACHE.glob(f"rocm6-{suite}-*/etc/amdgpu-direct-recipe")):
+        pytest.skip(f"the {suite} root filesystem is not built (bash scripts/rocm6.sh "
+                    f"--suite {suite} --build)")
     node = f"1x{target}"
-    junit = REPO / "build" / "rocm6" / f"suites-{target}-{os.getpid()}.xml"
+    junit = REPO / "build" / "rocm6" / f"suites-{suite}-{target}-{os.getpid()}.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
+    pytest_args = ["python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                   "tests/test_device_conformance.py", "tests/test_provider_conformance.py",
+                   "-k", SUBSET, f"--junitxml={junit.relative_to(REPO)}"]
     try:
         done = subprocess.run(
-            ["bash", str(SCRIPT), "python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "tests/test_device_conformance.py", "tests/test_provider_conformance.py",
-             "-k", SUBSET, f"--junitxml={junit.relative_to(REPO)}"],
+            ["bash", str(SCRIPT), "--suite", suite, "bash", "-c",
+             'python -c "$0" && exec "$@"', VERSION, *pytest_args],
             capture_output=True, text=True, timeout=600, cwd=REPO,
             env={**os.environ, "AMDGPU_EMULATED_NODE": node, "AMDGPU_TEST_HOLD_EMULATED": node})
         out = done.stdout + done.stderr
@@ -105,6 +117,7 @@ def test_project_suites_under_rocr64(sid, target):
         counts, by_id, skips = _outcomes(junit)
     finally:
         junit.unlink(missing_ok=True)
+    assert done.stdout.startswith(f"ROCr {rocr}"), out[-3000:]
     assert counts["failed"] == 0 and counts["passed"] >= 60, (counts, out[-3000:])
     # the agent is the target's, under sid's ROCr (not Debian 12's 5.2.3)
     assert by_id["test_device_identity_matches_the_inventory[amdgpu:emulated]"] == "passed"
