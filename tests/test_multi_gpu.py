@@ -28,7 +28,9 @@ from hsa.virtual import VirtualProvider
 
 pytestmark = pytest.mark.hsa_virtual
 NODE = "amdgpu:virtual:8xgfx942"
-EMULATED_NODE = "amdgpu:emulated:4xgfx90a"
+# AMDGPU_TEST_EMULATED_HIVE names another emulated hive: tests/test_rocm6_suites.py runs these
+# on amdgpu:emulated:4xgfx942 under ROCr 6.4.3
+EMULATED_NODE = os.environ.get("AMDGPU_TEST_EMULATED_HIVE", "amdgpu:emulated:4xgfx90a")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,8 +57,9 @@ def _system(node: str):
     """The node's provider itself (ROCr over the emulated driver, or the virtual system)."""
     if node == EMULATED_NODE:
         from hsa.emulated import EmulatedProvider
+        from hsa.virtual.topology import expand_gpus
 
-        return EmulatedProvider(gpus=4)
+        return EmulatedProvider(node=expand_gpus(node.rsplit(":", 1)[1].split(",")))
     return VirtualProvider(gpus=("8xgfx942",))
 
 
