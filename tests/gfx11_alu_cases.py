@@ -231,6 +231,12 @@ CASES = {
     "dpp_vop3": ("v_add_f32_e64_dpp v4, -v1, |v2| row_xmask:2 row_mask:0xf bank_mask:0xf "
                  "bound_ctrl:1", "f32",
                  lambda a, b, c: B(-F(a[np.arange(N) ^ 2]) + np.abs(F(b))), 0),
+    # VOP3b (a carry-out SGPR) with DPP16: src0 is the DPP16 code 250 (IREE's i8 matmul on
+    # gfx1100 has v_add_co_u32_e64_dpp); the carry goes back in through v_add_co_ci_u32
+    "dpp_vop3_carry": ("v_add_co_u32_e64_dpp v5, s16, v1, v2 row_xmask:1 row_mask:0xf "
+                       "bank_mask:0xf\nv_add_co_ci_u32_e64 v4, s17, v5, 0, s16", "u32",
+                       lambda a, b, c: _add_carry(a.reshape(-1, 2)[:, ::-1].reshape(-1), b),
+                       None),
     "dpp_quad_perm": ("v_mov_b32_dpp v4, v1 quad_perm:[3,2,1,0] row_mask:0xf bank_mask:0xf",
                       "u32", lambda a, b, c: a.reshape(-1, 4)[:, ::-1].reshape(-1), None),
     "dpp8": ("v_mov_b32_dpp v4, v1 dpp8:[7,6,5,4,3,2,1,0]", "u32",
@@ -546,6 +552,12 @@ def case_inputs(kind: str, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if kind == "f32":  # some exact ties and integers for the rounding cases
         c[::5] = B(np.arange(0, N, 5) * 0.5 - 30).astype(u32)
     return a, b, c
+
+
+def _add_carry(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x + y + (the carry out of x + y), modulo 2**32."""
+    s = x.astype(np.uint64) + y.astype(np.uint64)
+    return ((s + (s >> np.uint64(32))) & np.uint64(0xFFFFFFFF)).astype(u32)
 
 
 def kernel_source(names: list[str]) -> str:

@@ -950,8 +950,12 @@ def op_addsub_i32(g: WaveGroup, form: AluForm, sub: bool) -> None:
 
 
 def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -> None:
-    a = np.asarray(read_src(g, form, 0, "u32"), u64)
-    b = np.asarray(read_src(g, form, 1, "u32"), u64)
+    # DPP (gfx11/gfx12 VOP3 DPP16/DPP8 too: src0 code 250/233/234): src0 from the DPP lane;
+    # lanes DPP disables (row/bank mask, out-of-bounds without bound_ctrl) write neither
+    # the result nor a carry bit, like lanes EXEC leaves out
+    dpp = DppSource(g, form.inst) if form.dpp else None
+    a = np.asarray(read_src(g, form, 0, "u32", dpp), u64)
+    b = np.asarray(read_src(g, form, 1, "u32", dpp), u64)
     if rev:
         a, b = b, a
     c = _carry_mask(g, form, 2).astype(u64) if carry_in else u64(0)
@@ -961,8 +965,8 @@ def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -
     else:
         r = a + b + c
         carry = r > M32
-    g.vwrite(form.vdst, (r & M32).astype(u32))
-    _write_sdst_mask(g, form, carry)
+    g.vwrite(form.vdst, (r & M32).astype(u32), dpp.write if dpp else None)
+    _write_sdst_mask(g, form, carry if dpp is None else carry & dpp.write)
 
 
 def op_mad_64_32(g: WaveGroup, form: AluForm, signed: bool, carry_out: bool = True) -> None:
