@@ -1102,6 +1102,11 @@ static int entry_init(Entry *e, PyObject *slow, PyObject *pt, PyObject *ts, PyOb
     return 0;
 }
 
+/* The Python method with the call as it came (the device first): what an entry does not take. */
+static PyObject *entry_slow(Entry *e, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return PyObject_Vectorcall(e->slow, args, nargsf, kwnames);
+}
+
 /* ---- Dispatch ---------------------------------------------------------------------------- */
 
 /* The fields of executable.LaunchPlan (a NamedTuple) this file reads, by position. */
@@ -1139,10 +1144,6 @@ static void dispatch_dealloc(Dispatch *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The Python method with the call as it came: slow(dev, *args, **kwargs). */
-static PyObject *go_slow(Dispatch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    return PyObject_Vectorcall(self->e.slow, args, nargsf, kwnames);
-}
 
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
  * same tuple comes again, else explicit.pack(*fast(args)) + hidden. NULL without an error
@@ -1246,7 +1247,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
         return NULL;
     }
     if (kwnames != NULL || nargs < 3 || nargs > 7)
-        return go_slow(self, args, nargsf, kwnames);
+        return entry_slow(&self->e, args, nargsf, kwnames);
     PyObject *dev = args[0], *kernel = args[1], *grid = args[2];
     PyObject *block = nargs > 3 ? args[3] : Py_None;
     PyObject *call_args = nargs > 4 ? args[4] : NULL;
@@ -1255,11 +1256,11 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     /* exact ints only (bool and float sizes compare equal to ints: the Python path refuses) */
     if ((PyObject *)Py_TYPE(kernel) != self->kernel_type || !PyLong_CheckExact(grid) ||
         (block != Py_None && !PyLong_CheckExact(block)) || (lane && !PyLong_CheckExact(lane)))
-        return go_slow(self, args, nargsf, kwnames);
+        return entry_slow(&self->e, args, nargsf, kwnames);
     if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
         int w = PyObject_IsTrue(wait);
         if (w != 0)
-            return w < 0 ? NULL : go_slow(self, args, nargsf, kwnames);
+            return w < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     }
     Attrs kernel_a = {kernel, NULL};
     if (self->kernel_dicts && (kernel_a.dict = PyObject_GenericGetDict(kernel, NULL)) == NULL)
@@ -1319,7 +1320,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
         Py_DECREF(entry);
-        return PyErr_Occurred() ? NULL : go_slow(self, args, nargsf, kwnames);
+        return PyErr_Occurred() ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     }
     Py_INCREF(ln);
     PyObject *value = Py_TYPE(publisher) == &PublisherType
@@ -1336,7 +1337,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
                      self->e.timeline_off, ln, value);
 slow:
     Py_XDECREF(kernel_a.dict);
-    return go_slow(self, args, nargsf, kwnames);
+    return entry_slow(&self->e, args, nargsf, kwnames);
 error:
     Py_XDECREF(kernel_a.dict);
     return NULL;
@@ -1454,10 +1455,6 @@ static void submit_dealloc(Submit *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *submit_slow(Submit *self, PyObject *const *args, size_t nargsf,
-                             PyObject *kwnames) {
-    return PyObject_Vectorcall(self->e.slow, args, nargsf, kwnames);
-}
 
 /* 1: `obj.name` is None (or missing from its __dict__ and None by class default), 0: not,
  * -1: error. */
@@ -1679,26 +1676,26 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         return NULL;
     }
     if (kwnames != NULL || nargs < 3 || nargs > 5)
-        return submit_slow(self, args, nargsf, kwnames);
+        return entry_slow(&self->e, args, nargsf, kwnames);
     PyObject *dev = args[0], *cb = args[1], *bindings = args[2];
     PyObject *lane = nargs > 3 ? args[3] : NULL, *wait = nargs > 4 ? args[4] : NULL;
     if ((PyObject *)Py_TYPE(cb) != self->cb_type || (lane && !PyLong_CheckExact(lane)))
-        return submit_slow(self, args, nargsf, kwnames);
+        return entry_slow(&self->e, args, nargsf, kwnames);
     if (wait != NULL && !(PyTuple_CheckExact(wait) && PyTuple_GET_SIZE(wait) == 0)) {
         int w = PyObject_IsTrue(wait);
         if (w != 0)
-            return w < 0 ? NULL : submit_slow(self, args, nargsf, kwnames);
+            return w < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     }
     Py_ssize_t li = lane ? PyLong_AsSsize_t(lane) : 0;
     if (li == -1 && PyErr_Occurred()) {
         PyErr_Clear();
-        return submit_slow(self, args, nargsf, kwnames);
+        return entry_slow(&self->e, args, nargsf, kwnames);
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
     PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
     int watched = timed_or_traced(dev, &self->e.trace_a);
     if (watched != 0)
-        return watched < 0 ? NULL : submit_slow(self, args, nargsf, kwnames);
+        return watched < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     PyObject *lanes = fast_attr(dev, s_lanes_);
     if (lanes == NULL)
         return NULL;
@@ -1799,7 +1796,7 @@ slow:
     Py_XDECREF(seg);
     Py_XDECREF(replay_lock);
     Py_XDECREF(lane_lock);
-    return submit_slow(self, args, nargsf, kwnames);
+    return entry_slow(&self->e, args, nargsf, kwnames);
 error:
     Py_XDECREF(value);
     Py_XDECREF(ln);
