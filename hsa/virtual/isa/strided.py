@@ -53,7 +53,7 @@ def plan(coords: tuple[np.ndarray, ...]) -> Plan | None:
     base = c.reshape(-1, c.shape[-1])[0]
     axes = []
     for a in range(c.ndim - 1):
-        index = [0] * (c.ndim - 1)
+        index: list[int | slice] = [0] * (c.ndim - 1)
         index[a] = slice(None)
         sub = _split(c[tuple(index)] - base)
         if sub is None:
