@@ -50,15 +50,17 @@ def _run(node: str, mode: str, **extra: str) -> subprocess.CompletedProcess:
 
 
 # node spellings of these tests' own (a server per spelling): no other test's server serves them
-@pytest.mark.parametrize("node, arch, aql", [("GFX1100", "gfx1100", None),
-                                             ("GFX942", "gfx942", "0")])
-def test_tinygrad_ops_run_on_a_kfd_pm4_queue(node, arch, aql):
-    """gfx1100: tinygrad's default queue is PM4. gfx942 (8 XCCs): tinygrad defaults to AQL
-    there, AMD_AQL=0 asks for its PM4 queue."""
+@pytest.mark.parametrize("node, arch, aql, queue", [("GFX1100", "gfx1100", None, "pm4"),
+                                                    ("GFX942", "gfx942", "0", "pm4"),
+                                                    ("GFX942", "gfx942", None, "aql")])
+def test_tinygrad_ops_run_on_kfd_queues(node, arch, aql, queue):
+    """gfx1100: tinygrad's default queue is PM4. gfx942 (8 XCCs): tinygrad defaults to its
+    AQL queue (PM4 in ROCr's PM4_IB packets; its kernargs are 8-byte aligned, which the
+    CP accepts), AMD_AQL=0 asks for its PM4 queue."""
     run = _run(node, "ops", **({"AMD_AQL": aql} if aql else {}))
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert f"arch {arch}" in lines and "queue pm4" in lines
+    assert f"arch {arch}" in lines and f"queue {queue}" in lines
     assert [ln for ln in lines if ln.startswith("ok ")] == [
         "ok add_mul", "ok sum_axis", "ok max", "ok matmul", "ok where_exp"]
 

@@ -326,6 +326,7 @@ class ServerQueue:
                                       device_type=DeviceType.GPU, isa=node.model.target),
                        family=_family(node.model.target), lds_size=node.model.lds_bytes)
         self.processor = _Processor(client.side, agent, self)
+        self.processor.check_kernarg_alignment = False  # the hardware CP does not check it
 
     @property
     def id(self) -> int:
