@@ -102,8 +102,10 @@ def _list(out: Any) -> int:
     from amdgpu.workloads import list_workloads
 
     print("workloads:", file=out)
-    for name, text in [*list_workloads(), *list_models()]:
-        print(f"  {name:<14} {text}", file=out)
+    rows = [*list_workloads(), *list_models()]
+    width = max(len(name) for name, _ in rows)
+    for name, text in rows:
+        print(f"  {name:<{width}} {text}", file=out)
     print("devices:", file=out)
     for r in amdgpu.devices():
         state = "available" if r.available else f"unavailable: {r.reason}"

@@ -1004,6 +1004,25 @@ def _spirv_variant(run: _Run, abi: str, read: dict, source_name: str,
     return IreeVariant("spirv", "vulkan", abi, bytes(blob), info)
 
 
+class TargetDtypeError(CompileError):
+    """A program in a type that this target's code generation cannot compile."""
+
+
+def _bf16_refusal(exc: CompileError, name: str, source_text: str) -> CompileError:
+    """IREE's SPIR-V code generation compiles bf16 element-wise code but not bf16 matmuls
+    and convolutions (IREE 3.13: "failed to legalize operation 'vector.bitcast' ...
+    vector<4xbf16>"): such a failure is one line naming bf16 and where it runs instead."""
+    first = str(exc)
+    if not re.search(r"\bbf16\b", source_text) or "bf16" not in first:
+        return exc
+    return TargetDtypeError(
+        f"{name} computes in bf16, which IREE cannot compile for Vulkan here (SPIR-V has no "
+        "bf16 arithmetic and IREE does not emulate it for this program); run it on an amdgpu "
+        "device (gfx942/gfx950 have bf16 MFMA, gfx1100/gfx1201 bf16 WMMA, e.g. "
+        "--device amdgpu:virtual:gfx942) or convert it to f16/f32"
+    )
+
+
 def compile_mlir(
     source: str | os.PathLike,
     gfx_targets: Sequence[str] = (),
@@ -1052,7 +1071,7 @@ def compile_mlir(
             # throw away the other; the error stands only when none builds.
             vulkan_errors.append(exc)
             if len(vulkan_errors) == len(vulkan_abis) and not gfx_targets:
-                raise vulkan_errors[0] from None
+                raise _bf16_refusal(vulkan_errors[0], path.name, source_text) from None
             continue
         reader = _ProgramReader(run.hal_text, _read_exports(run.targets_text))
         entry = reader.entry()[0]

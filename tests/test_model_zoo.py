@@ -56,6 +56,36 @@ def test_cnn_f16(capsys, spec):
     assert 0 < d["max_abs_error"] < 2e-2  # f16 rounding shows, within the f16 tolerance
 
 
+def test_cnn_bf16_on_bf16_mfma(capsys):
+    """The cnn in bf16 on gfx942 (bf16 MFMA), against PyTorch's own bf16 on the CPU
+    (tolerance rtol/atol 6.25e-2: 8 bf16 ulps)."""
+    rc, d, err = _run(capsys, "cnn-bf16", "--device", "amdgpu:virtual:gfx942")
+    assert rc == 0 and d["correct"] is True, (d, err)
+    assert 0 < d["max_abs_error"] < 6.25e-2
+
+
+def test_bf16_on_vulkan_is_one_line(capsys):
+    """IREE cannot compile the bf16 convolutions for Vulkan: one line naming bf16, the
+    devices that run it and the f16 variant; exit 2, no traceback."""
+    rc = main(["cnn-bf16", "--device", _device("vulkan")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "cnn.mlir computes in bf16, which IREE cannot compile for Vulkan" in err
+    assert "amdgpu:virtual:gfx942" in err and "or run cnn-f16, its f16 variant" in err
+
+
+@pytest.mark.parametrize(("model", "spec", "tolerance"), [
+    ("gpt2-decode-f16", "amdgpu:virtual", 2e-2),
+    ("gpt2-decode-bf16", "amdgpu:virtual:gfx950", 6.25e-2),
+])
+def test_gpt2_decode_low_precision(capsys, model, spec, tolerance):
+    """The decoder, its weights and KV cache in f16/bf16, every call's logits against
+    transformers' own forward in that type on the CPU."""
+    rc, d, err = _run(capsys, model, "--device", spec, "--size", "small")
+    assert rc == 0 and d["correct"] is True, (d, err)
+    assert 0 < d["max_abs_error"] < tolerance
+
+
 @pytest.mark.parametrize("spec", ["amdgpu:virtual", "vulkan", "amdgpu:virtual:gfx942"])
 def test_gpt2_decode_carries_the_cache(capsys, spec):
     """Each decode step's logits depend on every earlier step's keys and values: they
@@ -108,6 +138,25 @@ def test_minilm_similarities(capsys):
     out, err = capsys.readouterr()
     assert rc == 0, (out, err)
     assert "correct" in out and "cosine similarities, max abs error vs PyTorch" in out
+
+
+@pytest.mark.slow
+def test_minilm_f16_similarities(capsys):
+    """The pretrained encoder in f16 on Vulkan (small size): the similarities within 1e-2
+    of PyTorch's own f16 ones. (On lavapipe IREE compiles this softmax only without
+    subgroup operations: amdgpu.workloads._compile retries without them.)"""
+    rc = main(["minilm-f16", "--device", _device("vulkan"), "--size", "small"])
+    out, err = capsys.readouterr()
+    assert rc == 0, (out, err)
+    assert "(tolerance 0.01)" in out and "PyTorch's own f16 similarities differ" in out
+
+
+def test_low_precision_variants_are_listed(capsys):
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("minilm-f16", "minilm-bf16", "cnn-f16", "cnn-bf16", "gpt2-decode-f16",
+                 "gpt2-decode-bf16"):
+        assert name in out
 
 
 def test_bad_size_is_one_line(capsys):

@@ -1,6 +1,6 @@
 """`cnn`: a small convolutional net on an image tensor, exported with iree-turbine.
 
-    .venv/bin/python examples/models/cnn.py OUT_DIR [--dtype f16]   # OUT_DIR/cnn.mlir, .npz
+    .venv/bin/python examples/models/cnn.py OUT_DIR [--dtype f16|bf16]   # OUT_DIR/cnn.mlir, .npz
 
 Conv(3->8, 3x3) + BatchNorm + ReLU, max-pool 2x2, Conv(8->16, 3x3) + BatchNorm + ReLU,
 global average pool, Linear(16->10). Weights and batch-norm statistics are seeded
@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import export_program  # noqa: E402
+from common import DTYPES, export_program  # noqa: E402
 
 BATCH, SIZE = 2, 16
 
@@ -60,12 +60,13 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description="export the small CNN with iree-turbine")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--dtype", choices=("f32", "f16"), default="f32",
-                    help="f16: weights, image and arithmetic in half precision")
+    ap.add_argument("--dtype", choices=tuple(DTYPES), default="f32",
+                    help="f16/bf16: weights, image and arithmetic in that precision")
     args = ap.parse_args()
     model, inputs = build()
-    if args.dtype == "f16":  # folded first (in f32), then converted, as a deployment does
-        model, inputs = model.half(), tuple(t.half() for t in inputs)
+    if args.dtype != "f32":  # folded first (in f32), then converted, as a deployment does
+        dtype = DTYPES[args.dtype]
+        model, inputs = model.to(dtype), tuple(t.to(dtype) for t in inputs)
     export_program(model, inputs, args.out / "cnn.mlir", "cnn")
 
 

