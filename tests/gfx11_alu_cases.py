@@ -526,6 +526,12 @@ CASES.update({
                         "ds_cmpstore_rtn_f32 v5, v9, v1, v7\ns_waitcnt lgkmcnt(0)\n"
                         "ds_load_b32 v4, v9\ns_waitcnt lgkmcnt(0)", "f32",
                         lambda a, b, c: np.where(F(a) > F(b), c ^ u32(0x80000000), a), None),
+    # VOP2 true16: v1.h is VGPR field 129 (IREE's f16 reductions: v_fmac_f16_e32 v5.h,
+    # v1.h, v1.h); the accumulator is D's own half, the low half of v4 is kept
+    "fmac_f16_true16": ("v_mov_b32 v4, v3\nv_fmac_f16_e32 v4.h, v1.h, v2.h\n"
+                        "v_fmamk_f16 v4.l, v1.l, 0x3c00, v2.h", "f16x2",
+                        lambda a, b, c: h16(fma16(f16lo(a), np.float16(1.0), f16hi(b)))
+                        | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),
     "pk_fmac_f16": ("v_mov_b32 v4, v3\nv_pk_fmac_f16 v4, v1, v2", "f16x2",
                     lambda a, b, c: h16(fma16(f16lo(a), f16lo(b), f16lo(c)))
                     | (h16(fma16(f16hi(a), f16hi(b), f16hi(c))) << u32(16)), None),

@@ -1103,7 +1103,7 @@ def op_fmac(g: WaveGroup, form: AluForm, t: str) -> None:
     dpp = DppSource(g, form.inst) if form.dpp else None
     a = read_src(g, form, 0, t, dpp)
     b = read_src(g, form, 1, t, dpp)
-    c = to_type(g.v[form.vdst], t)
+    c = to_type(g.v[form.vdst], t, bool((form.opsel >> 3) & 1))  # D's own half (v4.h)
     fma = _fma16 if t == "f16" else _fma
     write_result(g, form, fma(a, b, c), t, dpp.write if dpp else None)
 
@@ -1292,6 +1292,10 @@ SPECIAL: dict[str, Callable[[WaveGroup, AluForm], None]] = {
 }
 
 
+# SPECIAL ops with 16-bit VOP2 forms, whose operands may name a half register (true16)
+_SPECIAL_F16 = ("v_fmac_f16", "v_fmamk_f16", "v_fmaak_f16")
+
+
 def compile_alu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
     """A function running this VOP1/VOP2/VOPC/VOP3 instruction, or None if unsupported."""
     form = AluForm(inst)
@@ -1304,6 +1308,8 @@ def compile_alu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
         return lambda g: run_compare(g, form)
     if name in SPECIAL:
         fn = SPECIAL[name]
+        if name in _SPECIAL_F16:
+            form.true16(("f16", "f16"), "f16")
         return lambda g: fn(g, form)
     spec = OPS.get(name)
     if spec is None:
