@@ -90,9 +90,10 @@ def _variant(base: Model, dtype: str) -> Model:
 MODELS.update({f"{n}-{t}": _variant(MODELS[n], t)
                for n in ("minilm", "cnn", "gpt2-decode") for t in ("f16", "bf16")})
 # Cosine similarities of minilm's embeddings: within this of PyTorch's in the same type
-# (f16/bf16 round every layer's activations; measured worst 2.2e-3 (f16) and 9.4e-3 (bf16)
-# at the small size, the bound is ~4x that).
-SIMILARITY_TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "bf16": 4e-2}
+# (f16/bf16 round every layer's activations in another order than PyTorch's CPU kernels;
+# measured at the small size: f16 2.4e-4 on lavapipe, 9.3e-5 on gfx1100, bf16 9.1e-4 on
+# gfx1100; the bounds are ~20x that, a few units of each type's last place).
+SIMILARITY_TOLERANCE = {"f32": 1e-4, "f16": 5e-3, "bf16": 2e-2}
 
 
 def is_model(name: str) -> bool:

@@ -142,13 +142,13 @@ def test_minilm_similarities(capsys):
 
 @pytest.mark.slow
 def test_minilm_f16_similarities(capsys):
-    """The pretrained encoder in f16 on Vulkan (small size): the similarities within 1e-2
+    """The pretrained encoder in f16 on Vulkan (small size): the similarities within 5e-3
     of PyTorch's own f16 ones. (On lavapipe IREE compiles this softmax only without
     subgroup operations: amdgpu.workloads._compile retries without them.)"""
     rc = main(["minilm-f16", "--device", _device("vulkan"), "--size", "small"])
     out, err = capsys.readouterr()
     assert rc == 0, (out, err)
-    assert "(tolerance 0.01)" in out and "PyTorch's own f16 similarities differ" in out
+    assert "(tolerance 0.005)" in out and "PyTorch's own f16 similarities differ" in out
 
 
 def test_low_precision_variants_are_listed(capsys):
