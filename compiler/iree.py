@@ -288,6 +288,10 @@ def _first_diagnostic(stderr: str) -> str:
     for line in stderr.splitlines():
         if ": error:" in line:
             return line.strip()
+    # A crash: LLVM's stack dump; the first frame of IREE's own code names where.
+    crash = re.search(r"^\s*#\d+ 0x[0-9a-f]+ (mlir::iree_compiler::[^(]+)\(", stderr, re.M)
+    if crash:
+        return f"IREE crashed in {crash.group(1)} (its bug, not the program's)"
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     return lines[0] if lines else "no diagnostics"
 

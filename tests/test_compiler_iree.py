@@ -233,3 +233,27 @@ def test_spirv_reader_rejects_garbage_cleanly(instructions, tail):
     except CompileError:
         return
     assert module.size == len(data)
+
+
+# iree-compile 3.13's stderr when it crashed compiling gpt2-decode-bf16 for gfx950 (the
+# model zoo's decoder in bf16), cut to its first frames (long lines joined by \\).
+_IREE_CRASH = """\
+Please report issues to https://github.com/iree-org/iree/issues and include the crash backtrace.
+Stack dump:
+0.	Program arguments: iree-compile gpt2_prefill.mlir ...
+ #0 0x00007fec3175a0ab llvm::sys::PrintStackTrace(llvm::raw_ostream&, int) Signals.cpp:0:0
+ #1 0x00007fec317571fe llvm::sys::RunSignalHandlers() Signals.cpp:0:0
+ #2 0x00007fec3175ac10 SignalHandler(int, siginfo_t*, void*) Signals.cpp:0:0
+ #3 0x00007fec2b85a050 (/lib/x86_64-linux-gnu/libc.so.6+0x3c050)
+ #4 0x00007fec31b86a8a mlir::iree_compiler::getXorShuffleParamsForTunedChipset(\
+mlir::iree_compiler::IREE::GPU::TargetAttr, int) GPUUtils.cpp:0:0
+ #5 0x00007fec31b86fb4 mlir::iree_compiler::getXorShuffleAttr(mlir::MLIRContext*, \
+mlir::Attribute) GPUUtils.cpp:0:0
+"""
+
+
+def test_a_compiler_crash_names_where():
+    """Not "Please report issues ...": the first frame of IREE's own code."""
+    assert iree._first_diagnostic(_IREE_CRASH) == (
+        "IREE crashed in mlir::iree_compiler::getXorShuffleParamsForTunedChipset "
+        "(its bug, not the program's)")

@@ -74,13 +74,14 @@ def test_bf16_on_vulkan_is_one_line(capsys):
     assert "amdgpu:virtual:gfx942" in err and "or run cnn-f16, its f16 variant" in err
 
 
-@pytest.mark.parametrize(("model", "spec", "tolerance"), [
-    ("gpt2-decode-f16", "amdgpu:virtual", 2e-2),
-    ("gpt2-decode-bf16", "amdgpu:virtual:gfx950", 6.25e-2),
-])
-def test_gpt2_decode_low_precision(capsys, model, spec, tolerance):
+@pytest.mark.parametrize(("model", "tolerance"), [("gpt2-decode-f16", 2e-2),
+                                                 ("gpt2-decode-bf16", 6.25e-2)])
+def test_gpt2_decode_low_precision(capsys, model, tolerance):
     """The decoder, its weights and KV cache in f16/bf16, every call's logits against
-    transformers' own forward in that type on the CPU."""
+    transformers' own forward in that type on the CPU; gfx1100 (bf16: v_wmma_f32_16x16x16_bf16).
+    Not gfx942 here: IREE gives its skinny matmuls sparse MFMA (v_smfmac_f32_16x16x32_f16),
+    which the virtual gfx942 lacks (README)."""
+    spec = "amdgpu:virtual"
     rc, d, err = _run(capsys, model, "--device", spec, "--size", "small")
     assert rc == 0 and d["correct"] is True, (d, err)
     assert 0 < d["max_abs_error"] < tolerance
