@@ -236,7 +236,7 @@ def test_spirv_reader_rejects_garbage_cleanly(instructions, tail):
 
 
 # iree-compile 3.13's stderr when it crashed compiling gpt2-decode-bf16 for gfx950 (the
-# model zoo's decoder in bf16), cut to its first frames (long lines joined by \\).
+# model zoo's decoder in bf16), cut to its first frames (long ones continued with a backslash).
 _IREE_CRASH = """\
 Please report issues to https://github.com/iree-org/iree/issues and include the crash backtrace.
 Stack dump:
