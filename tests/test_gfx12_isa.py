@@ -443,6 +443,12 @@ SCALAR_CASES: dict[str, Case] = {
                                B(np.abs(F(small_floats(rng)[1:2])) + f32(0.25)),
                                (rng.integers(0, 64, (1, 32)) / 16).astype(H).view(
                                    np.uint16).astype(u32), small_floats(rng)[3:]])),
+    # constant sources: IREE's 1/384 of minilm-f16's layer norm (v_s_rcp_f32 s4, 0x43c00000)
+    "valu_scalar_result_constant": Case(
+        "gfx1201", _lanes(["v_s_rcp_f32 s11, 0x43c00000", "v_s_sqrt_f32 s11, 4.0"]),
+        lambda r: {48: _per_lane(lambda a: np.full(a.shape, B(f32(1) / f32(384)), u32),
+                                 _r(r, 17)),
+                   49: _per_lane(lambda a: np.full(a.shape, B(f32(2)), u32), _r(r, 17))}),
 }
 CASES.update(SCALAR_CASES)
 
@@ -519,3 +525,20 @@ def test_case_matches_numpy(name):
     for reg, want in wants.items():
         np.testing.assert_array_equal(got[reg - 48], np.asarray(want, u32),
                                       err_msg=f"{name}: v{reg}")
+
+
+def test_scalar_result_of_a_constant_in_a_group_of_waves():
+    """Two waves run v_s_rcp_f32 with a literal source as one group: each gets the one
+    value (the executor reshaped the constant to one row per wave: ValueError, the stop of
+    minilm-f16 on gfx1201)."""
+    name = "valu_scalar_result_constant"
+    case = CASES[name]
+    h = Harness(case.target)
+    code = h.load(_code(case.target))
+    regs = small_floats(np.random.default_rng(0))
+    inputs = h.buffer(regs.reshape(-1))
+    out = h.alloc(4 * 8 * 32)
+    h.dispatch(code, name, (64,), (32,), [out, inputs])
+    got = h.read(out, u32, 8 * 32).reshape(8, 32)
+    for reg, want in case.ref(regs).items():
+        np.testing.assert_array_equal(got[reg - 48], np.asarray(want, u32))

@@ -137,7 +137,11 @@ def compile_v_s(inst: d.Instruction) -> Callable[[WaveGroup], None]:
                 value = value * f32((2.0, 2.0, 4.0, 0.5)[form.omod])
             if form.clamp:
                 value = np.clip(value, f32(0), f32(1))
-        bits = np.asarray(valu.from_type(value, out_t), u32).reshape(g.count, -1)[:, 0]
+        bits = np.asarray(valu.from_type(value, out_t), u32)
+        # one value per wave: lane 0's of a register source; a constant (literal, inline)
+        # is one value for every wave of the group
+        bits = (np.full(g.count, bits.item(), u32) if bits.size == 1
+                else bits.reshape(g.count, -1)[:, 0])
         if out_t == "f16":
             bits = bits & u32(0xFFFF)
         g.swrite(form.vdst, bits)
