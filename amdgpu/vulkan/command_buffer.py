@@ -375,6 +375,7 @@ class CommandBuffer(CommandBufferAPI):
 
     def release(self) -> None:
         """Free every recorded instance (waits for those in flight)."""
+        self._last_checked = None  # it holds the last bindings (and so their device)
         with self._submit_lock:
             for pool in self._instances.values():
                 for inst in pool:
