@@ -382,10 +382,13 @@ class BatchContext:
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:
-        lane = (g.waves[:, None] * g.lanes + np.arange(g.lanes)).reshape(-1)
+        base = g.memo.get("scratch_base")
+        if base is None:  # each lane's private segment: computed once per group
+            lane = (g.waves[:, None] * g.lanes + np.arange(g.lanes)).reshape(-1)
+            base = g.memo["scratch_base"] = lane * self.private_size
         if idx is not None:
-            lane = lane[idx]
-        return mem.ByteSpace(self, inst, self.scratch, lane * self.private_size,
+            base = base[idx]
+        return mem.ByteSpace(self, inst, self.scratch, base,
                              self.private_size, fault=True,
                              align=self.private_size & -self.private_size)
 

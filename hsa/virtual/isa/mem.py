@@ -381,9 +381,14 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
             typed, words = _store_values(g, f["data"], idx, kind)
             if typed is not None:
                 space.scatter(addr, typed)
-            else:
-                for k, w in enumerate(words):
-                    space.scatter(addr + type(addr[0])(4 * k) if addr.size else addr, w)
+                return
+            where = (space.word_index(addr, tuple(range(0, 4 * len(words), 4)))
+                     if isinstance(space, ByteSpace) else None)
+            if where is not None:  # scratch/LDS, all in range: one scatter of every dword
+                space.data.view(u32)[where] = np.stack(words)
+                return
+            for k, w in enumerate(words):
+                space.scatter(addr + type(addr[0])(4 * k) if addr.size else addr, w)
         else:
             run_atomic(g, space, addr, idx, atomic_op, f["data"], f["vdst"], bool(f["glc"]))
 

@@ -796,6 +796,9 @@ _T16 = ("f16", "u16", "i16")
 
 def read_src(g: WaveGroup, form: AluForm, k: int, t: str, dpp: DppSource | None = None):
     code = form.srcs[k]
+    if dpp is None and k == 0 and code in (d.DPP16, d.DPP8, d.DPP8FI):
+        raise NotImplementedError(f"{form.inst.name} with DPP (src0 code {code}) is not "
+                                  "modelled for this operation")
     raw = dpp.value if (k == 0 and dpp is not None) else g.vread(code, form.literal, _kind(t))
     absb = (form.abs >> k) & 1
     negb = (form.neg >> k) & 1
