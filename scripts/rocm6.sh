@@ -173,8 +173,11 @@ flock -u 9
 
 # The environment inside: the venv first, the emulated kernel's variables (the hook), a node.
 export AMDGPU_EMULATED_NODE=${AMDGPU_EMULATED_NODE:-gfx942}
+# AMDGPU_EMULATED_PYTHON: the Python the shim starts a device server with when a command
+# inside opens a node other than AMDGPU_EMULATED_NODE (amdgpu-run --device
+# amdgpu:emulated:gfx1100): the venv's (the checkout's .venv does not resolve inside)
 inner_env=(PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin HOME=/root
-           TERM=${TERM:-dumb} AMDGPU_ROCM6_SUITE=$suite)
+           TERM=${TERM:-dumb} AMDGPU_ROCM6_SUITE=$suite AMDGPU_EMULATED_PYTHON=/opt/venv/bin/python)
 # The environment to pass in: this one, or the one the emulated kernel's hook gives a client
 # (never exported here: the host's unshare, mount and chroot must not load the shim).
 hook_env=$(mktemp)

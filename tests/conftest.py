@@ -59,10 +59,10 @@ def rocr_is_emulated(config) -> bool:
 
 
 #: A node spec ("gfx942"): the session holds one amdgpu:emulated provider of that node open
-#: from start to end (tests/test_rocm6_suites.py sets it inside scripts/rocm6.sh). ROCr 6.4
-#: takes one hsa_init per process: after its hsa_shut_down a second hsa_init fails
+#: from start to end (tests/test_rocm6_suites.py sets it inside scripts/rocm6.sh). sid's ROCr
+#: 6.4.3 takes one hsa_init per process here: after its hsa_shut_down a second hsa_init fails
 #: (HSA_STATUS_ERROR_OUT_OF_RESOURCES, /dev/kfd is never reopened), while nested
-#: hsa_init/hsa_shut_down pairs under a held one are counted. Debian's ROCr 5.2 reopens fine.
+#: hsa_init/hsa_shut_down pairs under a held one are counted. ROCr 5.2.3 and 6.1.2 reopen.
 HOLD_EMULATED_ENV = "AMDGPU_TEST_HOLD_EMULATED"
 _held_provider = None
 

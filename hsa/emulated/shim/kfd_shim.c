@@ -339,7 +339,8 @@ static int finish_reply(int s, const struct rep_head* rep, void* arg, uint32_t a
 }
 
 /* posix_spawn `python -m hsa.emulated.server --daemon` of the tree this library was built in
- * (<root>/build/emulated/libamdgpu_kfd.so: <root>/.venv/bin/python, PYTHONPATH=<root>). */
+ * (<root>/build/emulated/libamdgpu_kfd.so: <root>/.venv/bin/python, else the one
+ * AMDGPU_EMULATED_PYTHON names, else python3; PYTHONPATH=<root>). */
 static void start_server(void) {
     Dl_info info;
     if (!dladdr((void*)&start_server, &info) || !info.dli_fname) return;
@@ -352,6 +353,10 @@ static void start_server(void) {
     }
     char python[PATH_MAX + 32], pypath[PATH_MAX + 16], node[300];
     snprintf(python, sizeof python, "%s/.venv/bin/python", root);
+    /* no venv beside the tree (scripts/rocm6.sh's root filesystem): the Python it names */
+    const char* named = getenv("AMDGPU_EMULATED_PYTHON");
+    if (access(python, X_OK) && named && *named)
+        snprintf(python, sizeof python, "%s", named);
     if (access(python, X_OK)) snprintf(python, sizeof python, "python3");
     snprintf(pypath, sizeof pypath, "PYTHONPATH=%s", root);
     snprintf(node, sizeof node, "AMDGPU_EMULATED_NODE=%s", node_spec());
