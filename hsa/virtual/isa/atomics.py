@@ -235,12 +235,14 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
         else:
             run = np.cumsum(sv, dtype=dtype)  # wraps modulo the word size
             before = run - sv
-            within = before - before[starts][gid]
-            total = run[ends] - before[starts]
+            # a lane's old value: its group's initial value plus (minus) what the lanes
+            # before it in the group added, i.e. before - before[group start]
+            start_before = before[starts]
+            total = run[ends] - start_before
             if how == "sum":
-                old_sorted, final = init[gid] + within, init + total
+                old_sorted, final = before + (init - start_before)[gid], init + total
             else:
-                old_sorted, final = init[gid] - within, init - total
+                old_sorted, final = (init + start_before)[gid] - before, init - total
     elif how == "swap":
         old_sorted = np.empty(n, dtype)
         old_sorted[1:] = sv[:-1]
@@ -259,20 +261,26 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
 
 
 def _stable_order(addresses: np.ndarray) -> np.ndarray:
-    """Lanes sorted by address, lane order kept among equal ones: a radix sort of 16-bit
-    offsets when the addresses span less than 64 KiB (or 64 Ki elements), else a merge
-    sort."""
+    """Lanes sorted by address, lane order kept among equal ones: (offset, lane) keys in
+    one 32- or 64-bit word sorted, when they fit (offsets scaled by their common
+    alignment), else a merge sort of the addresses."""
     lo = addresses.min()
     diff = addresses - lo
+    either = int(np.bitwise_or.reduce(diff))
+    shift = min((either & -either).bit_length() - 1, 3) if either else 0
+    if shift:  # the offsets' common alignment (up to 8) takes no key bits
+        diff = diff >> type(lo)(shift)
     span = int(diff.max())
-    if span > 0xFFFF:
-        low = int(np.bitwise_or.reduce(diff)) & -int(np.bitwise_or.reduce(diff))
-        shift = min(low.bit_length() - 1, 3)  # common alignment of the offsets, up to 8
-        if span >> shift <= 0xFFFF:
-            diff = diff >> type(lo)(shift)
-            span >>= shift
-    if span <= 0xFFFF:
-        return np.argsort(diff.astype(np.uint16), kind="stable")
+    # one unstable sort of unique (offset, lane) keys is the stable order, and numpy's
+    # SIMD sort of 32/64-bit keys is several times faster than a stable argsort
+    n = addresses.size
+    lane_bits = max(1, (n - 1).bit_length())
+    bits = lane_bits + max(1, span.bit_length())
+    if bits <= 64:
+        ut = np.uint32 if bits <= 32 else np.uint64
+        keys = (diff.astype(ut) << ut(lane_bits)) | np.arange(n, dtype=ut)
+        keys.sort()
+        return (keys & ut((1 << lane_bits) - 1)).astype(np.intp)
     return np.argsort(addresses, kind="stable")
 
 
