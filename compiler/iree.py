@@ -1022,8 +1022,8 @@ def _bf16_refusal(exc: CompileError, name: str, source_text: str) -> CompileErro
     return TargetDtypeError(
         f"{name} computes in bf16, which IREE cannot compile for Vulkan here (SPIR-V has no "
         "bf16 arithmetic and IREE does not emulate it for this program); run it on an amdgpu "
-        "device (gfx942/gfx950 have bf16 MFMA, gfx1100/gfx1201 bf16 WMMA, e.g. "
-        "--device amdgpu:virtual:gfx942) or convert it to f16/f32"
+        "device (gfx942/gfx950 have bf16 MFMA, gfx1100/gfx1201 bf16 WMMA; e.g. "
+        "--device amdgpu:virtual, a gfx1100) or convert it to f16/f32"
     )
 
 
