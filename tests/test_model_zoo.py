@@ -190,8 +190,10 @@ def test_dynamic_shapes_are_one_line(capsys, tmp_path):
     assert "input 0 of @dyn has a dynamic shape (tensor<?x4xf32>)" in err
 
 
-def test_wrong_result_names_the_worst_element(capsys, monkeypatch):
-    """A reference one element off: exit 1 and that element's index and both values."""
+@pytest.mark.parametrize("model", ["cnn", "cnn-bf16"])
+def test_wrong_result_names_the_worst_element(capsys, monkeypatch, model):
+    """A reference one element off: exit 1 and that element's index and both values (bf16
+    ones too, in the line and in --json)."""
     from amdgpu import model_zoo
 
     load = model_zoo._load
@@ -203,10 +205,12 @@ def test_wrong_result_names_the_worst_element(capsys, monkeypatch):
         return ins, outs
 
     monkeypatch.setattr(model_zoo, "_load", off_by_one)
-    rc = main(["cnn", "--device", "amdgpu:virtual"])
+    rc = main([model, "--device", "amdgpu:virtual"])
     err = capsys.readouterr().err
     assert rc == 1 and "wrong result, worst element: output 0 [1, 3] = " in err, err
     assert err.count("\n") == 1
+    rc, d, _ = _run(capsys, model, "--device", "amdgpu:virtual")
+    assert rc == 1 and d["worst"]["index"] == [1, 3] and float(d["worst"]["want"]) != 0
 
 
 @pytest.mark.parametrize("spec", ["vulkan", "amdgpu:virtual"])
