@@ -55,8 +55,8 @@ def candidates() -> dict[str, list[Candidate]]:
         out["SOPC"].append((op, _w(0x17E << 23 | op << 16 | SSRC1 << 8 | SSRC0), [], s3, {}))
         out["SOPP"].append((op, _w(0x17F << 23 | op << 16 | 0x10), [(0, 0, 16)], {}, {}))
     for op in range(0x100):  # sbase = s[2:3], sdata = s16, offset 0x10, soffset null
-        w = _w(0x3D << 26 | op << 18 | SDST << 6 | 1, 124 << 25 | 0x10)
-        out["SMEM"].append((op, w, [(0, 6, 7), (0, 0, 6), (1, 0, 21)],
+        words = _w(0x3D << 26 | op << 18 | SDST << 6 | 1, 124 << 25 | 0x10)
+        out["SMEM"].append((op, words, [(0, 6, 7), (0, 0, 6), (1, 0, 21)],
                             {SDST: "sdata", 2: "sbase"}, {}))
     v = {VDST: "vdst", VSRC0: "src0", VSRC1: "vsrc1", VSRC2: "src2"}
     for op in range(0x100):

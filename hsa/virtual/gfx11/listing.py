@@ -137,10 +137,10 @@ def register_operands(inst: d.Instruction) -> list[str]:
                     ops.append(entry[0])
         return ops
     table = tables.get(inst.encoding, {})
-    info = table.get(inst.op)
-    if info is None:
+    found = table.get(inst.op)
+    if found is None:
         return []
-    return _operand_list(inst, info)
+    return _operand_list(inst, found)
 
 
 def llvm_registers(operand_text: str) -> list[str]:

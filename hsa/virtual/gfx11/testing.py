@@ -312,8 +312,10 @@ class Harness:
         self.target = target
         info = TargetId.parse(target).target
         self.wavefront_size = info.wave_size
-        self.executor = shared_executor() if info.family == "gfx11" else executor_for(
-            info.family)
+        executor = shared_executor() if info.family == "gfx11" else executor_for(info.family)
+        if executor is None:
+            raise ValueError(f"no ISA executor for {target} ({info.family})")
+        self.executor = executor
         self.loaded: dict[bytes, LoadedCode] = {}
 
     # --- memory ------------------------------------------------------------------------

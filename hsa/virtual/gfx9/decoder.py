@@ -15,6 +15,7 @@ import json
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from hsa.virtual.isa.operands import DPP16, LITERAL, NULL, SDWA, VGPR0, Instruction
 
@@ -86,7 +87,7 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
     tables = opcode_tables(target)
     w0 = word(0)
     enc = encoding_of(w0)
-    f: dict[str, int] = {}
+    f: dict[str, Any] = {}  # field values (ints), and "invalid": why, for a rejected one
     size = 4
     srcs: list[int] = []
     if enc == "SOP2":

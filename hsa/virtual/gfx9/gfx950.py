@@ -53,7 +53,7 @@ def _compile_bitop3(inst: d.Instruction) -> Callable[[WaveGroup], None]:
 
     def run(g: WaveGroup) -> None:
         args = [read_src(g, form, k, t) for k in range(3)]
-        write_result(g, form, bitop3(*args, table, bits), t)
+        write_result(g, form, bitop3(args[0], args[1], args[2], table, bits), t)
 
     return run
 

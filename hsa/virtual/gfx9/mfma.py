@@ -173,10 +173,10 @@ def compile_mfma(inst: d.Instruction, sample: str, target: str = "gfx942"
     blgp = f["blgp"]
     cbsz = f["cbsz"]
     if shape.a_kind == "f8f6f4":  # the format fields, not broadcast controls
-        kinds = F8F6F4_FORMATS.get(cbsz), F8F6F4_FORMATS.get(blgp)
-        if None in kinds:
+        a_kind, b_kind = F8F6F4_FORMATS.get(cbsz), F8F6F4_FORMATS.get(blgp)
+        if a_kind is None or b_kind is None:
             return None  # fp6/bf6/fp4 operands: not modelled (refused by name)
-        shape = dataclasses.replace(shape, a_kind=kinds[0], b_kind=kinds[1])
+        shape = dataclasses.replace(shape, a_kind=a_kind, b_kind=b_kind)
         cbsz = blgp = 0
     if shape.out == "f64":
         if target == "gfx90a" and blgp:

@@ -123,7 +123,8 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
             return
         # a store writes the channels DMASK enables, from consecutive VGPRs; the format's
         # other components keep what memory holds
-        values, reg = [], vdata
+        values: list[np.ndarray | None] = []
+        reg = vdata
         for c in range(4):
             if dmask >> c & 1:
                 values.append(mem._sel(g.v[reg], idx))
@@ -135,7 +136,10 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
             return
         old = bufformat._fetch(ctx, inst, fmt, addr)
         current = bufformat.decode(fmt, old)
-        channels = [keep[c] if keep[c] is not None else current[c] for c in range(4)]
+        channels = []
+        for c in range(4):
+            kept = keep[c]
+            channels.append(kept if kept is not None else current[c])
         bufformat._write(ctx, inst, fmt, addr, bufformat.encode(fmt, channels, old))
 
     return run, ""
@@ -163,6 +167,7 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim_name: str, want_type: i
         problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for a {dim_name} access")
     if problems:
         raise ImageError(f"{name}: {', '.join(problems)} is not modelled")
+    assert fmt is not None  # (a None format is one of the problems above)
     width = (((w[1] >> 30) & 3) | ((w[2] & 0xFFF) << 2)) + 1
     height = ((w[2] >> 14) & 0x3FFF) + 1
     bpp = fmt.size

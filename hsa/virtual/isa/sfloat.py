@@ -112,9 +112,9 @@ _CMP.update({
     "nlt": lambda a, b: ~(a < b), "nle": lambda a, b: ~(a <= b),
 })
 SOPC: dict[str, tuple[Callable, Callable]] = {}
-for _c, _fn in _CMP.items():
-    SOPC[f"s_cmp_{_c}_f32"] = (_f32, _fn)
-    SOPC[f"s_cmp_{_c}_f16"] = (_h, _fn)
+for _c, _cmp in _CMP.items():
+    SOPC[f"s_cmp_{_c}_f32"] = (_f32, _cmp)
+    SOPC[f"s_cmp_{_c}_f16"] = (_h, _cmp)
 
 
 def _column(g: WaveGroup, value) -> np.ndarray:
