@@ -521,7 +521,7 @@ M = 0xFFFFFFFF
 
 
 def test_permlane64_swaps_wave64_halves_and_is_refused_in_wave32():
-    """gfx11 runs wave32 kernels only, where the instruction is refused by name (LLVM folds
+    """In a wave32 kernel the instruction is refused by name (LLVM folds
     it away in wave32); on a 64-lane wave group the core swaps the halves."""
     from amdgpu.errors import IllegalInstruction
     from hsa.virtual.gfx11 import decoder as dec
