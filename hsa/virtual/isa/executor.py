@@ -140,7 +140,7 @@ class Program:
                 inst = d.Instruction(pc, 4, "UNKNOWN", 0, "<outside code>", {}, None, (0,))
             else:
                 inst = self.family.decode_one(self.code, index, pc)
-            banked = inst
+            banked: d.Instruction | None = inst
             if msb and inst.name not in ("<unknown>", "<outside code>"):
                 banked = (self.family.vgpr_msb(inst, msb) if self.family.vgpr_msb
                           else None)
@@ -403,10 +403,11 @@ class BatchContext:
             if not apertures:
                 return mem.GlobalSpace(self, inst)
             lanes = (np.arange(g.count * g.lanes) if idx is None else idx)
-            parts = []
+            parts: list[tuple[np.ndarray, object]] = []
             for ap in kinds:
                 mask = hi == ap
                 sub = lanes[mask]
+                space: object
                 if ap == SHARED_APERTURE_HI:
                     space, _ = self.lds_space(g, inst, addr[mask], sub)
                 elif ap == PRIVATE_APERTURE_HI:
