@@ -171,7 +171,11 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
 
     `copies`: afterwards, numpy copies of the replay's packet bytes into that queue's own
     ring memory where the next replays would go (us each, appended): the floor of a
-    replay into that memory, measured on it."""
+    replay into that memory, measured on it.
+
+    These rows are the AQL replay's (recorded with mode="aql" on every target, so a figure
+    keeps its meaning where a target's default is the PM4 path); bench_replay_paths sets
+    the two paths side by side."""
     per_submit_packets = n + 1
     if drained:
         queue = DRAINED_QUEUE
@@ -183,7 +187,7 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
     dev = _gated_device(queue, kernarg_mib)
     k = _kernel(dev, code)
     bufs = [dev.buffer(N * 4 + (256 * (reps + 1) if fresh else 0)) for _ in range(4)]
-    cb = _record(dev, k, n, distinct)
+    cb = _record(dev, k, n, distinct, mode="aql")
     _hold(dev)
     dev.submit(cb, [b.view(0, N * 4) for b in bufs[:2]])  # warm
     times = []
@@ -193,7 +197,7 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
             bindings = [b.view(256 * (i + 1), N * 4) for b in bindings]
         t0 = time.perf_counter()
         if rerecord:
-            dev.submit(_record(dev, k, n, distinct), bindings)
+            dev.submit(_record(dev, k, n, distinct, mode="aql"), bindings)
         else:
             dev.submit(cb, bindings)
         times.append((time.perf_counter() - t0) * 1e6)
