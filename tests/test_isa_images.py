@@ -1,10 +1,11 @@
-"""Image loads and stores of gfx11 compute kernels (issue 32): clang 22's image builtins
+"""Image loads and stores of gfx11 and gfx90a compute kernels (issue 32): clang 22's image builtins
 (tests/data/isa/images.cl: image_load / image_store, 1D, 2D, 3D, 1D and 2D arrays, DMASK)
-on the virtual gfx1100, through T# descriptors written here bit for bit as ROCr's gfx11
+on the virtual gfx1100 and gfx90a, through T# descriptors written here bit for bit as ROCr's gfx11
 image manager writes them (src/image/image_manager_gfx11.cpp, resource_gfx11.h: linear
 layout, the unified format, DST_SEL swizzle, PITCH-1 for 1D/2D, DEPTH-1 for 3D and arrays),
-against numpy's reading of the same texels. An image sample, which the executor does not
-model, stops the queue with one line naming it and its code-object offset."""
+and gfx9's (image_manager_ai.cpp: DATA/NUM_FORMAT, PITCH-1 beside DEPTH-1 in word 4), against
+numpy's reading of the same texels; point samples against numpy's nearest texel. What is not
+modelled (bilinear filtering, D16) stops the queue with one line naming it and its offset."""
 
 from __future__ import annotations
 
@@ -20,30 +21,47 @@ pytestmark = pytest.mark.hsa_virtual
 SOURCE = Path(__file__).parent / "data" / "isa" / "images.cl"
 TYPES = {"1D": 8, "2D": 9, "3D": 10, "1D_ARRAY": 12, "2D_ARRAY": 13}
 XYZW, BGRA = (4, 5, 6, 7), (6, 5, 4, 7)  # DST_SEL: 4..7 pick x..w
-_CODE: list[bytes] = []
+_CODE: dict[str, bytes] = {}
+TARGETS = ["gfx1100", "gfx90a"]
+# gfx9 T#s name formats by (BUF_DATA_FORMAT, BUF_NUM_FORMAT) (llvm-mc-19's tbuffer names):
+# the gfx11 unified formats these tests use -> gfx9's pair
+GFX9_FORMATS = {63: (14, 7), 42: (10, 0), 11: (2, 4), 6: (1, 5), 48: (11, 4), 55: (12, 4),
+                29: (5, 7), 22: (4, 7), 57: (12, 7)}
 
 
-def _harness():
+def _harness(target: str = "gfx1100"):
     from hsa.virtual.gfx11.testing import Harness
 
-    if not _CODE:
+    if target not in _CODE:
         require_clang()
         from compiler import clang
 
-        _CODE.append(clang.compile_opencl(SOURCE, "gfx1100", extra_flags=[
-            "-Xclang", "-target-feature", "-Xclang", "+extended-image-insts"]))
-    h = Harness("gfx1100")
-    return h, h.load(_CODE[0])
+        if target == "gfx90a":  # no image_sample_lz there (no extended-image-insts)
+            _CODE[target] = clang.compile_opencl(SOURCE, target, defines={"NO_SAMPLE_LZ": 1})
+        else:
+            _CODE[target] = clang.compile_opencl(SOURCE, target, extra_flags=[
+                "-Xclang", "-target-feature", "-Xclang", "+extended-image-insts"])
+    h = Harness(target)
+    h.tsharp = lambda *a, **kw: tsharp(*a, target=target, **kw)
+    return h, h.load(_CODE[target])
 
 
 def tsharp(base: int, fmt: int, width: int, height: int = 1, kind: str = "2D", pitch: int = 0,
-           slices: int = 1, sel: tuple[int, ...] = XYZW) -> np.ndarray:
-    """The 8-dword gfx11 T# ROCr's PopulateImageSrd writes for a linear image."""
+           slices: int = 1, sel: tuple[int, ...] = XYZW, target: str = "gfx1100") -> np.ndarray:
+    """The 8-dword T# ROCr's PopulateImageSrd writes for a linear image: gfx11's
+    (image_manager_gfx11.cpp) or gfx9's (image_manager_ai.cpp: DATA/NUM_FORMAT, WIDTH-1 in
+    word 2, DEPTH-1 and PITCH-1 side by side in word 4 for every type)."""
     w = [0] * 8
     w[0] = (base >> 8) & 0xFFFFFFFF
+    w[3] = sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | TYPES[kind] << 28
+    if target.startswith("gfx9"):
+        data, num = GFX9_FORMATS[fmt]
+        w[1] = ((base >> 40) & 0xFF) | data << 20 | num << 26
+        w[2] = (width - 1) | (height - 1) << 14
+        w[4] = (slices - 1) | ((pitch or width) - 1) << 13
+        return np.array(w, np.uint32)
     w[1] = ((base >> 40) & 0xFF) | (fmt << 20) | (((width - 1) & 3) << 30)
     w[2] = ((width - 1) >> 2) | ((height - 1) << 14)
-    w[3] = sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | TYPES[kind] << 28
     w[4] = (slices - 1) if kind in ("3D", "1D_ARRAY", "2D_ARRAY") else (pitch or width) - 1
     return np.array(w, np.uint32)
 
@@ -53,15 +71,16 @@ def _image(h, data: np.ndarray, fmt: int, shape: tuple[int, ...], kind: str, **k
     addr = h.buffer(np.ascontiguousarray(data))
     width = shape[0]
     height = shape[1] if kind in ("2D", "3D", "2D_ARRAY") else 1
-    return h.buffer(tsharp(addr, fmt, width, height, kind, **kw)), addr
+    return h.buffer(h.tsharp(addr, fmt, width, height, kind, **kw)), addr
 
 
 def _unorm8(raw: np.ndarray) -> np.ndarray:
     return (raw.astype(np.float64) / 255.0).astype(np.float32)
 
 
-def test_2d_rgba32f_load_and_store():
-    h, code = _harness()
+@pytest.mark.parametrize("target", TARGETS)
+def test_2d_rgba32f_load_and_store(target):
+    h, code = _harness(target)
     w, ht = 13, 6
     texels = np.random.default_rng(1).standard_normal((ht, w, 4)).astype(np.float32)
     src, _ = _image(h, texels, 63, (w, ht), "2D")  # 32_32_32_32_FLOAT
@@ -74,9 +93,10 @@ def test_2d_rgba32f_load_and_store():
                                   texels * np.float32(2) + np.float32(1))
 
 
-def test_2d_rgba8_unorm_bgra_swizzle_and_pitch():
+@pytest.mark.parametrize("target", TARGETS)
+def test_2d_rgba8_unorm_bgra_swizzle_and_pitch(target):
     """8_8_8_8_UNORM with a BGRA swizzle (DST_SEL z, y, x, w) and rows of a wider pitch."""
-    h, code = _harness()
+    h, code = _harness(target)
     w, ht, pitch = 10, 5, 16
     raw = np.random.default_rng(2).integers(0, 256, (ht, pitch, 4), dtype=np.uint8)
     src, _ = _image(h, raw, 42, (w, ht), "2D", pitch=pitch, sel=BGRA)
@@ -95,10 +115,11 @@ def test_2d_rgba8_unorm_bgra_swizzle_and_pitch():
 
 @pytest.mark.parametrize("fmt, dtype, channels", [(11, np.uint16, 1), (6, np.int8, 1),
                                                   (48, np.uint32, 2), (55, np.uint16, 4)])
-def test_2d_integer_formats(fmt, dtype, channels):
+@pytest.mark.parametrize("target", TARGETS)
+def test_2d_integer_formats(target, fmt, dtype, channels):
     """16_UINT, 8_SINT (sign-extended), 32_32_UINT, 16_16_16_16_UINT: the integers come back
     as they are, missing channels as 0 (w: 1); stores keep the low bits."""
-    h, code = _harness()
+    h, code = _harness(target)
     w, ht = 9, 3
     info = np.iinfo(dtype)
     raw = np.random.default_rng(fmt).integers(info.min, info.max, (ht, w, channels),
@@ -116,9 +137,10 @@ def test_2d_integer_formats(fmt, dtype, channels):
     np.testing.assert_array_equal(stored, (raw.astype(np.int64) + 1).astype(dtype))
 
 
-def test_one_channel_and_out_of_range_reads_zero():
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_channel_and_out_of_range_reads_zero(target):
     """DMASK 0x2 (y of 16_16_FLOAT); coordinates x - 1, y - 1 leave the image at the edges."""
-    h, code = _harness()
+    h, code = _harness(target)
     w, ht = 7, 4
     half = np.random.default_rng(3).standard_normal((ht, w, 2)).astype(np.float16)
     src, _ = _image(h, half, 29, (w, ht), "2D")
@@ -130,8 +152,9 @@ def test_one_channel_and_out_of_range_reads_zero():
     np.testing.assert_array_equal(got, want)
 
 
-def test_1d_3d_and_array_images():
-    h, code = _harness()
+@pytest.mark.parametrize("target", TARGETS)
+def test_1d_3d_and_array_images(target):
+    h, code = _harness(target)
     rng = np.random.default_rng(4)
     # 1D, 32_FLOAT: y, z read 0, w 1.0
     line = rng.standard_normal(37).astype(np.float32)
@@ -144,14 +167,14 @@ def test_1d_3d_and_array_images():
     w, ht, dp = 20, 3, 4
     for kind, kernel in (("3D", "load_3d"), ("2D_ARRAY", "load_2d_array")):
         raw = rng.integers(0, 256, (dp, ht, 64, 4), dtype=np.uint8)
-        src, _ = _image(h, raw, 42, (w, ht), kind, slices=dp)
+        src, _ = _image(h, raw, 42, (w, ht), kind, slices=dp, pitch=64)
         out = h.alloc(dp * ht * w * 16)
         h.dispatch(code, kernel, (w, ht, dp), (4, 4, 2), [out, src, w, ht])
         got = h.read(out, np.float32, dp * ht * w * 4).reshape(dp, ht, w, 4)
         np.testing.assert_array_equal(got, _unorm8(raw[:, :, :w]), kind)
     # 1D array, 16_16_16_16_FLOAT, 5 layers of 24 texels (rows of 32: 256 bytes)
     layers = rng.standard_normal((5, 32, 4)).astype(np.float16)
-    src, _ = _image(h, layers, 57, (24,), "1D_ARRAY", slices=5)
+    src, _ = _image(h, layers, 57, (24,), "1D_ARRAY", slices=5, pitch=32)
     out = h.alloc(5 * 24 * 16)
     h.dispatch(code, "load_1d_array", (24, 5), (8, 1), [out, src, 24])
     got = h.read(out, np.float32, 5 * 24 * 4).reshape(5, 24, 4)
@@ -187,12 +210,13 @@ def _coords(rng, n: int, size: int, lo: float, hi: float) -> np.ndarray:
     return (t / size).astype(np.float32)
 
 
-@pytest.mark.parametrize("kernel", ["sample_2d", "sample_lz_2d"])
+@pytest.mark.parametrize("target, kernel", [("gfx1100", "sample_2d"), ("gfx1100", "sample_lz_2d"),
+                                            ("gfx90a", "sample_2d")])
 @pytest.mark.parametrize("mode", [WRAP, MIRROR, CLAMP_LAST, CLAMP_BORDER])
-def test_point_sample_2d(kernel, mode):
+def test_point_sample_2d(target, kernel, mode):
     """Nearest texel of normalised coordinates from -2 to 3 image sizes, each clamp mode;
     the border is opaque white (S# BORDER_COLOR_TYPE 2)."""
-    h, code = _harness()
+    h, code = _harness(target)
     w, ht, n = 11, 7, 256
     rng = np.random.default_rng(10 + mode)
     texels = rng.standard_normal((ht, w, 4)).astype(np.float32)
@@ -207,10 +231,11 @@ def test_point_sample_2d(kernel, mode):
     np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
 
 
-def test_point_sample_unnormalized_rgba8_and_1d_array():
+@pytest.mark.parametrize("target", TARGETS)
+def test_point_sample_unnormalized_rgba8_and_1d_array(target):
     """FORCE_UNNORMALIZED coordinates on 8_8_8_8_UNORM; a 1D array's layer rounds to the
     nearest and clamps to the layers there are."""
-    h, code = _harness()
+    h, code = _harness(target)
     rng = np.random.default_rng(20)
     w, ht, n = 12, 5, 128
     raw = rng.integers(0, 256, (ht, w, 4), dtype=np.uint8)
@@ -223,7 +248,7 @@ def test_point_sample_unnormalized_rgba8_and_1d_array():
     want = _unorm8(raw[v.astype(np.int64), u.astype(np.int64)])
     np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
     layers = rng.standard_normal((4, 16, 4)).astype(np.float32)  # rows of 256 bytes
-    src, _ = _image(h, layers, 63, (16,), "1D_ARRAY", slices=4)
+    src, _ = _image(h, layers, 63, (16,), "1D_ARRAY", slices=4, pitch=16)
     u = _coords(rng, n, 16, 0, 1)
     layer = rng.uniform(-1.4, 4.4, n).astype(np.float32)
     h.dispatch(code, "sample_1d_array", (n,), (64,),
@@ -233,18 +258,19 @@ def test_point_sample_unnormalized_rgba8_and_1d_array():
     np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
 
 
-def test_bilinear_sampler_is_one_line():
+@pytest.mark.parametrize("target", TARGETS)
+def test_bilinear_sampler_is_one_line(target):
     """Bilinear filtering (the hardware's 8-bit weights) is not modelled: one line."""
     import amdgpu
     from amdgpu.errors import QueueError
 
-    _harness()
-    dev = amdgpu.open("amdgpu:virtual:gfx1100")
+    _harness(target)
+    dev = amdgpu.open(f"amdgpu:virtual:{target}")
     try:
-        k = load_kernel(dev, _CODE[0], "sample_2d")
+        k = load_kernel(dev, _CODE[target], "sample_2d")
         with pytest.raises(QueueError) as err:
             dev.dispatch(k, 32, 32, (dev.buffer(np.zeros(128, np.float32)),
-                                     dev.buffer(tsharp(0, 63, 4, 4)),
+                                     dev.buffer(tsharp(0, 63, 4, 4, target=target)),
                                      dev.buffer(ssharp(CLAMP_LAST, bilinear=True)),
                                      dev.buffer(np.zeros(64, np.float32)))).wait(60)
     finally:

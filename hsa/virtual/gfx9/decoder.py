@@ -200,7 +200,9 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
                  soffset=scalar((w1 >> 24) & 0xFF))
     else:
         size = 8 if enc in ("MIMG", "EXP") else 4
-        return Instruction(pc, size, enc, 0, "<unknown>", f, None, (w0,))
+        # MIMG keeps both words: hsa.virtual.isa.image decodes and names them
+        words = (w0, word(1)) if enc == "MIMG" else (w0,)
+        return Instruction(pc, size, enc, 0, "<unknown>", f, None, words)
     literal = None
     if LITERAL in srcs:
         literal = word(size // 4)

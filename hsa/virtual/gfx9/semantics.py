@@ -19,6 +19,7 @@ import numpy as np
 from hsa.virtual.gfx9 import gfx950
 from hsa.virtual.gfx9.mfma import compile_mfma
 from hsa.virtual.isa import executor as core
+from hsa.virtual.isa import image
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import AGPR_ROW, WaveGroup
 from hsa.virtual.isa.valu import AluForm, _fma, base_name, read_src, to_type, write_result
@@ -442,6 +443,17 @@ def make_compile(
     canonical name. `samples(inst)` gives LLVM's sample text of the opcode (MFMA shapes)."""
 
     def compile_inst(inst: d.Instruction) -> core.Compiled:
+        if inst.encoding == "MIMG" and len(inst.words) == 2:  # images through T# (isa.image)
+            named = dataclasses.replace(inst, name=image.mimg_name_gfx9((inst.words[0] >> 18)
+                                                                        & 0x7F))
+            if target.startswith(("gfx94", "gfx95")):  # LLVM: no image-insts there
+                return core.Compiled(named, core.SIMPLE, None, f"{target} has no image "
+                                     "instructions (a code object for another target?)")
+            fn, why = image.compile_gfx9(named)
+            if fn is not None:
+                return core.Compiled(named, core.MEMORY, fn)
+            return core.Compiled(named, core.SIMPLE, None, f"{why}; the virtual GPU runs "
+                                 "image_load/image_store and point samples on linear images")
         if inst.name in ("<unknown>", "<outside code>"):
             return core.compile_instruction(inst)
         if inst.name in _GPR_IDX_OPS:  # control ops: the mode selects the compiled code

@@ -84,6 +84,15 @@ def format_of(number: int) -> Format | None:
     return Format(number, name) if name else None
 
 
+_NUMBERS = {name: number for number, name in _NAMES.items()}
+
+
+def format_by_name(name: str) -> Format | None:
+    """The unified format named `name` ("8_8_8_8_UNORM"), None if there is none."""
+    number = _NUMBERS.get(name)
+    return format_of(number) if number is not None else None
+
+
 def _small_float_to_f32(v: np.ndarray, mantissa: int) -> np.ndarray:
     """Unsigned 11- or 10-bit floats (5-bit exponent, bias 15) as float32."""
     e = (v >> u32(mantissa)) & u32(31)

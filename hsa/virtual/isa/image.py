@@ -1,4 +1,12 @@
-"""Image loads, stores and samples of compute kernels (gfx11 MIMG) through T# and S#.
+"""Image loads, stores and samples of compute kernels (gfx11 and gfx9 MIMG) through T# and S#.
+
+One implementation (`_compile`) for every family; a family brings its decoding
+(`compile_gfx11`, `compile_gfx9`) and its T# layout (`_tsharp_gfx11`, `_tsharp_gfx9`). gfx9's
+MIMG (LLVM's MIMG_gfx9, checked with llvm-mc-19 -mcpu=gfx90a): dword 0 DMASK [11:8], UNORM
+[12], GLC [13], DA [14], A16 [15], TFE (gfx90a: ACC) [16], LWE [17], op [24:18], SLC [25];
+dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16], SSAMP/4 [25:21], D16 [31]. It has no DIM
+field: the T#'s TYPE says how many address VGPRs an access reads. gfx90a has image_load(_mip),
+image_store(_mip) and image_sample (no _lz); gfx940+ have no image instructions.
 
 What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 2D, 3D,
 1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
@@ -45,6 +53,15 @@ _SAMPLES = {0x1B: "image_sample", 0x1F: "image_sample_lz"}
 _OTHERS = {0x02: "image_load_pck", 0x03: "image_load_pck_sgn", 0x04: "image_load_mip_pck",
            0x05: "image_load_mip_pck_sgn", 0x08: "image_store_pck", 0x09: "image_store_mip_pck",
            0x17: "image_get_resinfo", 0x1C: "image_sample_l"}
+# gfx9 MIMG opcodes (LLVM's MIMGInstructions.td, checked with llvm-mc-19 -mcpu=gfx90a)
+_GFX9_LOADS = {0x00: "image_load", 0x01: "image_load_mip"}
+_GFX9_STORES = {0x08: "image_store", 0x09: "image_store_mip"}
+_GFX9_SAMPLES = {0x20: "image_sample", 0x27: "image_sample_lz"}
+_GFX9_OTHERS = {0x02: "image_load_pck", 0x03: "image_load_pck_sgn", 0x04: "image_load_mip_pck",
+                0x05: "image_load_mip_pck_sgn", 0x0A: "image_store_pck",
+                0x0B: "image_store_mip_pck", 0x0E: "image_get_resinfo", 0x10: "image_atomic_swap",
+                0x11: "image_atomic_cmpswap", 0x12: "image_atomic_add", 0x24: "image_sample_l"}
+_GFX9_DA = -1  # the `dim` of a gfx9 access with DA set: an array, the T# says which
 # S# CLAMP_X/Y/Z modes modelled (SQ_TEX_CLAMP) and border colours (BORDER_COLOR_TYPE)
 _WRAP, _MIRROR, _CLAMP_LAST, _CLAMP_BORDER = 0, 1, 2, 6
 _BORDERS = {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 1.0), 2: (1.0, 1.0, 1.0, 1.0)}
@@ -65,6 +82,11 @@ def mimg_name(op: int) -> str:
     return {**_LOADS, **_STORES, **_SAMPLES, **_OTHERS}.get(op, f"MIMG opcode 0x{op:02x}")
 
 
+def mimg_name_gfx9(op: int) -> str:
+    return {**_GFX9_LOADS, **_GFX9_STORES, **_GFX9_SAMPLES, **_GFX9_OTHERS}.get(
+        op, f"MIMG opcode 0x{op:02x}")
+
+
 def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     """(fn(g, ctx), "") for a modelled gfx11 MIMG instruction, else (None, why)."""
     w0, w1 = inst.words[0], inst.words[1]
@@ -72,36 +94,59 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     name = mimg_name(op)
     if op not in _LOADS and op not in _STORES and op not in _SAMPLES:
         return None, f"{name} is not modelled (image loads, stores and point samples are)"
-    dim = (w0 >> 2) & 7
     sample = op in _SAMPLES
-    a16 = bool((w0 >> 16) & 1) and sample  # samples take f16 coordinates, two a VGPR
     flags = [n for n, bit in (("A16", (w0 >> 16) & 1 and not sample), ("D16", (w0 >> 17) & 1),
                               ("TFE", (w1 >> 21) & 1), ("LWE", (w1 >> 22) & 1)) if bit]
-    if flags:
-        return None, f"{name} with {'/'.join(flags)} is not modelled"
-    if dim not in _DIMS:
-        return None, f"{name} on a {_DIM_NAMES[dim]} image is not modelled"
-    dim_name, want_type, ncoord = _DIMS[dim]
-    mip = op in (0x01, 0x07)
-    dmask = (w0 >> 8) & 0xF
     vaddr = [w1 & 0xFF]
     if w0 & 1:  # NSA: one VGPR per address component
         w2 = inst.words[2]
         vaddr += [(w2 >> (8 * k)) & 0xFF for k in range(4)]
     else:
         vaddr += [vaddr[0] + k for k in range(1, 5)]
-    vdata = (w1 >> 8) & 0xFF
-    srsrc = ((w1 >> 16) & 0x1F) * 4
-    store = op in _STORES
+    return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sample, flags,
+                    (w0 >> 2) & 7, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
+                    ((w1 >> 16) & 0x1F) * 4, ((w1 >> 26) & 0x1F) * 4, bool((w0 >> 7) & 1),
+                    bool((w0 >> 16) & 1) and sample, _tsharp_gfx11)
+
+
+def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
+    """(fn(g, ctx), "") for a modelled gfx9 MIMG instruction, else (None, why)."""
+    w0, w1 = inst.words[0], inst.words[1]
+    op = (w0 >> 18) & 0x7F
+    name = mimg_name_gfx9(op)
+    if op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES:
+        return None, f"{name} is not modelled (image loads, stores and point samples are)"
+    flags = [n for n, bit in (("A16", (w0 >> 15) & 1), ("TFE/ACC", (w0 >> 16) & 1),
+                              ("LWE", (w0 >> 17) & 1), ("D16", (w1 >> 31) & 1)) if bit]
+    vaddr = [(w1 & 0xFF) + k for k in range(5)]
+    # no DIM field: the T#'s TYPE says how many address VGPRs there are (DA: an array)
+    dim = _GFX9_DA if (w0 >> 14) & 1 else None
+    return _compile(inst, name, op in (0x01, 0x09), op in _GFX9_STORES, op in _GFX9_SAMPLES,
+                    flags, dim, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
+                    ((w1 >> 16) & 0x1F) * 4, ((w1 >> 21) & 0x1F) * 4, bool((w0 >> 12) & 1),
+                    False, _tsharp_gfx9)
+
+
+def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: bool,
+             flags: list[str], dim: int | None, dmask: int, vaddr: list[int], vdata: int,
+             srsrc: int, ssamp: int, unnormalized: bool, a16: bool, layout: Callable
+             ) -> tuple[Callable | None, str]:
+    """The one implementation of every family's image loads, stores and samples; `dim` is
+    the instruction's DIM field (None or _GFX9_DA: gfx9's T# TYPE decides), `layout` reads
+    the family's T#."""
+    if flags:
+        return None, f"{name} with {'/'.join(flags)} is not modelled"
+    if dim is not None and dim != _GFX9_DA and dim not in _DIMS:
+        return None, f"{name} on a {_DIM_NAMES[dim]} image is not modelled"
     if sample:
-        return _compile_sample(inst, name, dim_name, want_type, ncoord, dmask, vaddr, vdata,
-                               srsrc, ((w1 >> 26) & 0x1F) * 4, bool((w0 >> 7) & 1), a16), ""
+        return _compile_sample(inst, name, dim, dmask, vaddr, vdata, srsrc, ssamp,
+                               unnormalized, a16, layout), ""
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
         if idx is not None and idx.size == 0:
             return
-        t = _descriptor(g, srsrc, name, dim_name, want_type)
+        t, dim_name, ncoord = _descriptor(g, srsrc, name, dim, layout)
         coords = [mem._sel(g.v[vaddr[k]], idx).astype(np.int64) for k in range(ncoord)]
         if mip and np.any(mem._sel(g.v[vaddr[ncoord]], idx)):
             raise ImageError(f"{name} at a mip level other than 0 is not modelled")
@@ -145,44 +190,91 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     return run, ""
 
 
-def _descriptor(g: WaveGroup, srsrc: int, name: str, dim_name: str, want_type: int) -> dict:
-    """The fields of the T# in s[srsrc:srsrc+8] (one T# for the whole group)."""
+def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Callable
+                ) -> tuple[dict, str, int]:
+    """(the fields of the T# in s[srsrc:srsrc+8], the access's dimension name, its address
+    components); one T# for the whole group. `dim`: the instruction's DIM field, or None /
+    _GFX9_DA where the T#'s TYPE decides (gfx9; DA set: an array type)."""
     words = g.s[:, srsrc:srsrc + 8]
     if not np.all(words == words[0]):
         raise ImageError(f"{name}: waves of one group use different T# descriptors")
     w = [int(x) for x in words[0]]
-    fmt_number = (w[1] >> 20) & 0xFF
-    fmt = bufformat.format_of(fmt_number)
+    t = layout(w)
     kind = (w[3] >> 28) & 0xF
     sw_mode = (w[3] >> 20) & 0x1F
-    base_level, last_level = (w[3] >> 12) & 0xF, (w[3] >> 16) & 0xF
+    base_level = (w[3] >> 12) & 0xF
     problems = []
-    if fmt is None:
-        problems.append(f"T# format {fmt_number}")
+    if t["format"] is None:
+        problems.append(f"T# format {t['format_number']}")
     if sw_mode:
         problems.append(f"tiled layout (T# SW_MODE {sw_mode})")
     if base_level:
         problems.append(f"T# BASE_LEVEL {base_level}")
-    if kind != want_type:
-        problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for a {dim_name} access")
+    if dim is None or dim == _GFX9_DA:
+        by_type = {want: (dname, n) for dname, want, n in _DIMS.values()}
+        if kind not in by_type or (dim == _GFX9_DA) != (kind in (12, 13)):
+            problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for "
+                            f"{'an array' if dim == _GFX9_DA else 'a non-array'} access")
+            dim_name, ncoord = "", 0
+        else:
+            dim_name, ncoord = by_type[kind]
+    else:
+        dim_name, want_type, ncoord = _DIMS[dim]
+        if kind != want_type:
+            problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for a {dim_name} "
+                            "access")
     if problems:
         raise ImageError(f"{name}: {', '.join(problems)} is not modelled")
-    assert fmt is not None  # (a None format is one of the problems above)
-    width = (((w[1] >> 30) & 3) | ((w[2] & 0xFFF) << 2)) + 1
-    height = ((w[2] >> 14) & 0x3FFF) + 1
-    bpp = fmt.size
-    if dim_name in ("1D", "2D"):
-        pitch, depth, base_array = (w[4] & 0x3FFF) + 1, 1, 0
-    else:  # linear 3D and arrays: rows aligned to 256 bytes
-        align = max(1, LINEAR_ROW_ALIGN // bpp)
-        pitch = -(-width // align) * align
-        depth, base_array = (w[4] & 0x1FFF) + 1, (w[4] >> 16) & 0x1FFF
     if dim_name == "1D_ARRAY":
-        height = 1
-    base = (w[0] | (w[1] & 0xFF) << 32) << 8
-    return {"format": fmt, "word3": np.asarray(u32(w[3])), "width": width, "height": height,
-            "pitch": pitch, "depth": depth, "base_array": base_array, "base": base,
-            "last_level": last_level}
+        t["height"] = 1
+    if dim_name in ("1D", "2D"):
+        t["depth"], t["base_array"] = 1, 0
+    if t["pitch"] is None:  # gfx10+ linear 3D and arrays: rows aligned to 256 bytes
+        align = max(1, LINEAR_ROW_ALIGN // t["format"].size)
+        t["pitch"] = -(-t["width"] // align) * align
+    t["word3"] = np.asarray(u32(w[3]))
+    t["last_level"] = (w[3] >> 16) & 0xF
+    t["base"] = (w[0] | (w[1] & 0xFF) << 32) << 8
+    return t, dim_name, ncoord
+
+
+def _tsharp_gfx11(w: list[int]) -> dict:
+    """gfx11's T# fields (see the module docstring); pitch None where the T# has none."""
+    number = (w[1] >> 20) & 0xFF
+    kind = (w[3] >> 28) & 0xF
+    flat = kind in (8, 9)  # 1D and 2D carry PITCH-1; 3D and arrays DEPTH-1 and BASE_ARRAY
+    return {"format": bufformat.format_of(number), "format_number": number,
+            "width": (((w[1] >> 30) & 3) | ((w[2] & 0xFFF) << 2)) + 1,
+            "height": ((w[2] >> 14) & 0x3FFF) + 1,
+            "pitch": (w[4] & 0x3FFF) + 1 if flat else None,
+            "depth": (w[4] & 0x1FFF) + 1, "base_array": 0 if flat else (w[4] >> 16) & 0x1FFF}
+
+
+# gfx9 T#s name a format by DATA_FORMAT and NUM_FORMAT (LLVM's BUF_DATA_FORMAT_* and
+# BUF_NUM_FORMAT_* numbers, which the image formats share): the pair names a unified format
+_GFX9_DATA = {1: "8", 2: "16", 3: "8_8", 4: "32", 5: "16_16", 6: "10_11_11", 7: "11_11_10",
+              8: "10_10_10_2", 9: "2_10_10_10", 10: "8_8_8_8", 11: "32_32",
+              12: "16_16_16_16", 13: "32_32_32", 14: "32_32_32_32"}
+_GFX9_NUM = {0: "UNORM", 1: "SNORM", 2: "USCALED", 3: "SSCALED", 4: "UINT", 5: "SINT",
+             7: "FLOAT"}
+
+
+def gfx9_format(data_format: int, num_format: int) -> bufformat.Format | None:
+    """The unified format of a gfx9 (DATA_FORMAT, NUM_FORMAT) pair, None if it has none."""
+    name = f"{_GFX9_DATA.get(data_format)}_{_GFX9_NUM.get(num_format)}"
+    return bufformat.format_by_name(name)
+
+
+def _tsharp_gfx9(w: list[int]) -> dict:
+    """gfx9's T# (ROCr's image_manager_ai.cpp PopulateImageSrd): base >> 8 in word 0 and word 1
+    [7:0], DATA_FORMAT word 1 [25:20], NUM_FORMAT [29:26]; WIDTH-1 word 2 [13:0], HEIGHT-1
+    [27:14]; word 3 as gfx11's; word 4 DEPTH-1 (or the last array slice) [12:0], PITCH-1
+    [28:13] for every type; BASE_ARRAY word 5 [12:0]. A slice is pitch x height texels."""
+    data, num = (w[1] >> 20) & 0x3F, (w[1] >> 26) & 0xF
+    return {"format": gfx9_format(data, num), "format_number": f"{data}/{num} (DATA/NUM)",
+            "width": (w[2] & 0x3FFF) + 1, "height": ((w[2] >> 14) & 0x3FFF) + 1,
+            "pitch": ((w[4] >> 13) & 0xFFFF) + 1, "depth": (w[4] & 0x1FFF) + 1,
+            "base_array": w[5] & 0x1FFF}
 
 
 def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
@@ -204,9 +296,9 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
     return addr.astype(u64), inside
 
 
-def _compile_sample(inst: d.Instruction, name: str, dim_name: str, want_type: int,
-                    ncoord: int, dmask: int, vaddr: list[int], vdata: int, srsrc: int,
-                    ssamp: int, unnormalized: bool, a16: bool) -> Callable:
+def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
+                    vaddr: list[int], vdata: int, srsrc: int, ssamp: int, unnormalized: bool,
+                    a16: bool, layout: Callable) -> Callable:
     """image_sample / image_sample_lz with a point-filtering S#: the nearest texel of each
     lane's float coordinates (normalised unless the instruction's UNORM bit or the S#'s
     FORCE_UNNORMALIZED says otherwise; array layers are rounded to the nearest), each axis
@@ -217,7 +309,7 @@ def _compile_sample(inst: d.Instruction, name: str, dim_name: str, want_type: in
         idx = mem._active(g)
         if idx is not None and idx.size == 0:
             return
-        t = _descriptor(g, srsrc, name, dim_name, want_type)
+        t, dim_name, ncoord = _descriptor(g, srsrc, name, dim, layout)
         samp = _sampler(g, ssamp, name)
         if t["last_level"]:
             raise ImageError(f"{name}: a mip-mapped T# (LAST_LEVEL {t['last_level']}) is not "

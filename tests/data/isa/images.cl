@@ -1,7 +1,7 @@
-// Image loads and stores of compute kernels on gfx11 (issue 32), through clang 22's image
+// Image loads and stores of compute kernels on gfx11 and gfx90a (issue 32), through clang 22's image
 // builtins: a T# (__amdgpu_texture_t) is a pointer to the 8-dword descriptor in memory,
 // which tests/test_isa_images.py writes as ROCr's image manager does. Built at test time
-// (with +extended-image-insts for image_sample_lz).
+// (with +extended-image-insts for image_sample_lz; gfx90a with -DNO_SAMPLE_LZ).
 #define as_uint4(x) __builtin_astype((x), uint4)
 #define as_float4(x) __builtin_astype((x), float4)
 
@@ -60,12 +60,14 @@ kernel void sample_2d(global float4* out, __amdgpu_texture_t src, global const i
                                                       0);
 }
 
+#ifndef NO_SAMPLE_LZ  // gfx90a has no image_sample_lz (extended-image-insts)
 kernel void sample_lz_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
                          global const float2* uv) {
   int i = get_global_id(0);
   out[i] = __builtin_amdgcn_image_sample_lz_2d_v4f32_f32(15, uv[i].x, uv[i].y, src, *samp, 0, 0,
                                                          0);
 }
+#endif
 
 kernel void sample_1d_array(global float4* out, __amdgpu_texture_t src, global const int4* samp,
                             global const float2* uv) {
