@@ -107,6 +107,7 @@ struct fdinfo {
     uint8_t kind;
     uint16_t minor;
     void* events; /* KFD: the shared events page */
+    pid_t opener; /* KFD answers only the process that opened it (kfd_chardev.c: EBADF) */
 };
 static struct fdinfo fds[MAX_FD];
 static int smi_peer[MAX_FD]; /* an SMI event fd's socket peer + 1 (0: not an SMI fd) */
@@ -467,7 +468,7 @@ static int open_device(const char* path, int flags) {
         real_close(rfds[0]);
         if (events == MAP_FAILED) events = NULL;
     }
-    fds[s] = (struct fdinfo){(uint8_t)kind, (uint16_t)minor, events};
+    fds[s] = (struct fdinfo){(uint8_t)kind, (uint16_t)minor, events, getpid()};
     pthread_mutex_unlock(&lock);
     if (!(flags & O_CLOEXEC)) fcntl(s, F_SETFD, 0);
     return s;
@@ -1136,6 +1137,13 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
     resolve_ioctl();
     if (fd < 0 || fd >= MAX_FD || !fds[fd].kind) return real_ioctl(fd, request, arg);
     struct fdinfo* f = &fds[fd];
+    if (f->kind == KIND_KFD && f->opener != getpid()) {
+        /* "Only the process that opened /dev/kfd can use the file descriptor. Child
+         * processes need to create their own KFD device context" (kfd_ioctl); a forked
+         * child on the shared socket would also cross its replies with the parent's */
+        errno = EBADF;
+        return -1;
+    }
     if (f->kind == KIND_KFD && IOC_TYPE(request) == KFD_TYPE) {
         switch (IOC_NR(request)) {
         case KFD_WAIT_EVENTS:
