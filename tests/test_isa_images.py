@@ -22,7 +22,7 @@ SOURCE = Path(__file__).parent / "data" / "isa" / "images.cl"
 TYPES = {"1D": 8, "2D": 9, "3D": 10, "1D_ARRAY": 12, "2D_ARRAY": 13}
 XYZW, BGRA = (4, 5, 6, 7), (6, 5, 4, 7)  # DST_SEL: 4..7 pick x..w
 _CODE: dict[str, bytes] = {}
-TARGETS = ["gfx1100", "gfx90a"]
+TARGETS = ["gfx1100", "gfx90a", "gfx1201"]
 # gfx9 T#s name formats by (BUF_DATA_FORMAT, BUF_NUM_FORMAT) (llvm-mc-19's tbuffer names):
 # the gfx11 unified formats these tests use -> gfx9's pair
 GFX9_FORMATS = {63: (14, 7), 42: (10, 0), 11: (2, 4), 6: (1, 5), 48: (11, 4), 55: (12, 4),
@@ -49,8 +49,10 @@ def _harness(target: str = "gfx1100"):
 def tsharp(base: int, fmt: int, width: int, height: int = 1, kind: str = "2D", pitch: int = 0,
            slices: int = 1, sel: tuple[int, ...] = XYZW, target: str = "gfx1100") -> np.ndarray:
     """The 8-dword T# ROCr's PopulateImageSrd writes for a linear image: gfx11's
-    (image_manager_gfx11.cpp) or gfx9's (image_manager_ai.cpp: DATA/NUM_FORMAT, WIDTH-1 in
-    word 2, DEPTH-1 and PITCH-1 side by side in word 4 for every type)."""
+    (image_manager_gfx11.cpp), gfx12's (image_manager_gfx12.cpp: FORMAT moved to word 1
+    [24:17], PITCH-1 in word 4's DEPTH for 1D/2D) or gfx9's (image_manager_ai.cpp:
+    DATA/NUM_FORMAT, WIDTH-1 in word 2, DEPTH-1 and PITCH-1 side by side in word 4 for every
+    type)."""
     w = [0] * 8
     w[0] = (base >> 8) & 0xFFFFFFFF
     w[3] = sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | TYPES[kind] << 28
@@ -59,6 +61,12 @@ def tsharp(base: int, fmt: int, width: int, height: int = 1, kind: str = "2D", p
         w[1] = ((base >> 40) & 0xFF) | data << 20 | num << 26
         w[2] = (width - 1) | (height - 1) << 14
         w[4] = (slices - 1) | ((pitch or width) - 1) << 13
+        return np.array(w, np.uint32)
+    flat = kind in ("1D", "2D")
+    if target.startswith("gfx12"):  # image_manager_gfx12.cpp: FORMAT at word 1 [24:17]
+        w[1] = ((base >> 40) & 0xFF) | (fmt << 17) | (((width - 1) & 3) << 30)
+        w[2] = ((width - 1) >> 2) | ((height - 1) << 14)
+        w[4] = (pitch or width) - 1 if flat else slices - 1  # pitch-1 < 2**14 here
         return np.array(w, np.uint32)
     w[1] = ((base >> 40) & 0xFF) | (fmt << 20) | (((width - 1) & 3) << 30)
     w[2] = ((width - 1) >> 2) | ((height - 1) << 14)
@@ -211,7 +219,8 @@ def _coords(rng, n: int, size: int, lo: float, hi: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize("target, kernel", [("gfx1100", "sample_2d"), ("gfx1100", "sample_lz_2d"),
-                                            ("gfx90a", "sample_2d")])
+                                            ("gfx90a", "sample_2d"), ("gfx1201", "sample_2d"),
+                                            ("gfx1201", "sample_lz_2d")])
 @pytest.mark.parametrize("mode", [WRAP, MIRROR, CLAMP_LAST, CLAMP_BORDER])
 def test_point_sample_2d(target, kernel, mode):
     """Nearest texel of normalised coordinates from -2 to 3 image sizes, each clamp mode;
@@ -280,7 +289,8 @@ def test_bilinear_sampler_is_one_line(target):
     assert "code-object offset 0x" in text and "\n" not in text
 
 
-def test_unmodelled_image_instruction_is_one_line(tmp_path):
+@pytest.mark.parametrize("target", TARGETS)
+def test_unmodelled_image_instruction_is_one_line(tmp_path, target):
     """A D16 image load (16-bit results, not modelled): the queue stops naming it and its
     code-object offset."""
     import amdgpu
@@ -293,13 +303,13 @@ def test_unmodelled_image_instruction_is_one_line(tmp_path):
                    "kernel void k(global half4* out, __amdgpu_texture_t t) {\n"
                    "  out[get_global_id(0)] = __builtin_amdgcn_image_load_2d_v4f16_i32(\n"
                    "      15, get_global_id(0), 0, t, 0, 0);\n}\n")
-    code = clang.compile_opencl(src, "gfx1100")
-    dev = amdgpu.open("amdgpu:virtual:gfx1100")
+    code = clang.compile_opencl(src, target)
+    dev = amdgpu.open(f"amdgpu:virtual:{target}")
     try:
         k = load_kernel(dev, code, "k")
         with pytest.raises(QueueError) as err:
             dev.dispatch(k, 32, 32, (dev.buffer(np.zeros(128, np.uint16)),
-                                     dev.buffer(tsharp(0, 22, 4, 4)))).wait(60)
+                                     dev.buffer(tsharp(0, 22, 4, 4, target=target)))).wait(60)
     finally:
         dev.close()
     text = str(err.value)

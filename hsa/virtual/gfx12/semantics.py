@@ -14,12 +14,13 @@ Everything else goes to the core's `compile_instruction`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
 from hsa.virtual.isa import executor as core
-from hsa.virtual.isa import mem
+from hsa.virtual.isa import image, mem
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 from hsa.virtual.isa.valu import _fma
@@ -319,6 +320,13 @@ def compile_set_vgpr_msb(inst: d.Instruction) -> Callable:
 def compile_instruction(inst: d.Instruction) -> core.Compiled:
     """Family.compile for gfx12: gfx12-only semantics first, else the core's."""
     fn = None
+    if inst.encoding in ("VIMAGE", "VSAMPLE"):  # images through T# (isa.image)
+        named = dataclasses.replace(inst, name=image.image_name_gfx12(inst.encoding, inst.op))
+        fn, why = image.compile_gfx12(named)
+        if fn is not None:
+            return core.Compiled(named, core.MEMORY, fn)
+        return core.Compiled(named, core.SIMPLE, None, f"{why}; the virtual GPU runs "
+                             "image_load/image_store and point samples on linear images")
     if inst.name == "s_set_vgpr_msb":
         return core.Compiled(inst, core.CONTROL, compile_set_vgpr_msb(inst))
     if inst.encoding == "VOPD3":

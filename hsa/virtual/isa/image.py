@@ -1,7 +1,10 @@
-"""Image loads, stores and samples of compute kernels (gfx11 and gfx9 MIMG) through T# and S#.
+"""Image loads, stores and samples of compute kernels (gfx9/gfx11 MIMG, gfx12 VIMAGE/VSAMPLE)
+through T# and S#.
 
 One implementation (`_compile`) for every family; a family brings its decoding
-(`compile_gfx11`, `compile_gfx9`) and its T# layout (`_tsharp_gfx11`, `_tsharp_gfx9`). gfx9's
+(`compile_gfx11`, `compile_gfx9`, `compile_gfx12`) and its T# layout (`_tsharp_gfx11`,
+`_tsharp_gfx9`, `_tsharp_gfx12`). The S# is the same on all three (ROCr's resource_ai.h,
+resource_gfx11.h and resource_gfx12.h agree on every field `_sampler` reads). gfx9's
 MIMG (LLVM's MIMG_gfx9, checked with llvm-mc-19 -mcpu=gfx90a): dword 0 DMASK [11:8], UNORM
 [12], GLC [13], DA [14], A16 [15], TFE (gfx90a: ACC) [16], LWE [17], op [24:18], SLC [25];
 dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16], SSAMP/4 [25:21], D16 [31]. It has no DIM
@@ -127,6 +130,47 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
                     False, _tsharp_gfx9)
 
 
+# gfx12 VIMAGE / VSAMPLE opcodes (llvm-mc-19 -mcpu=gfx1201 disassembling each): loads, stores
+# and the point samples share gfx11's numbers; names of others, for messages
+_GFX12_OTHERS = {"VIMAGE": {**{k: v for k, v in _OTHERS.items() if k < 0x17},
+                            0x0A: "image_atomic_swap", 0x0B: "image_atomic_cmpswap",
+                            0x0C: "image_atomic_add_uint", 0x17: "image_get_resinfo"},
+                 "VSAMPLE": {0x1C: "image_sample_d", 0x1D: "image_sample_l",
+                             0x1E: "image_sample_b", 0x20: "image_sample_c",
+                             0x24: "image_sample_c_lz", 0x40: "image_sample_cl"}}
+
+
+def image_name_gfx12(encoding: str, op: int) -> str:
+    known = {**_LOADS, **_STORES} if encoding == "VIMAGE" else dict(_SAMPLES)
+    return {**known, **_GFX12_OTHERS.get(encoding, {})}.get(op, f"{encoding} opcode 0x{op:02x}")
+
+
+def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
+    """(fn(g, ctx), "") for a modelled gfx12 VIMAGE/VSAMPLE instruction, else (None, why).
+
+    LLVM's VIMAGE/VSAMPLE_gfx12 (checked with llvm-mc-19 -mcpu=gfx1201): dword 0 DIM [2:0],
+    TFE [3] (VSAMPLE), R128 [4], D16 [5], A16 [6], UNORM [13] (VSAMPLE), op [21:14], DMASK
+    [25:22]; dword 1 VDATA [7:0], LWE [8] (VSAMPLE), RSRC [17:9] (an SGPR number), TH/SCOPE
+    [22:18], TFE [23] (VIMAGE) or SAMP [31:23] (VSAMPLE), VADDR4 [31:24] (VIMAGE); dword 2
+    VADDR0-3, a byte each: addresses are always separate VGPRs."""
+    w0, w1, w2 = inst.words[0], inst.words[1], inst.words[2]
+    op = (w0 >> 14) & 0xFF
+    sampler = inst.encoding == "VSAMPLE"
+    name = image_name_gfx12(inst.encoding, op)
+    modelled = _SAMPLES if sampler else {**_LOADS, **_STORES}
+    if op not in modelled:
+        return None, f"{name} is not modelled (image loads, stores and point samples are)"
+    tfe = (w0 >> 3) & 1 if sampler else (w1 >> 23) & 1
+    flags = [n for n, bit in (("A16", (w0 >> 6) & 1 and not sampler), ("D16", (w0 >> 5) & 1),
+                              ("R128", (w0 >> 4) & 1), ("TFE", tfe),
+                              ("LWE", sampler and (w1 >> 8) & 1)) if bit]
+    vaddr = [(w2 >> (8 * k)) & 0xFF for k in range(4)] + [(w1 >> 24) & 0xFF]
+    return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sampler, flags, w0 & 7,
+                    (w0 >> 22) & 0xF, vaddr, w1 & 0xFF, (w1 >> 9) & 0x1FF,
+                    (w1 >> 23) & 0x1FF, bool(sampler and (w0 >> 13) & 1),
+                    bool(sampler and (w0 >> 6) & 1), _tsharp_gfx12)
+
+
 def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: bool,
              flags: list[str], dim: int | None, dmask: int, vaddr: list[int], vdata: int,
              srsrc: int, ssamp: int, unnormalized: bool, a16: bool, layout: Callable
@@ -202,7 +246,7 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
     t = layout(w)
     kind = (w[3] >> 28) & 0xF
     sw_mode = (w[3] >> 20) & 0x1F
-    base_level = (w[3] >> 12) & 0xF
+    base_level = t.get("base_level", (w[3] >> 12) & 0xF)
     problems = []
     if t["format"] is None:
         problems.append(f"T# format {t['format_number']}")
@@ -233,7 +277,7 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
         align = max(1, LINEAR_ROW_ALIGN // t["format"].size)
         t["pitch"] = -(-t["width"] // align) * align
     t["word3"] = np.asarray(u32(w[3]))
-    t["last_level"] = (w[3] >> 16) & 0xF
+    t.setdefault("last_level", (w[3] >> 16) & 0xF)
     t["base"] = (w[0] | (w[1] & 0xFF) << 32) << 8
     return t, dim_name, ncoord
 
@@ -248,6 +292,22 @@ def _tsharp_gfx11(w: list[int]) -> dict:
             "height": ((w[2] >> 14) & 0x3FFF) + 1,
             "pitch": (w[4] & 0x3FFF) + 1 if flat else None,
             "depth": (w[4] & 0x1FFF) + 1, "base_array": 0 if flat else (w[4] >> 16) & 0x1FFF}
+
+
+def _tsharp_gfx12(w: list[int]) -> dict:
+    """gfx12's T# (ROCr's resource_gfx12.h, as image_manager_gfx12.cpp fills it): FORMAT word 1
+    [24:17], BASE_LEVEL [29:25], WIDTH-1 word 1 [31:30] and word 2 [13:0], HEIGHT-1 word 2
+    [29:14]; word 3 as gfx11's but LAST_LEVEL [19:15]; word 4 for 1D/2D: PITCH-1 in DEPTH
+    [13:0] and PITCH_MSB [15:14]; for 3D and arrays DEPTH-1 [13:0], BASE_ARRAY [28:16]."""
+    number = (w[1] >> 17) & 0xFF
+    kind = (w[3] >> 28) & 0xF
+    flat = kind in (8, 9)
+    return {"format": bufformat.format_of(number), "format_number": number,
+            "width": (((w[1] >> 30) & 3) | ((w[2] & 0x3FFF) << 2)) + 1,
+            "height": ((w[2] >> 14) & 0xFFFF) + 1,
+            "pitch": (w[4] & 0xFFFF) + 1 if flat else None,
+            "depth": (w[4] & 0x3FFF) + 1, "base_array": 0 if flat else (w[4] >> 16) & 0x1FFF,
+            "base_level": (w[1] >> 25) & 0x1F, "last_level": (w[3] >> 15) & 0x1F}
 
 
 # gfx9 T#s name a format by DATA_FORMAT and NUM_FORMAT (LLVM's BUF_DATA_FORMAT_* and
