@@ -96,14 +96,16 @@ def test_overlap_reverse_on_cdna_agents(monkeypatch):
 
 
 def test_unsupported_instruction_names_its_code_object_offset(harness):
-    """An instruction the gfx9 semantics lack (sparse MFMA, v_smfmac) is one queue error
-    naming the kernel, the mnemonic and its offset in the code object, not a host address."""
+    """An instruction the gfx9 semantics refuse (here a sparse MFMA whose abid names index
+    set 4: a VGPR holds 4 sets of 8-bit indices for 16-bit data, and the ISA guide says
+    nothing of others) is one queue error naming the kernel, the mnemonic and its offset
+    in the code object, not a host address."""
     from amdgpu.errors import IllegalInstruction
     from hsa.virtual.gfx11.testing import ILLEGAL_KERNEL_S
 
     src = (ILLEGAL_KERNEL_S.replace("gfx1100", harness.target)
            .replace("  v_mullit_f32 v0, v1, v1, v1\n",
-                    "  v_smfmac_f32_16x16x32_f16 v[4:7], v[0:1], v[8:11], v2\n")
+                    "  v_smfmac_f32_16x16x32_f16 v[4:7], v[0:1], v[8:11], v2 abid:4\n")
            .replace("  .amdhsa_wavefront_size32 1\n", "  .amdhsa_accum_offset 8\n")
            .replace(".amdhsa_next_free_vgpr 8", ".amdhsa_next_free_vgpr 16")
            .replace(".wavefront_size: 32", ".wavefront_size: 64"))

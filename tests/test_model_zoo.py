@@ -79,13 +79,15 @@ def test_bf16_on_vulkan_is_one_line(capsys):
     # slow: the compile that fails with subgroup operations is not cached (20 s each run)
     pytest.param("gpt2-decode-f16", "vulkan", 2e-2, marks=pytest.mark.slow),
     ("gpt2-decode-bf16", "amdgpu:virtual", 6.25e-2),
+    ("gpt2-decode-f16", "amdgpu:virtual:gfx942", 2e-2),
+    ("gpt2-decode-bf16", "amdgpu:virtual:gfx942", 6.25e-2),
 ])
 def test_gpt2_decode_low_precision(capsys, model, spec, tolerance):
     """The decoder, its weights and KV cache in f16/bf16, every call's logits against
     transformers' own forward in that type on the CPU. f16 on lavapipe: IREE compiles its
     decode step only without subgroup operations (amdgpu.workloads._compile retries without
-    them); bf16 on gfx1100 (v_wmma_f32_16x16x16_bf16). Not gfx942 here: IREE gives the
-    skinny matmuls sparse MFMA (v_smfmac_f32_16x16x32_f16), which the virtual gfx942 lacks."""
+    them); bf16 on gfx1100 (v_wmma_f32_16x16x16_bf16); both on gfx942, where IREE gives the skinny
+    8x64x256 matmuls sparse MFMA (v_smfmac_f32_16x16x32_f16 / _bf16)."""
     spec = _device(spec)
     rc, d, err = _run(capsys, model, "--device", spec, "--size", "small")
     assert rc == 0 and d["correct"] is True, (d, err)

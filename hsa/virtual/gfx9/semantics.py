@@ -18,6 +18,7 @@ import numpy as np
 
 from hsa.virtual.gfx9 import gfx950
 from hsa.virtual.gfx9.mfma import compile_mfma
+from hsa.virtual.gfx9.smfmac import compile_smfmac
 from hsa.virtual.isa import executor as core
 from hsa.virtual.isa import image
 from hsa.virtual.isa import operands as d
@@ -488,6 +489,8 @@ def _compile_alu(inst: d.Instruction, samples, target: str = "gfx942") -> Callab
         return _GFX9_ALU[name](inst)
     if name.startswith("v_mfma_"):
         return compile_mfma(inst, samples(inst), target)
+    if name.startswith("v_smfmac_"):
+        return compile_smfmac(inst, samples(inst), target)
     if "sdwa" in inst.f or not inst.name.startswith("v_"):
         return None
     fn = gfx950.compile_alu(inst, name)
