@@ -1,5 +1,6 @@
 """CDNA3 sparse MFMA (v_smfmac_*) compiled by clang from its builtins, against a numpy model
-of the instruction as AMD's CDNA3 ISA guide defines it ("Sparse Matrix Multiply", and the
+of the instruction as AMD's CDNA3 ISA guide defines it (on gfx942, and on gfx950, whose
+fp8/bf8 are the OCP formats) ("Sparse Matrix Multiply", and the
 index-set rules in LLVM's AMDGPU docs): A is 4:2 sparse (each lane keeps 2 of every 4 K
 values of its row, their positions 2 bits each in the index VGPR; cbsz == 0: abid picks the
 8-bit (16-bit data) or 16-bit (8-bit data) index set, else set 0), B dense, vdst is C and D.
@@ -50,17 +51,18 @@ SOURCE = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" + _TYPEDEFS + "".join
 
 _TYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "i8": np.int8,
           "fp8": ml_dtypes.float8_e4m3fnuz, "bf8": ml_dtypes.float8_e5m2fnuz}
+_OCP = {"fp8": ml_dtypes.float8_e4m3fn, "bf8": ml_dtypes.float8_e5m2}  # gfx950's fp8 formats
 
 
-@pytest.fixture(scope="module")
-def loaded():
-    harness = Harness("gfx942")
-    return harness, harness.load(build_code_object(SOURCE, "cl", mcpu="gfx942"))
+@pytest.fixture(scope="module", params=["gfx942", "gfx950"])
+def loaded(request):
+    harness = Harness(request.param)
+    return harness, harness.load(build_code_object(SOURCE, "cl", mcpu=request.param))
 
 
-def _model(rng, mn: int, kind: str, cbsz: int, abid: int):
+def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool):
     """Lane registers (A words, B words, index, C) and the D each lane must end with."""
-    dt = np.dtype(_TYPES[kind])
+    dt = np.dtype(_OCP[kind] if ocp and kind in _OCP else _TYPES[kind])
     per_lane = 16 // dt.itemsize  # B's values in 4 VGPRs; A keeps half of them
     k = 64 * per_lane // mn
     groups = per_lane // 4
@@ -106,7 +108,7 @@ def test_smfmac_builtin_against_the_isa_guide(loaded, name):
     harness, code = loaded
     _, _, _, _, mn, kind, cbsz, abid = _CASES[name]
     rng = np.random.default_rng(sum(map(ord, name)))
-    a, b, index, c, expect = _model(rng, mn, kind, cbsz, abid)
+    a, b, index, c, expect = _model(rng, mn, kind, cbsz, abid, harness.target == "gfx950")
     d = harness.buffer(c)
     harness.dispatch(code, name, (64,), (64,), [harness.buffer(a), harness.buffer(b),
                                                 harness.buffer(index), d])
