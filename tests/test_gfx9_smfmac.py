@@ -60,8 +60,9 @@ def loaded(request):
     return harness, harness.load(build_code_object(SOURCE, "cl", mcpu=request.param))
 
 
-def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool):
-    """Lane registers (A words, B words, index, C) and the D each lane must end with."""
+def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool, positions=None):
+    """Lane registers (A words, B words, index, C) and the D each lane must end with.
+    `positions`: the two kept positions of every group (else random distinct ones)."""
     dt = np.dtype(_OCP[kind] if ocp and kind in _OCP else _TYPES[kind])
     per_lane = 16 // dt.itemsize  # B's values in 4 VGPRs; A keeps half of them
     k = 64 * per_lane // mn
@@ -80,10 +81,10 @@ def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool):
         row, slab = lane % mn, lane // mn
         word = 0
         for g in range(groups):  # two distinct positions of each group of 4, in order
-            lo, hi = sorted(rng.choice(4, 2, replace=False))
+            lo, hi = positions or sorted(rng.choice(4, 2, replace=False))
             word |= (int(lo) | int(hi) << 2) << (4 * g)
             for j, pos in enumerate((lo, hi)):
-                a_dense[row, slab * per_lane + 4 * g + pos] = float(kept[lane, 2 * g + j])
+                a_dense[row, slab * per_lane + 4 * g + pos] += float(kept[lane, 2 * g + j])
         mask = (1 << bits) - 1
         index[lane] = (int(index[lane]) & ~(mask << (bits * chosen)) & 0xFFFFFFFF) | (
             word << (bits * index_set))
@@ -117,3 +118,20 @@ def test_smfmac_builtin_against_the_isa_guide(loaded, name):
         np.testing.assert_array_equal(got, expect)
     else:  # the model sums in float64 too: at most the final rounding can differ
         np.testing.assert_allclose(got, expect, rtol=2e-7, atol=1e-6)
+
+
+@pytest.mark.parametrize("positions", [(0, 1), (1, 1)])
+def test_smfmac_reads_only_the_kept_positions(loaded, positions):
+    """Inf and NaN in B where A keeps nothing do not reach D; two kept values that name the
+    same position (an index the 4:2 rule never makes; the guide does not say what hardware
+    does, the model here lets both multiply that B value) both count."""
+    harness, code = loaded
+    rng = np.random.default_rng(7)
+    a, b, index, c, expect = _model(rng, 16, "f16", 0, 0, False, positions)
+    halves = b.view(np.float16)  # (64 lanes, 8 K values): positions 2 and 3 of each group
+    halves[:, 2::4], halves[:, 3::4] = np.inf, np.nan
+    d = harness.buffer(c)
+    harness.dispatch(code, "f16_16_set0", (64,), (64,), [harness.buffer(a), harness.buffer(b),
+                                                         harness.buffer(index), d])
+    got = harness.read(d, np.float32, expect.size).reshape(expect.shape)
+    np.testing.assert_allclose(got, expect, rtol=2e-7, atol=1e-6)

@@ -15,7 +15,9 @@ as modelled here:
 
 Each kept A value multiplies the B row its index selects (products exact in float64, summed
 in float64 and rounded once, as the dense MFMA here): a position A does not keep takes no
-part, so an Inf or NaN in B there does not reach D.
+part, so an Inf or NaN in B there does not reach D, and two kept values that name the same
+position both count. Where neither case arises (finite B, distinct positions) the same
+sums run as one dense matmul of A scattered into zeros, which is several times faster.
 """
 
 from __future__ import annotations
@@ -108,8 +110,15 @@ def compile_smfmac(inst: d.Instruction, sample: str, target: str = "gfx942"
         a_tile = av.reshape(W, -1)[:, a_take]  # (W, M, K/2)
         k_tile = k_pos.reshape(W, -1)[:, a_take]  # the dense K of each kept value
         b_tile = bv.reshape(W, -1)[:, b_take]  # (W, K, N)
-        b_rows = np.take_along_axis(b_tile[:, None], k_tile[..., None], axis=2)  # (W,M,K/2,N)
-        prod = np.einsum("wik,wikn->win", a_tile, b_rows)
+        if np.isfinite(b_tile).all() and not (k_tile[..., 0::2] == k_tile[..., 1::2]).any():
+            # the same sums as one matmul: A scattered into a dense tile (zeros where it
+            # keeps nothing meet only finite B values; no two kept values share a place)
+            a_dense = np.zeros((W, m, shape.k))
+            np.put_along_axis(a_dense, k_tile, a_tile, axis=2)
+            prod = np.matmul(a_dense, b_tile)
+        else:
+            b_rows = np.take_along_axis(b_tile[:, None], k_tile[..., None], axis=2)
+            prod = np.einsum("wik,wikn->win", a_tile, b_rows)  # (W, M, N)
         dvals = prod.reshape(W, m * n)[:, d_take].transpose(1, 0, 2)  # (items, W, 64)
         dst = reg(d.VGPR0 + f["vdst"], bool(f["acc_cd"]))
         c = g.v[dst: dst + shape.d_items]  # vdst is C too; SMFMAC ignores EXEC like MFMA
