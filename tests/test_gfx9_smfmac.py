@@ -36,18 +36,37 @@ _CASES = {
                     0, 0),
 }
 
+# gfx950's own forms, twice gfx942's K: A 4 VGPRs, B 8, 16-bit index sets for 16-bit data
+# and one 32-bit set for 8-bit data (as LLVM's verifier for them, llvm-project #193541)
+_WIDE = {
+    "w_f16_16_set1": ("smfmac_f32_16x16x64_f16", "half8", "half16", "float4", 16, "f16", 0, 1),
+    "w_bf16_32_set0": ("smfmac_f32_32x32x32_bf16", "bf16x8", "bf16x16", "float16", 32,
+                       "bf16", 0, 0),
+    "w_f16_32_cbsz": ("smfmac_f32_32x32x32_f16", "half8", "half16", "float16", 32, "f16", 2, 1),
+    "w_i8_16_set0": ("smfmac_i32_16x16x128_i8", "int4", "int8", "int4", 16, "i8", 0, 0),
+    "w_bf8_32_set0": ("smfmac_f32_32x32x64_bf8_bf8", "int4", "int8", "float16", 32, "bf8",
+                      0, 0),
+}
+
 _TYPEDEFS = "".join(  # no OpenCL headers here: the vector types by hand
     f"typedef {t} {name}{n} __attribute__((ext_vector_type({n})));\n"
     for t, name in (("unsigned int", "uint"), ("int", "int"), ("half", "half"),
-                    ("short", "short"), ("float", "float")) for n in (2, 4, 8, 16))
-SOURCE = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" + _TYPEDEFS + "".join(
-    f"__kernel void {name}(__global const uint2 *a, __global const uint4 *b,\n"
-    f"                     __global const int *idx, __global {ct} *d) {{\n"
-    f"  int l = __builtin_amdgcn_workitem_id_x();\n"
-    f"  d[l] = __builtin_amdgcn_{builtin}(__builtin_astype(a[l], {ca}),\n"
-    f"      __builtin_astype(b[l], {cb}), d[l], idx[l], {cbsz}, {abid});\n"
-    f"}}\n"
-    for name, (builtin, ca, cb, ct, _, _, cbsz, abid) in _CASES.items())
+                    ("short", "short"), ("float", "float"), ("__bf16", "bf16x"))
+    for n in (2, 4, 8, 16))
+
+
+def _source(cases: dict, a_words: str, b_words: str) -> str:
+    return "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" + _TYPEDEFS + "".join(
+        f"__kernel void {name}(__global const {a_words} *a, __global const {b_words} *b,\n"
+        f"                     __global const int *idx, __global {ct} *d) {{\n"
+        f"  int l = __builtin_amdgcn_workitem_id_x();\n"
+        f"  d[l] = __builtin_amdgcn_{builtin}(__builtin_astype(a[l], {ca}),\n"
+        f"      __builtin_astype(b[l], {cb}), d[l], idx[l], {cbsz}, {abid});\n"
+        f"}}\n"
+        for name, (builtin, ca, cb, ct, _, _, cbsz, abid) in cases.items())
+
+
+SOURCE = _source(_CASES, "uint2", "uint4")
 
 _TYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "i8": np.int8,
           "fp8": ml_dtypes.float8_e4m3fnuz, "bf8": ml_dtypes.float8_e5m2fnuz}
@@ -60,11 +79,12 @@ def loaded(request):
     return harness, harness.load(build_code_object(SOURCE, "cl", mcpu=request.param))
 
 
-def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool, positions=None):
+def _model(rng, mn: int, kind: str, cbsz: int, abid: int, ocp: bool, positions=None,
+           b_regs: int = 4):
     """Lane registers (A words, B words, index, C) and the D each lane must end with.
     `positions`: the two kept positions of every group (else random distinct ones)."""
     dt = np.dtype(_OCP[kind] if ocp and kind in _OCP else _TYPES[kind])
-    per_lane = 16 // dt.itemsize  # B's values in 4 VGPRs; A keeps half of them
+    per_lane = 4 * b_regs // dt.itemsize  # B's values; A keeps half of them
     k = 64 * per_lane // mn
     groups = per_lane // 4
     bits = 2 * 2 * groups  # one index set: 2 bits per kept value
@@ -135,3 +155,29 @@ def test_smfmac_reads_only_the_kept_positions(loaded, positions):
                                                          harness.buffer(index), d])
     got = harness.read(d, np.float32, expect.size).reshape(expect.shape)
     np.testing.assert_allclose(got, expect, rtol=2e-7, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def wide():
+    harness = Harness("gfx950")
+    return harness, harness.load(build_code_object(_source(_WIDE, "uint4", "uint8"), "cl",
+                                                   mcpu="gfx950"))
+
+
+@pytest.mark.parametrize("name", list(_WIDE))
+def test_gfx950_wide_smfmac_builtin(wide, name):
+    """gfx950's own sparse MFMA: the same model with 16 B values (and 8 kept A values, or
+    16 for 8-bit data) per lane. Their slab per lane (consecutive K) follows gfx942's forms
+    and gfx950's dense MFMA here; nothing but the ISA tables' pattern checks it."""
+    harness, code = wide
+    _, _, _, _, mn, kind, cbsz, abid = _WIDE[name]
+    rng = np.random.default_rng(sum(map(ord, name)))
+    a, b, index, c, expect = _model(rng, mn, kind, cbsz, abid, True, b_regs=8)
+    d = harness.buffer(c)
+    harness.dispatch(code, name, (64,), (64,), [harness.buffer(a), harness.buffer(b),
+                                                harness.buffer(index), d])
+    got = harness.read(d, expect.dtype, expect.size).reshape(expect.shape)
+    if kind == "i8":
+        np.testing.assert_array_equal(got, expect)
+    else:
+        np.testing.assert_allclose(got, expect, rtol=2e-7, atol=1e-6)

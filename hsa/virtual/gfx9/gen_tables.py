@@ -122,6 +122,21 @@ GFX950_ADDED = {"VOP3P": [
     # the 8/6/4-bit float MFMA: cbsz / blgp pick A's / B's format (0 fp8, 1 bf8, ...)
     "v_mfma_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3]",
     "v_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:23], v[24:31], v[0:15]",
+    # sparse MFMA with twice gfx942's K: A 4 VGPRs, B 8, 16-bit index sets for 16-bit data
+    "v_smfmac_f32_16x16x64_f16 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_16x16x64_bf16 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_i32_16x16x128_i8 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_16x16x128_bf8_bf8 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_16x16x128_bf8_fp8 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_16x16x128_fp8_bf8 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_16x16x128_fp8_fp8 v[16:19], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x32_f16 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x32_bf16 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_i32_32x32x64_i8 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x64_bf8_bf8 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x64_bf8_fp8 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x64_fp8_bf8 v[16:31], v[32:35], v[48:55], v64",
+    "v_smfmac_f32_32x32x64_fp8_fp8 v[16:31], v[32:35], v[48:55], v64",
     "v_dot2_f32_bf16 v5, v1, v2, v3",
 ], "VOP3": [
     "v_bitop3_b32 v3, v18, v8, v7 bitop3:0x1e", "v_bitop3_b16 v3, v18, v8, v7 bitop3:0x1e",

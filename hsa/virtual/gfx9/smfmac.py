@@ -1,5 +1,6 @@
 """CDNA3 sparse matrix instructions (v_smfmac_*): D = C + A @ B with A 4:2 structurally
-sparse, on gfx942 and gfx950 (f16, bf16, i8 and fp8/bf8 operands; 16x16 and 32x32 shapes).
+sparse, on gfx942 and gfx950 (f16, bf16, i8 and fp8/bf8 operands; 16x16 and 32x32 shapes),
+and gfx950's forms with twice the K (A 4 VGPRs, B 8).
 
 What AMD's CDNA3 ISA guide ("Sparse Matrix Multiply": SMFMAC) and LLVM's AMDGPU docs say,
 as modelled here:
@@ -10,8 +11,9 @@ as modelled here:
   l % M, K values (l // M) * V .. + V, V = B's values per lane. Kept value j of the lane
   sits in group j // 2 of 4 K values, at position idx_j in it.
 - The index VGPR holds 2 bits per kept value, low bits first: one 8-bit set for 16-bit
-  data (4 sets in the VGPR), one 16-bit set for 8-bit data (2 sets). With cbsz == 0, abid
-  selects the set; with cbsz != 0 the first set is used.
+  data (4 sets in the VGPR), one 16-bit set for 8-bit data (2 sets); gfx950's wide forms
+  keep twice the values, so 2 sets of 16 bits or the whole VGPR (LLVM's verifier for them).
+  With cbsz == 0, abid selects the set; with cbsz != 0 the first set is used.
 
 Each kept A value multiplies the B row its index selects (products exact in float64, summed
 in float64 and rounded once, as the dense MFMA here): a position A does not keep takes no
