@@ -75,6 +75,7 @@ _DIM_NAMES = {3: "CUBE", 6: "2D_MSAA", 7: "2D_MSAA_ARRAY"}
 _TYPE_NAMES = {8: "1D", 9: "2D", 10: "3D", 11: "CUBE", 12: "1D_ARRAY", 13: "2D_ARRAY",
                14: "2D_MSAA", 15: "2D_MSAA_ARRAY"}
 LINEAR_ROW_ALIGN = 256  # bytes: gfx10+ linear surfaces' pitch alignment
+SUBTEXEL = 256  # steps per texel of a sample's texel coordinate (8 fraction bits)
 
 
 class ImageError(Exception):
@@ -390,6 +391,10 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
         for k, axis in enumerate(axes):
             size = sizes[axis]
             c = coords[k] if unnorm else coords[k] * size
+            # texel coordinates are fixed point with 8 fraction bits (D3D's minimum sub-texel
+            # precision): HIP's gfx9 point samples snap u to floor(u*w)*rcp(w), which lands a
+            # float ulp either side of a texel edge and must still name that texel
+            c = np.round(c * SUBTEXEL) / SUBTEXEL
             i = np.floor(np.nan_to_num(c, nan=0.0, posinf=1e9, neginf=-1e9)).astype(np.int64)
             i, out = _place(i, size, samp["clamp"][axis])
             texel.append(i)
