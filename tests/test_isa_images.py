@@ -315,3 +315,18 @@ def test_unmodelled_image_instruction_is_one_line(tmp_path, target):
     text = str(err.value)
     assert "image_load with D16 is not modelled" in text and "code-object offset 0x" in text
     assert "\n" not in text
+
+
+@pytest.mark.parametrize("target, why", [
+    ("gfx90a", "image_atomic_add is not modelled"),
+    ("gfx942", "gfx942 has no image instructions")])
+def test_gfx9_mimg_refusals_name_the_instruction(target, why):
+    """llvm-mc-19 -mcpu=gfx90a's image_atomic_add v4, v2, s[8:15] dmask:0x1 (f0480100
+    00020402): gfx90a names the opcode it does not model; gfx942 (no image-insts in LLVM)
+    refuses every MIMG word as foreign to the target."""
+    from hsa.virtual.gfx9 import family
+
+    fam = family(target)
+    inst = fam.decode_one((0xF0480100, 0x00020402), 0, 0)
+    compiled = fam.compile(inst)
+    assert compiled.fn is None and why in compiled.error
