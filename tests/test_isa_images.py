@@ -330,3 +330,49 @@ def test_gfx9_mimg_refusals_name_the_instruction(target, why):
     inst = fam.decode_one((0xF0480100, 0x00020402), 0, 0)
     compiled = fam.compile(inst)
     assert compiled.fn is None and why in compiled.error
+
+
+WRAP_KERNEL = "_Z11sample_wrapP15HIP_vector_typeIfLj4EEP13__hip_texturePKS_IfLj2EEi"
+
+
+def test_hip_tex2d_on_gfx1201():
+    """HIP 6.4's tex2D for gfx1201 (sid's hipcc through scripts/rocm6.sh, device code of
+    tests/data/isa/hip_textures.hip): its image_sample_lz through a gfx12 T# and S# laid out
+    as HIP's __hip_texture (T# dwords 0-7, width at dword 10, S# at dwords 12-15), normalised
+    coordinates from -2 to 3 image sizes with wrap, which HIP snaps to texel edges; against
+    numpy's nearest texel."""
+    import subprocess
+
+    from uapi_headers import sid_file
+
+    if sid_file("usr/bin/hipcc") is None:
+        pytest.skip("sid's hipcc comes with the ROCm 6 root filesystem (bash scripts/rocm6.sh "
+                    "--build)")
+    root = Path(__file__).resolve().parent.parent
+    out = root / "build" / "test-images" / "hip_textures_gfx1201.co"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run(["bash", "scripts/rocm6.sh", "hipcc", "-O2", "--offload-arch=gfx1201",
+                           "--cuda-device-only", "--no-gpu-bundle-output", "-c", "-o",
+                           f"/amdgpu-direct/{out.relative_to(root)}",
+                           "/amdgpu-direct/tests/data/isa/hip_textures.hip"],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    from hsa.virtual.gfx11.testing import Harness
+
+    h = Harness("gfx1201")
+    code = h.load(out.read_bytes())
+    w, ht, n = 12, 7, 256
+    rng = np.random.default_rng(30)
+    texels = rng.standard_normal((ht, 32, 4)).astype(np.float32)  # rows of 512 bytes
+    addr = h.buffer(texels)
+    tex = np.zeros(16, np.uint32)
+    tex[:8] = tsharp(addr, 63, w, ht, "2D", pitch=32, target="gfx1201")
+    tex[10] = w
+    tex[12:16] = ssharp(WRAP)
+    x, y = rng.integers(-2 * w, 3 * w, n), rng.integers(-2 * ht, 3 * ht, n)
+    uv = np.stack([(x + rng.uniform(0.1, 0.9, n)) / w, (y + rng.uniform(0.1, 0.9, n)) / ht], 1)
+    res = h.alloc(n * 16)
+    h.dispatch(code, WRAP_KERNEL, (n,), (64,), [res, h.buffer(tex),
+                                                h.buffer(uv.astype(np.float32)), n])
+    np.testing.assert_array_equal(h.read(res, np.float32, n * 4).reshape(n, 4),
+                                  texels[y % ht, x % w])
