@@ -1,11 +1,14 @@
-"""Image loads and stores of gfx11 and gfx90a compute kernels (issue 32): clang 22's image builtins
-(tests/data/isa/images.cl: image_load / image_store, 1D, 2D, 3D, 1D and 2D arrays, DMASK)
-on the virtual gfx1100 and gfx90a, through T# descriptors written here bit for bit as ROCr's gfx11
-image manager writes them (src/image/image_manager_gfx11.cpp, resource_gfx11.h: linear
-layout, the unified format, DST_SEL swizzle, PITCH-1 for 1D/2D, DEPTH-1 for 3D and arrays),
-and gfx9's (image_manager_ai.cpp: DATA/NUM_FORMAT, PITCH-1 beside DEPTH-1 in word 4), against
-numpy's reading of the same texels; point samples against numpy's nearest texel. What is not
-modelled (bilinear filtering, D16) stops the queue with one line naming it and its offset."""
+"""Image loads, stores and samples of compute kernels on gfx11, gfx90a and gfx1201 (issue
+32): clang 22's image builtins (tests/data/isa/images.cl: image_load / image_store, 1D, 2D,
+3D, 1D and 2D arrays, DMASK, image_sample(_lz)) on the virtual gfx1100, gfx90a and gfx1201,
+through T# descriptors written here bit for bit as ROCr's image managers write them: gfx11's
+(image_manager_gfx11.cpp, resource_gfx11.h: linear layout, the unified format, DST_SEL
+swizzle, PITCH-1 for 1D/2D, DEPTH-1 for 3D and arrays), gfx12's (resource_gfx12.h: FORMAT
+at word 1 [24:17], PITCH-1 in word 4's DEPTH for 1D/2D) and gfx9's (image_manager_ai.cpp:
+DATA/NUM_FORMAT, PITCH-1 beside DEPTH-1 in word 4), against numpy's reading of the same
+texels; point samples against numpy's nearest texel; HIP 6.4's tex2D for gfx1201 too. What
+is not modelled (bilinear filtering, D16, atomics) stops the queue with one line naming it
+and its offset."""
 
 from __future__ import annotations
 
