@@ -6,12 +6,10 @@ invalidate instructions that used to stop the executor (buffer_wbl2/buffer_invl2
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from hip_emulated import run_hip_program
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "data" / "isa" / "hip_printf.hip"
@@ -20,17 +18,7 @@ pytestmark = [pytest.mark.isa_gfx9, pytest.mark.slow]
 
 
 def test_device_printf_and_system_atomics(tmp_path: Path) -> None:
-    if shutil.which("hipcc") is None:
-        pytest.skip("Debian's hipcc is not installed (scripts/setup.sh installs it)")
-    exe = tmp_path / "hip_printf"
-    env = dict(os.environ, HIP_PLATFORM="amd")
-    built = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-o", str(exe),
-                            str(SOURCE)], env=env, capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env.update(AMDGPU_EMULATED_NODE="gfx90a", PYTHONPATH=str(ROOT))
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "emulated.sh"), str(exe)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = run_hip_program(SOURCE, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     lines = run.stdout.splitlines()
     assert "device printf: thread 0 value 40" in lines

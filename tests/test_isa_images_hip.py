@@ -9,35 +9,19 @@ wrap (HIP snaps those to texel edges, which the 8-bit sub-texel precision has to
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from hip_emulated import run_hip_program
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 SOURCE = HERE / "data" / "isa" / "hip_textures.hip"
 
 pytestmark = [pytest.mark.generic, pytest.mark.slow]
 
 
 def test_hip_texture_objects(tmp_path):
-    from hsa.emulated import build
-
-    if shutil.which("hipcc") is None:
-        pytest.skip("Debian's hipcc is not installed (scripts/setup.sh installs it)")
-    build.ensure_built()
-    exe = tmp_path / "hip_textures"
-    made = subprocess.run(["hipcc", "-O2", "--offload-arch=gfx90a", "-o", str(exe), str(SOURCE)],
-                          env=dict(os.environ, HIP_PLATFORM="amd"), capture_output=True,
-                          text=True, timeout=600)
-    assert made.returncode == 0, made.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    env.update(AMDGPU_EMULATED_NODE="gfx90a", PYTHONPATH=str(ROOT))
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "emulated.sh"), str(exe)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = run_hip_program(SOURCE, tmp_path)
     out = run.stdout + run.stderr[-2000:]
     for case in ("tex2D float pitch 256: 0 of 185 wrong",
                  "tex2D float4 normalised wrap: 0 of 1024 wrong", "tex1Dfetch: 0 of 185 wrong"):
