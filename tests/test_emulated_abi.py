@@ -17,7 +17,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from uapi_headers import c_layout, read_defines, read_structs, sid_file
+from rocm6_rootfs import ensure_rootfs
+from uapi_headers import c_layout, read_defines, read_structs
 
 from hsa.emulated import abi
 
@@ -32,16 +33,15 @@ RENAMED = {("kfd_ioctl_set_memory_policy_args", "pad"): "misc_process_flag"}
 
 def _headers() -> list:
     out = [pytest.param(DEBIAN_HEADER, id="debian12")]
-    out.append(pytest.param(sid_file("usr/include/linux/kfd_ioctl.h"), id="sid"))
+    out.append(pytest.param("usr/include/linux/kfd_ioctl.h", id="sid"))  # in the rootfs
     return out
 
 
 @pytest.fixture(scope="module", params=_headers())
 def oracle(request, tmp_path_factory):
-    header: Path | None = request.param
-    if header is None:
-        pytest.skip("sid's kfd_ioctl.h is checked once the ROCm 6 root filesystem exists "
-                    "(bash scripts/rocm6.sh --build)")
+    header: Path | str = request.param
+    if isinstance(header, str):  # sid's, in the ROCm 6 root filesystem (built on first use)
+        header = ensure_rootfs("sid") / header
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the C oracle cannot be built")
     if not header.exists():

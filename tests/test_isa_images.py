@@ -346,11 +346,9 @@ def test_hip_tex2d_on_gfx1201():
     numpy's nearest texel."""
     import subprocess
 
-    from uapi_headers import sid_file
+    from rocm6_rootfs import ensure_rootfs
 
-    if sid_file("usr/bin/hipcc") is None:
-        pytest.skip("sid's hipcc comes with the ROCm 6 root filesystem (bash scripts/rocm6.sh "
-                    "--build)")
+    ensure_rootfs("sid")  # sid's hipcc, in the ROCm 6 root filesystem (built on first use)
     root = Path(__file__).resolve().parent.parent
     out = root / "build" / "test-images" / "hip_textures_gfx1201.co"
     out.parent.mkdir(parents=True, exist_ok=True)

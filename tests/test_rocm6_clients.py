@@ -2,8 +2,8 @@
 sid root filesystem (issue 29): HIP 6.4.3 programs built with sid's hipcc for gfx942,
 gfx1100 and gfx1201 (HIP 6.4.3 has no gfx950).
 
-Needs root and the root filesystem (tests/test_rocm6_rootfs.py builds it; these skip while
-it is missing, so the order of the run does not matter).
+Needs root; the root filesystem is built on first use (tests/rocm6_rootfs.py), whichever
+test of the run comes first.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rocm6_rootfs import ensure_rootfs
 
 pytestmark = [pytest.mark.generic]
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "rocm6.sh"
-CACHE = Path(os.environ.get("AMDGPU_ROCM6_CACHE", "/var/cache/amdgpu-direct"))
 # a node of these tests' own spelling: a device server per node name, whichever checkout
 # started it
 NODE = "1xgfx942"
@@ -33,11 +33,7 @@ def rocm6(*args: str, node: str = NODE, timeout: int = 300) -> subprocess.Comple
 
 @pytest.fixture(scope="module")
 def sid() -> None:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("scripts/rocm6.sh needs root (chroot, mount namespaces)")
-    if not list(CACHE.glob("rocm6-sid-*/etc/amdgpu-direct-recipe")):
-        pytest.skip("the sid root filesystem is not built (bash scripts/rocm6.sh --build, or "
-                    "tests/test_rocm6_rootfs.py)")
+    ensure_rootfs("sid")  # built here on a fresh machine
 
 
 #: one hipcc build serves the emulated MI300X, RX 7900 XTX and RX 9070 XT. Not gfx950: sid's

@@ -19,19 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from rocm6_rootfs import ensure_rootfs
 
 pytestmark = [pytest.mark.generic, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "rocm6.sh"
-
-
-def _needs_root() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("scripts/rocm6.sh needs root (debootstrap, chroot, mount namespaces)")
-    for tool in ("unshare", "chroot", "flock"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is missing (util-linux/coreutils)")
 
 
 def rocm6(*args: str, timeout: int = 120, **kw) -> subprocess.CompletedProcess:
@@ -41,10 +34,7 @@ def rocm6(*args: str, timeout: int = 120, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def rootfs() -> Path:
-    _needs_root()
-    built = rocm6("--path", timeout=1800)  # builds on first use
-    assert built.returncode == 0, built.stderr[-2000:]
-    root = Path(built.stdout.strip().splitlines()[-1])
+    root = ensure_rootfs("sid")  # builds on first use
     recipe = rocm6("--recipe").stdout
     assert (root / "etc/amdgpu-direct-recipe").read_text() == recipe
     assert list((root / "opt/venv").glob(".project-*"))  # the project's dependencies are in

@@ -35,13 +35,13 @@ it is missing).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from rocm6_rootfs import ensure_rootfs
 
 pytestmark = [pytest.mark.generic]
 
@@ -63,11 +63,7 @@ SKIPS_ALLOWED = ("needs hsa_virtual", "needs vulkan", "needs isa_gfx9", "needs i
 
 @pytest.fixture(scope="module")
 def sid() -> None:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("scripts/rocm6.sh needs root (chroot, mount namespaces)")
-    if not list(CACHE.glob("rocm6-sid-*/etc/amdgpu-direct-recipe")):
-        pytest.skip("the sid root filesystem is not built (bash scripts/rocm6.sh --build, or "
-                    "tests/test_rocm6_rootfs.py)")
+    ensure_rootfs("sid")  # built here on a fresh machine
 
 
 def _outcomes(junit: Path) -> tuple[Counter, dict[str, str], list[str]]:
