@@ -12,6 +12,7 @@ from ground.errors import (
     CodeObjectError,
     CompileError,
     DeviceError,
+    DeviceLost,
     HsaError,
     HsaUnavailable,
     IllegalInstruction,
@@ -28,7 +29,8 @@ from ground.errors import (
 __all__ = [
     "AmdgpuError", "BufferRangeError", "BufferStateError", "BundleError", "CodeObjectError",
     "CompileError",
-    "DeviceError", "HsaError", "HsaUnavailable", "IllegalInstruction", "KernelArgumentError",
+    "DeviceError", "DeviceLost", "HsaError", "HsaUnavailable", "IllegalInstruction",
+    "KernelArgumentError",
     "MemoryFault", "PacketError", "QueueError", "QueueFullError", "SignalTimeout",
     "TraceFormatError", "VulkanError",
 ]

@@ -22,7 +22,10 @@ each round of each thread on its own buffers (value v = thread * 10^6 + round):
 Faults, injected every `--fault-every` seconds in turn (each must come back as exactly one
 project error, one line, and leave the other work untouched):
 - a kernel that faults (a store to address 0x10) on a second device of the same system:
-  QueueError at the wait;
+  QueueError at the wait; where ROCr runs it (amdgpu:emulated, real GPUs), which reports
+  one GPU memory fault per process while the kernel driver stops that process's queues on
+  the GPU for good, in a short-lived child process instead: QueueError at the wait, then
+  DeviceLost at once for the next dispatch;
 - a device closed while a thread waits on its queued work (~150 dispatches queued,
   close(timeout=0.2)): the waiter gets DeviceError/SignalTimeout/QueueError, no hang, and
   a later call is a DeviceError;
@@ -194,6 +197,12 @@ class Worker:
         import amdgpu
         from ground.errors import AmdgpuError, DeviceError, QueueError
 
+        if which % 2 == 0 and getattr(getattr(self.dev, "provider", None), "name", "") == "rocr":
+            # ROCr reports one GPU memory fault per process and the kernel driver then stops
+            # the process's queues on that GPU for good: the fault runs in a child process
+            ok, why = fault_in_a_child(self.spec, self.oob_code)
+            self.fault(ok, why)
+            return
         if which % 2 == 0:  # a kernel that faults, on a second device of the system
             other = amdgpu.open(self.spec)
             try:
@@ -284,6 +293,53 @@ class Worker:
         self.report(final=True)
 
 
+# --- the faulting kernel in a short-lived process (ROCr) ----------------------------------
+def fault_child(spec: str, code_path: str) -> None:
+    """Fault once (QueueError at the wait), then dispatch again: DeviceLost at once. Prints
+    one JSON line: whether both were one-line errors of the right class, and what came."""
+    import amdgpu
+    from ground.errors import DeviceLost, QueueError
+
+    dev = amdgpu.open(spec)
+    try:
+        oob = dev.load(Path(code_path).read_bytes()).kernel("oob")
+        out = dev.buffer(64)
+        seen = []
+        for far in (0x10, out.address):  # the fault, then a dispatch that would be right
+            try:
+                dev.dispatch(oob, 64, 64, (out, np.uint64(far))).wait(60)
+                seen.append(None)
+            except Exception as e:  # noqa: BLE001
+                seen.append(e)
+        ok = (isinstance(seen[0], QueueError) and isinstance(seen[1], DeviceLost)
+              and all(_one_line(e) for e in seen))
+        print(json.dumps({"ok": ok, "what": " / ".join(repr(e)[:200] for e in seen)}),
+              flush=True)
+    finally:
+        dev.close()
+
+
+def fault_in_a_child(spec: str, code: bytes) -> tuple[bool, str]:
+    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
+        f.write(code)
+        f.flush()
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        try:
+            done = subprocess.run([sys.executable, __file__, "--fault-child", f.name,
+                                   "--device", spec], capture_output=True, text=True,
+                                  env=env, timeout=180)
+        except subprocess.TimeoutExpired:
+            return False, "the faulting child did not end in 180 s"
+    lines = done.stdout.strip().splitlines()
+    try:
+        rec = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return False, f"the faulting child ended {done.returncode}: {done.stderr[-300:]}"
+    if done.returncode != 0:
+        return False, f"the faulting child ended {done.returncode}: {done.stderr[-300:]}"
+    return bool(rec["ok"]), f"child: {rec['what']}"
+
+
 # --- the client killed mid-submit ----------------------------------------------------------
 def victim(spec: str, trace: str) -> None:
     """Dispatch and replay until killed, traced by a writer that writes every 256 records
@@ -362,7 +418,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds between killed clients")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--victim", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--fault-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.fault_child:
+        fault_child(args.device, args.fault_child)
+        return 0
     if args.victim:
         victim(args.device, args.victim)
         return 0

@@ -80,6 +80,12 @@ class DeviceError(AmdgpuError):
     """An unknown device spec, or a backend that is not available for it."""
 
 
+class DeviceLost(DeviceError):
+    """The device cannot run work in this process any more: after a GPU memory fault the
+    amdgpu kernel driver evicts the process's queues on that GPU for good (ROCr reports one
+    fault per process). The message names the fault; open the device in a new process."""
+
+
 class BufferStateError(DeviceError, BufferError):
     """A buffer handed to a dispatch, submit or copy cannot be used there: it was freed
     (the message says where), or it belongs to a closed device or to one this device cannot

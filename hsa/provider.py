@@ -16,6 +16,7 @@ import abc
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -227,6 +228,18 @@ class HsaProvider(abc.ABC):
     @abc.abstractmethod
     def version(self) -> str:
         """Runtime version, e.g. "1.1 (ROCr 5.2.3)" or "virtual"."""
+
+    def agent_lost(self, agent: int) -> dict[str, Any] | None:
+        """The GPU memory fault after which `agent` runs no more work in this process
+        ({address, reason, ...}; the driver may note its report there), or None. On ROCr
+        the kernel driver evicts the process's queues on that GPU for good; the virtual
+        system only stops the faulting queue, so it never loses an agent."""
+        return None
+
+    def watch_agent_lost(self, agent: int, callback: Any) -> None:
+        """Call `callback()` (a weakref.WeakMethod's target, from any thread) once `agent`
+        is lost; at once if it is already. Nothing to watch where agents are never lost."""
+        return None
 
     # --- agents and pools ----------------------------------------------------------------
     @abc.abstractmethod

@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 import amdgpu
-from amdgpu.errors import QueueError
+from amdgpu.errors import DeviceLost, QueueError
 
 OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
           "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
 FORM = re.compile(
     r"^lane 0 of (amdgpu:\w+) \(queue \d+\) stopped at packet 1 \(kernel oob\): memory fault "
     r"at address 0x10(, code-object offset 0x[0-9a-f]+ \(global_store_b32\))?; check the "
-    r"kernel's buffer sizes and arguments; its work is lost, other lanes still run: open "
-    r"the device again to reset it \(HSA status 0x[0-9a-f]+\)$")
+    r"kernel's buffer sizes and arguments; (its work is lost, other lanes still run: open "
+    r"the device again to reset it|the amdgpu kernel driver stopped all of this process's "
+    r"queues on the GPU: open the device in a new process) \(HSA status 0x[0-9a-f]+\)$")
 
 
 def _open(spec):
@@ -67,6 +68,7 @@ def test_emulated_rocr_fault_has_the_same_form(tmp_path):
     def strip(text: str) -> str:  # the parts that name the device, or only one provider has
         text = re.sub(r"amdgpu:\w+ \(queue \d+\)", "DEV", text)
         text = re.sub(r", code-object offset 0x[0-9a-f]+ \([^)]*\)", "", text)
+        text = text.split("arguments; ")[0]  # what comes next differs: see DeviceLost below
         return re.sub(r"\(HSA status 0x[0-9a-f]+\)", "", text)
 
     assert FORM.match(emulated), emulated
@@ -100,3 +102,45 @@ def test_the_trace_records_the_fault_on_the_faulting_packet(tmp_path, capsys):
     trace.ParseFromString((tmp_path / "f.pftrace").read_bytes())
     names = [p.track_event.name for p in trace.packet if p.HasField("track_event")]
     assert "queue error at packet 1" in names
+
+
+@pytest.mark.hsa_rocr
+def test_emulated_device_is_lost_after_its_memory_fault(tmp_path):
+    """ROCr reports one GPU memory fault per process and amdkfd evicts the process's queues
+    on that GPU for good: the second faulting dispatch, a normal one, a copy and a load
+    each raise DeviceLost at once, naming the fault (before: a 60 s SignalTimeout or a hang
+    in ROCr's blit); close() releases everything and the next process context runs again."""
+    from provider_suite import compile_cl
+
+    dev = _open("amdgpu:emulated")
+    code = compile_cl(OOB_CL, dev.target, tmp_path)
+    try:
+        kernel = dev.load(code).kernel("oob")
+        out = dev.buffer(64)
+        with pytest.raises(QueueError, match="memory fault at address 0x10"):
+            dev.dispatch(kernel, 64, 64, (out, np.uint64(0x10))).wait(30)
+        later = [
+            lambda: dev.dispatch(kernel, 64, 64, (out, np.uint64(0x20))).wait(30),
+            lambda: dev.dispatch(kernel, 64, 64, (out, np.uint64(out.address))).wait(30),
+            lambda: dev.dispatch(kernel, 64, 64, (out, np.uint64(0x20)), lane=1).wait(30),
+            lambda: dev.copy(out, dev.buffer(64), 64).wait(30),
+            lambda: out.write(np.zeros(16, np.uint32)),
+            lambda: dev.load(code),
+        ]
+        for call in later:
+            with pytest.raises(DeviceLost) as e:
+                call()
+            text = str(e.value)
+            assert "\n" not in text
+            assert "memory fault at address 0x10 in kernel oob earlier" in text, text
+            assert "open the device in a new process" in text, text
+    finally:
+        dev.close()
+    again = _open("amdgpu:emulated")  # the last device closed: ROCr closed /dev/kfd
+    try:
+        kernel = again.load(code).kernel("oob")
+        out = again.buffer(64)
+        again.dispatch(kernel, 64, 64, (out, np.uint64(out.address + 32))).wait(30)
+        assert out.to_numpy(np.uint32)[0] == 1
+    finally:
+        again.close()

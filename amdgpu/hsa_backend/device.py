@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from amdgpu.hsa_backend.submission import DeviceSubmission
 from amdgpu.hsa_backend.transfers import DeviceTransfers
 from amdgpu.report import DeviceReport
 from amdgpu.suballoc import MAX_BLOCK, Block, SlabAllocator
-from ground.errors import DeviceError, HsaError, HsaUnavailable
+from ground.errors import DeviceError, DeviceLost, HsaError, HsaUnavailable
 from hsa.provider import Capability
 from hsa.virtual.topology import expand_gpus
 
@@ -135,6 +136,13 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
             min(queue_size, self.agent.queue_max_size or queue_size),
         )
         self.lanes_ = [QueueLane(self, i, size, kernarg_bytes) for i in range(lanes)]
+        # a GPU memory fault on ROCr loses the agent for this process (hsa/rocr/provider.py):
+        # every lane fails, so even a cached launch's fast path stops to say so
+        p.watch_agent_lost(self.agent.handle, weakref.WeakMethod(self._agent_lost))
+
+    def _agent_lost(self) -> None:
+        for ln in self.lanes_:
+            ln.failed = True
 
     # --- facts ---------------------------------------------------------------------------
     @property
@@ -152,7 +160,7 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
             try:
                 if ln.queue.error is None and timeout > 0:
                     ln.wait(ln.submitted, timeout)
-            except HsaError:
+            except (HsaError, DeviceLost):
                 pass
         for ln in self.lanes_:
             ln.closed = True  # a cached launch sees it (dispatch checks ln.failed only)

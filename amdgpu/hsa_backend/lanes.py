@@ -36,8 +36,15 @@ import numpy as np
 import packets
 from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend.kernargs import KernargRing
-from ground.errors import DeviceError, HsaError, MemoryFault, QueueError, SignalTimeout
-from ground.status import HSA_STATUS_ERROR
+from ground.errors import (
+    DeviceError,
+    DeviceLost,
+    HsaError,
+    MemoryFault,
+    QueueError,
+    SignalTimeout,
+)
+from ground.status import HSA_STATUS_ERROR, HSA_STATUS_ERROR_MEMORY_FAULT
 from hsa.provider import QueueType, SignalCondition
 
 TIMELINE_START = 1 << 62
@@ -283,11 +290,16 @@ class QueueLane:
             text = getattr(cause, "text", None) or str(cause or "queue error")
         pid, what = self._stop_site()
         site = f" at packet {pid} ({what})" if pid is not None else ""
+        if self.provider.agent_lost(self.device.agent.handle) is not None:
+            after = ("the amdgpu kernel driver stopped all of this process's queues on the GPU: "
+                     "open the device in a new process")
+        else:
+            after = "its work is lost, other lanes still run: open the device again to reset it"
         err = QueueError(
             status,
             f"lane {self.index} of {self.device.spec} (queue {self.queue.id}) stopped"
             f"{site}: {text}; "
-            f"its work is lost, other lanes still run: open the device again to reset it",
+            f"{after}",
         )
         if not self._error_traced and pid is not None:
             self._trace_error(pid, what, text, status, cause)
@@ -333,13 +345,36 @@ class QueueLane:
     def check(self) -> None:
         if self.closed:
             raise DeviceError(f"{self.device.spec} was closed: open it again")
+        lost = self.provider.agent_lost(self.device.agent.handle)
+        if lost is not None and "report" in lost:  # the fault was reported: no more work
+            self.failed = True
+            raise DeviceLost(
+                f"{self.device.spec} can run nothing more in this process: {lost['report']} "
+                "earlier; the amdgpu kernel driver stops a process's queues after a GPU "
+                "memory fault: open the device in a new process")
+        if lost is not None and self._fault is None:
+            # the process's one GPU memory fault (ROCr): the first lane to look reports it
+            self._fault = MemoryFault(
+                HSA_STATUS_ERROR_MEMORY_FAULT,
+                f"GPU memory fault at 0x{lost['address']:x} "
+                f"(reason mask 0x{lost.get('reason', 0):x})", lost["address"])
         if (self.queue.error is not None or self._error_status is not None
                 or self._fault is not None):
             self.failed = True
             self.reported = True
             err = self.error()
             assert err is not None  # each condition above gives error() a cause
+            if lost is not None:
+                lost.setdefault("report", self._lost_report(err))
             raise err
+
+    def _lost_report(self, err: QueueError) -> str:
+        """'memory fault at address 0x10 (kernel oob)': the fault a later DeviceLost names."""
+        cause = err.__cause__
+        text = fault_text(cause) if isinstance(cause, MemoryFault) else err.text
+        text = text.split(";")[0]  # the fault, without its advice
+        _pid, what = self._stop_site()
+        return f"{text} in {what}" if what else text
 
     reported = False  # check() has raised this lane's error to the caller at least once
 

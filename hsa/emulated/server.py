@@ -297,6 +297,8 @@ class ServerQueue:
     """What PacketProcessor reads of its queue, over the ring and amd_queue_t ROCr made in
     the client's memory."""
 
+    evicted = False  # the process had a GPU VM fault on this node: doorbells do nothing
+
     def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
                  read_ptr: int, write_ptr: int, doorbell: int, ring_bytes: int = 0) -> None:
         memory = client.memory
@@ -349,7 +351,7 @@ class ServerQueue:
         return self._error
 
     def ring_doorbell(self, value: int) -> None:
-        if value < 0 or self.destroyed:
+        if value < 0 or self.destroyed or self.evicted:
             return
         proc = self.processor
         taken = self.fast.next  # packets the doorbell watch retired itself (devside.c)
@@ -413,6 +415,8 @@ class SdmaQueue:
     SdmaEngine in a thread of its own, woken by doorbells (the new write pointer, in bytes);
     a TRAP packet fires the client's event, as the SDMA interrupt does."""
 
+    evicted = False  # the process had a GPU VM fault on this node: doorbells do nothing
+
     def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
                  ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
         from hsa.virtual.sdma import SdmaEngine
@@ -435,7 +439,7 @@ class SdmaQueue:
         self._thread.start()
 
     def ring_doorbell(self, value: int) -> None:
-        if value < 0 or self.destroyed:
+        if value < 0 or self.destroyed or self.evicted:
             return
         with self._cv:
             self._wptr = max(self._wptr, value)
@@ -481,6 +485,8 @@ class Pm4Queue:
     VM fault (memory events), any other (a malformed packet, with its dword offset in the
     server log) raises KFD's HW exception event, as a hung queue's reset does."""
 
+    evicted = False  # the process had a GPU VM fault on this node: doorbells do nothing
+
     def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
                  ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
         from hsa.virtual.pm4 import Pm4Processor, Pm4Ring
@@ -501,7 +507,7 @@ class Pm4Queue:
         self.worker = RingWorker(self.ring, name=f"pm4-{queue_id}", on_error=self._on_error)
 
     def ring_doorbell(self, value: int) -> None:
-        if value >= 0 and not self.destroyed:
+        if value >= 0 and not self.destroyed and not self.evicted:
             self.worker.ring_doorbell(value)
 
     def _interrupt(self, irq: Any) -> None:
@@ -740,6 +746,7 @@ class Client:
         self.has_events_page = False
         self.doorbells: dict[int, tuple[int, np.ndarray]] = {}  # gpu_id -> (memfd, page)
         self.queues: dict[int, ServerQueue] = {}
+        self.evicted_nodes: set[int] = set()  # gpu_ids whose queues a VM fault evicted
         self.signals = ClientSignals(self)
         self.svm = SvmRanges()
         self.side = DeviceSide(self.signals, self.memory, lambda ko: f"0x{ko:x}",
@@ -761,6 +768,17 @@ class Client:
         types = self.events[protocol.EVENTS_TYPE:protocol.EVENTS_TYPE + protocol.MAX_EVENTS]
         for event_id in np.flatnonzero(types == EVENT_MEMORY):
             self.fire(int(event_id))
+        self.evict(gpu_id)
+
+    def evict(self, gpu_id: int) -> None:
+        """After a VM fault amdkfd evicts every queue the process has on that GPU
+        (kfd_dqm_evict_pasid) and a queue it creates there later is never mapped: the
+        doorbells of all of them do nothing from now on."""
+        self.evicted_nodes.add(gpu_id)
+        for q in list(self.queues.values()):
+            if q.node.gpu_id == gpu_id:
+                q.evicted = True
+                q.fast.fast = 0  # the doorbell watch takes nothing more either
 
     # memory
     def new_handle(self) -> int:
@@ -1042,6 +1060,9 @@ class Kfd:
                                   slot)
         except (MemoryFault, ValueError) as exc:
             raise ServerError(EINVAL, f"queue memory: {exc}") from None
+        if gpu_id in client.evicted_nodes:
+            queue.evicted = True
+            queue.fast.fast = 0
         client.queues[qid] = queue
         self.server.doorbell_watch.add(queue)
         _put32(a, 52, qid)

@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from ground.errors import HsaError, HsaUnavailable, MemoryFault, QueueError, SignalTimeout
+from ground.errors import (
+    DeviceLost,
+    HsaError,
+    HsaUnavailable,
+    MemoryFault,
+    QueueError,
+    SignalTimeout,
+)
 from ground.status import (
     HSA_STATUS_ERROR,
     HSA_STATUS_ERROR_INVALID_AGENT,
@@ -61,8 +68,31 @@ _init_lock = threading.Lock()
 _init_counts: dict[int, int] = {}
 # Per loaded library: the last GPU memory fault ROCr reported ({agent, address, reason}).
 _faults: dict[int, dict[str, int]] = {}
+# Per loaded library: agent -> the GPU memory fault that lost it for this process. ROCr's
+# VM-fault handler reports one fault per process (its handler returns false, "we are done")
+# and amdkfd evicts the process's queues on that GPU (kfd_dqm_evict_pasid): nothing runs
+# there again until the last hsa_shut_down closes /dev/kfd. Watchers: (agent, WeakMethod).
+_lost: dict[int, dict[int, dict[str, Any]]] = {}
+_lost_watchers: dict[int, list[tuple[int, Any]]] = {}
 # System event handlers cannot be unregistered: keep their ctypes thunks for the process.
 _system_event_thunks: list[Any] = []
+
+
+def _agent_lost(key: int, agent: int, address: int, reason: int) -> None:
+    """ROCr reported a GPU memory fault on `agent` (its event thread): the agent is lost."""
+    lost = _lost.setdefault(key, {})
+    if agent in lost:
+        return
+    lost[agent] = {"address": address, "reason": reason}
+    for watched, callback in list(_lost_watchers.get(key, [])):
+        if watched == agent:
+            _call_watcher(callback)
+
+
+def _call_watcher(callback: Any) -> None:
+    method = callback()
+    if method is not None:
+        method()
 
 
 def init_count() -> int:
@@ -261,6 +291,8 @@ class RocrProvider(HsaProvider):
         self._initialised = False
         with _init_lock:
             _init_counts[self._key] -= 1
+            if not _init_counts[self._key]:  # ROCr closes /dev/kfd: a new process context
+                _lost.pop(self._key, None)
         self.api.hsa_shut_down()  # raises HsaError through errcheck
 
     @staticmethod
@@ -304,6 +336,7 @@ class RocrProvider(HsaProvider):
         if register is None:
             return
         faults = self._last_fault
+        key = self._key
 
         def on_event(event_ptr: int, _data: int) -> int:
             try:
@@ -313,6 +346,7 @@ class RocrProvider(HsaProvider):
                     faults["address"] = int(event.memory_fault.virtual_address)
                     faults["reason"] = int(event.memory_fault.fault_reason_mask)
                     faults["count"] = faults.get("count", 0) + 1
+                    _agent_lost(key, faults["agent"], faults["address"], faults["reason"])
             except Exception:  # noqa: BLE001 - never let an exception cross into ROCr
                 return HSA_STATUS_ERROR
             return S.HSA_STATUS_SUCCESS
@@ -323,6 +357,17 @@ class RocrProvider(HsaProvider):
             register(thunk, None)
         except HsaError:
             pass  # faults then abort inside ROCr, as they would without this provider
+
+    def agent_lost(self, agent: int) -> dict[str, Any] | None:
+        return _lost.get(self._key, {}).get(int(agent))
+
+    def watch_agent_lost(self, agent: int, callback: Any) -> None:
+        with _init_lock:
+            watchers = _lost_watchers.setdefault(self._key, [])
+            watchers[:] = [(a, ref) for a, ref in watchers if ref() is not None]
+            watchers.append((int(agent), callback))
+        if self.agent_lost(agent) is not None:
+            _call_watcher(callback)
 
     @property
     def last_memory_fault(self) -> dict[str, int]:
@@ -520,7 +565,22 @@ class RocrProvider(HsaProvider):
         return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
 
     def memory_copy(self, dst: int, src: int, size: int) -> None:
+        self._refuse_if_lost(None, "hsa_memory_copy")  # its blit queue may be an evicted one
         self.api.hsa_memory_copy(dst, src, size)
+
+    def _refuse_if_lost(self, agent: int | None, call: str) -> None:
+        """DeviceLost instead of a call that needs ROCr's own queues on a lost agent (any
+        lost agent where the call does not say which): they were evicted too and would
+        never finish."""
+        lost = _lost.get(self._key, {})
+        fault = lost.get(int(agent)) if agent is not None else next(iter(lost.values()), None)
+        if fault is None:
+            return
+        earlier = fault.get("report") or f"a GPU memory fault at 0x{fault['address']:x}"
+        raise DeviceLost(
+            f"{call}: the GPU can run nothing more in this process: {earlier} earlier; the "
+            "amdgpu kernel driver stops a process's queues after a GPU memory fault: open the "
+            "device in a new process")
 
     def memory_async_copy(
         self,
@@ -535,6 +595,8 @@ class RocrProvider(HsaProvider):
         copy = self._optional("hsa_amd_memory_async_copy")
         # ROCr refuses a non-NULL dep array with a count of 0 (INVALID_ARGUMENT)
         deps = _u64_array(dep_signals) if dep_signals else None
+        self._refuse_if_lost(dst_agent, "hsa_amd_memory_async_copy")
+        self._refuse_if_lost(src_agent, "hsa_amd_memory_async_copy")
         copy(dst, dst_agent, src, src_agent, size, len(dep_signals), deps, completion_signal)
 
     def _optional(self, name: str) -> Callable[..., Any]:
@@ -803,12 +865,14 @@ class RocrProvider(HsaProvider):
         self, executable: Executable, agent: int, reader: int
     ) -> None:
         loaded = c_uint64()
+        self._refuse_if_lost(agent, "hsa_executable_load_agent_code_object")
         self.api.hsa_executable_load_agent_code_object(
             executable.handle, agent, reader, None, byref(loaded)
         )
         executable.agent = agent
 
     def executable_freeze(self, executable: Executable) -> None:
+        self._refuse_if_lost(getattr(executable, "agent", None), "hsa_executable_freeze")
         self.api.hsa_executable_freeze(executable.handle, None)
         executable.frozen = True
 
