@@ -134,6 +134,14 @@ def test_emulated_device_is_lost_after_its_memory_fault(tmp_path):
             assert "\n" not in text
             assert "memory fault at address 0x10 in kernel oob earlier" in text, text
             assert "open the device in a new process" in text, text
+        other = amdgpu.open("amdgpu:emulated")  # the same GPU, opened again in this process
+        try:
+            with pytest.raises(DeviceLost, match="0x10 in kernel oob earlier"):
+                other.load(code)
+            with pytest.raises(DeviceLost, match="0x10 in kernel oob earlier"):
+                other.buffer(64).write(np.zeros(16, np.uint32))
+        finally:
+            other.close()
     finally:
         dev.close()
     again = _open("amdgpu:emulated")  # the last device closed: ROCr closed /dev/kfd
