@@ -109,7 +109,24 @@ def test_emulated_device_is_lost_after_its_memory_fault(tmp_path):
     """ROCr reports one GPU memory fault per process and amdkfd evicts the process's queues
     on that GPU for good: the second faulting dispatch, a normal one, a copy and a load
     each raise DeviceLost at once, naming the fault (before: a 60 s SignalTimeout or a hang
-    in ROCr's blit); close() releases everything and the next process context runs again."""
+    in ROCr's blit); close() releases everything and the next process context runs again.
+    In a process of its own: the loss lasts while any device of the process holds ROCr."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _open("amdgpu:emulated").close()  # skips where the emulated GPU is unavailable
+    here = Path(__file__).resolve().parent
+    script = (f"import sys, pathlib; sys.path[:0] = [{str(here)!r}]\n"
+              "import test_dispatch_faults as t\n"
+              f"t._lost_in_one_process(pathlib.Path({str(tmp_path)!r}))\nprint('ok')\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=240, env=dict(os.environ, PYTHONPATH=str(here.parent)))
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+
+
+def _lost_in_one_process(tmp_path):
     from provider_suite import compile_cl
 
     dev = _open("amdgpu:emulated")
