@@ -626,6 +626,70 @@ def test_a_gpu_memory_fault_reaches_the_application_as_rocr_reports_it(provider,
     assert info.value.address == 0x10
 
 
+EVICTED_AFTER_A_FAULT = r"""
+import sys, pathlib, tempfile, numpy as np
+sys.path[:0] = [sys.argv[1]]
+from provider_suite import compile_cl, device_pool, kernarg_pool, load_executable, publish
+from hsa.emulated import EmulatedProvider
+from hsa.provider import SignalCondition
+from packets import kernel_dispatch, barrier_and
+from ground.errors import MemoryFault, SignalTimeout
+OOB = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+       "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+p = EmulatedProvider(node=["gfx90a"])
+gpu = p.gpu_agents()[0].handle
+exe = load_executable(p, gpu, compile_cl(OOB, "gfx90a", pathlib.Path(tempfile.mkdtemp())))
+sym = p.executable_get_symbol_by_name(exe, "oob.kd", gpu)
+out = p.memory_pool_allocate(device_pool(p, gpu), 4096)
+ka = p.memory_pool_allocate(kernarg_pool(p), 4096); p.agents_allow_access([gpu], ka)
+a = p.host_view(ka, 4096); a[:] = 0
+a[0:8].view(np.uint64)[0] = out; a[8:16].view(np.uint64)[0] = 0x10
+before = p.queue_create(gpu, 64)
+q = p.queue_create(gpu, 64); done = p.signal_create(1)
+publish(q, kernel_dispatch(workgroup_size=(64,1,1), grid_size=(64,1,1), dims=1,
+        kernel_object=sym.kernel_object, kernarg_address=ka, private_segment_size=0,
+        group_segment_size=0, completion_signal=done))
+try:
+    p.signal_wait(done, SignalCondition.EQ, 0, 30.0); print("no fault?!")
+except MemoryFault as e:
+    print("fault", hex(e.address))
+after = p.queue_create(gpu, 64)
+for name, qq in (("queue made before", before), ("queue made after", after)):
+    s = p.signal_create(1)
+    publish(qq, barrier_and(completion_signal=s))
+    try:
+        p.signal_wait(s, SignalCondition.EQ, 0, 2.0); print(name, "ran the barrier")
+    except SignalTimeout:
+        print(name, "evicted: the barrier never ran")
+    except Exception as e:
+        print(name, type(e).__name__, e)
+p.shut_down()
+"""
+
+
+@pytest.mark.slow
+def test_a_vm_fault_evicts_the_process_queues_on_that_gpu():
+    """amdkfd after a GPU VM fault (kfd_dqm_evict_pasid): every queue the process has on
+    that GPU stops, and one it creates there later never runs (a barrier on either never
+    completes; before, only the faulting queue stopped). A node of its own, so the server
+    runs this checkout's code."""
+    if not _have_ziglang():
+        pytest.skip("ziglang (clang 22) is not installed: pip install ziglang")
+    node = "1xgfX90A"
+    _start(node)
+    run = subprocess.run([sys.executable, "-c", EVICTED_AFTER_A_FAULT, str(ROOT / "tests")],
+                         env=_env(node), capture_output=True, text=True, timeout=240)
+    assert run.stdout.split("\n")[:3] == [
+        "fault 0x10", "queue made before evicted: the barrier never ran",
+        "queue made after evicted: the barrier never ran"], run.stdout + run.stderr[-2000:]
+
+
+def _have_ziglang() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ziglang") is not None
+
+
 def test_ioctl_numbers_the_shim_marshals_are_kfd_ioctl_hs():
     """The request numbers the shim answers or marshals itself (kfd_shim.c's KFD_* nr
     constants) name the same ioctls in linux/kfd_ioctl.h (abi.py, checked against it)."""
