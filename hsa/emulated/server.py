@@ -43,7 +43,6 @@ from ground.status import (
 from hsa.provider import AgentInfo, DeviceType
 from hsa.virtual.agents import Agent
 from hsa.virtual.memory import Allocation, MemoryMap
-from hsa.virtual.pm4 import Pm4Stopped
 from hsa.virtual.queues import DeviceSide, PacketProcessor
 
 from . import abi, build, drm, protocol
@@ -410,17 +409,15 @@ class ServerQueue:
                 log.warning("queue %d: queue_inactive_signal 0x%x is not live", self.id, inactive)
 
 
-class SdmaQueue:
-    """A KFD SDMA queue (ROCr's BlitSdma copies and fills): its ring runs on hsa/virtual's
-    SdmaEngine in a thread of its own, woken by doorbells (the new write pointer, in bytes);
-    a TRAP packet fires the client's event, as the SDMA interrupt does."""
+class _RingQueue:
+    """What a KFD SDMA or PM4 queue shares: its doorbell slot in the watch's table, its ring
+    engine run by a RingWorker (hsa/virtual/ring_worker.py) that the doorbells wake, and an
+    eviction after the process's GPU VM fault that makes later doorbells do nothing."""
 
     evicted = False  # the process had a GPU VM fault on this node: doorbells do nothing
+    worker: Any
 
-    def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
-                 ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
-        from hsa.virtual.sdma import SdmaEngine
-
+    def __init__(self, client: Client, queue_id: int, node: NodeInfo, doorbell: int) -> None:
         self.kfd_id = queue_id
         self.client = client
         self.node = node
@@ -428,53 +425,41 @@ class SdmaQueue:
         self.fast = FastQueue(doorbell=doorbell, last=-1, passed=-1, retired=0, next=0, fast=0)
         self.destroyed = False
         self.processor = self  # what Client.close and DESTROY_QUEUE stop
-        self._cv = threading.Condition()
-        self._wptr = -1
-        self.engine = SdmaEngine(client.memory, ring, ring_bytes, read_ptr, write_ptr,
-                                 target=node.model.target, agent=node.index,
-                                 interrupt=lambda irq: client.fire(irq.context),
-                                 label=f"client {client.pid} SDMA queue {queue_id}",
-                                 stop=lambda: self.destroyed)
-        self._thread = threading.Thread(target=self._run, name=f"sdma-{queue_id}", daemon=True)
-        self._thread.start()
 
     def ring_doorbell(self, value: int) -> None:
-        if value < 0 or self.destroyed or self.evicted:
-            return
-        with self._cv:
-            self._wptr = max(self._wptr, value)
-            self._cv.notify()
-
-    def _run(self) -> None:
-        done = -1
-        while True:
-            with self._cv:
-                while self._wptr <= done and not self.destroyed:
-                    self._cv.wait()
-                if self.destroyed:
-                    return
-                target = self._wptr
-            try:
-                self.engine.process(target)
-            except Pm4Stopped:  # destroyed while a packet waited
-                return
-            except HsaError as exc:  # a bad packet or address stops the queue, as on the GPU
-                log.warning("client %d: %s", self.client.pid, exc)
-                if isinstance(exc, MemoryFault):  # the GPU's VM fault: the memory events
-                    self.client.memory_fault(int(getattr(exc, "address", 0) or 0),
-                                             self.node.gpu_id)
-                return
-            done = target
+        if value >= 0 and not self.destroyed and not self.evicted:
+            self.worker.ring_doorbell(value)
 
     def stop(self, join_timeout_s: float = 4.0) -> None:
-        with self._cv:
-            self.destroyed = True
-            self._cv.notify()
-        if self._thread is not threading.current_thread():
-            self._thread.join(join_timeout_s)
+        self.destroyed = True
+        self.worker.stop(join_timeout_s)
 
 
-class Pm4Queue:
+class SdmaQueue(_RingQueue):
+    """A KFD SDMA queue (ROCr's BlitSdma copies and fills): its ring runs on hsa/virtual's
+    SdmaEngine, woken by doorbells (the new write pointer, in bytes); a TRAP packet fires the
+    client's event, as the SDMA interrupt does; a bad packet or address stops the queue, as
+    on the GPU (a memory fault is the VM fault: the memory events)."""
+
+    def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
+                 ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
+        from hsa.virtual.ring_worker import RingWorker
+        from hsa.virtual.sdma import SdmaEngine
+
+        super().__init__(client, queue_id, node, doorbell)
+        engine = SdmaEngine(client.memory, ring, ring_bytes, read_ptr, write_ptr,
+                            target=node.model.target, agent=node.index,
+                            interrupt=lambda irq: client.fire(irq.context),
+                            label=f"client {client.pid} SDMA queue {queue_id}")
+        self.worker = RingWorker(engine, name=f"sdma-{queue_id}", on_error=self._on_error)
+
+    def _on_error(self, exc: HsaError) -> None:
+        log.warning("client %d: %s", self.client.pid, exc)
+        if isinstance(exc, MemoryFault):
+            self.client.memory_fault(int(getattr(exc, "address", 0) or 0), self.node.gpu_id)
+
+
+class Pm4Queue(_RingQueue):
     """A KFD PM4 compute queue (KFD_IOC_QUEUE_TYPE_COMPUTE; tinygrad's AMD backend): its ring
     runs on hsa/virtual's command processor (Pm4Processor over a Pm4Ring, 64-bit read and
     write pointers counting dwords) in a RingWorker thread, woken by doorbells (the new write
@@ -485,30 +470,18 @@ class Pm4Queue:
     VM fault (memory events), any other (a malformed packet, with its dword offset in the
     server log) raises KFD's HW exception event, as a hung queue's reset does."""
 
-    evicted = False  # the process had a GPU VM fault on this node: doorbells do nothing
-
     def __init__(self, client: Client, queue_id: int, node: NodeInfo, ring: int,
                  ring_bytes: int, read_ptr: int, write_ptr: int, doorbell: int) -> None:
         from hsa.virtual.pm4 import Pm4Processor, Pm4Ring
         from hsa.virtual.ring_worker import RingWorker
 
-        self.kfd_id = queue_id
-        self.client = client
-        self.node = node
-        self.doorbell = doorbell
-        self.fast = FastQueue(doorbell=doorbell, last=-1, passed=-1, retired=0, next=0, fast=0)
-        self.destroyed = False
-        self.processor = self  # what Client.close and DESTROY_QUEUE stop
+        super().__init__(client, queue_id, node, doorbell)
         label = f"client {client.pid} PM4 queue {queue_id}"
         cp = Pm4Processor(client.memory, target=node.model.target, agent=node.index,
                           interrupt=self._interrupt, label=label,
                           lds_size=node.model.lds_bytes)
         self.ring = Pm4Ring(cp, ring, ring_bytes, read_ptr, write_ptr)
         self.worker = RingWorker(self.ring, name=f"pm4-{queue_id}", on_error=self._on_error)
-
-    def ring_doorbell(self, value: int) -> None:
-        if value >= 0 and not self.destroyed and not self.evicted:
-            self.worker.ring_doorbell(value)
 
     def _interrupt(self, irq: Any) -> None:
         events = self.client.events
@@ -535,9 +508,6 @@ class Pm4Queue:
         for event_id in np.flatnonzero(types == EVENT_HW_EXCEPTION):
             self.client.fire(int(event_id))
 
-    def stop(self, join_timeout_s: float = 4.0) -> None:
-        self.destroyed = True
-        self.worker.stop(join_timeout_s)
 
 
 def _raise_to(heap: list[int], value: int) -> None:
