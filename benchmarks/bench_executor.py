@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.library import gemm_source
 from hsa.virtual.gfx11.testing import TEST_KERNELS_CL, Harness, build_code_object, run_program
 
 CPU_SECONDS: list[float] = []  # the best process CPU time of the last _best call
@@ -88,16 +89,6 @@ def bench_saxpy(h: Harness, n: int, repeat: int) -> dict:
     }
 
 
-MATMUL_F16 = """
-func.func @matmul_f16(%a: tensor<{n}x{n}xf16>, %b: tensor<{n}x{n}xf16>) -> tensor<{n}x{n}xf32> {{
-  %c0 = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{n}x{n}xf32>
-  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}xf16>, tensor<{n}x{n}xf16>)
-                     outs(%f : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  return %r : tensor<{n}x{n}xf32>
-}}
-"""
 
 
 def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
@@ -109,7 +100,7 @@ def bench_matmul_f16(h: Harness, repeat: int, size: int) -> dict | None:
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / f"matmul_f16_{size}.mlir"
-                path.write_text(MATMUL_F16.format(n=size))
+                path.write_text(gemm_source(size, "f16", func="matmul_f16"))
                 bundle = compiler.compile(path, targets=[h.target], abi=())
     except Exception as e:  # noqa: BLE001
         return {"kernel": "iree matmul_f16", "skipped": str(e)}
@@ -172,16 +163,6 @@ def bench_matmul_i8(h: Harness, repeat: int, size: int) -> dict:
     }
 
 
-GEMM = """
-func.func @gemm(%a: tensor<{n}x{n}x{t}>, %b: tensor<{n}x{n}x{t}>) -> tensor<{n}x{n}xf32> {{
-  %c0 = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{n}x{n}xf32>
-  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}x{t}>, tensor<{n}x{n}x{t}>)
-                     outs(%f : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  return %r : tensor<{n}x{n}xf32>
-}}
-"""
 # the fp8 type each target's matrix cores take (gfx942: the FNUZ variants; gfx1100: none)
 FP8 = {"gfx942": "f8E4M3FNUZ", "gfx950": "f8E4M3FN", "gfx1201": "f8E4M3FN",
        "gfx1250": "f8E4M3FN"}
@@ -198,7 +179,7 @@ def _gemm_bundle(target: str, size: int, elem: str, t: str, bundles: Path | None
     import compiler
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"gemm_{elem}_{size}.mlir"
-        path.write_text(GEMM.format(n=size, t=t))
+        path.write_text(gemm_source(size, t))
         bundle = compiler.compile(path, targets=[target], abi=())
     if saved is not None:
         saved.parent.mkdir(parents=True, exist_ok=True)

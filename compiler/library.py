@@ -47,6 +47,7 @@ __all__ = [
     "example_inputs",
     "reference",
     "chain_source",
+    "gemm_source",
 ]
 
 KERNEL_DIR = Path(__file__).with_name("kernels")
@@ -173,6 +174,22 @@ def chain_source(n: int, elements: int = CHAIN_ELEMENTS) -> str:
         prev = f"%step{i}"
     lines += [f"  return {prev} : {ty}", "}"]
     return "\n".join(lines) + "\n"
+
+
+def gemm_source(n: int, elem: str = "f16", func: str = "gemm") -> str:
+    """MLIR for one n x n x n GEMM: `elem` inputs (an MLIR element type: f16, f8E4M3FN,
+    ...) accumulated and returned in f32, as the executor's GEMM benchmark and the fp8
+    GEMM tests compile it."""
+    ab, c = f"tensor<{n}x{n}x{elem}>", f"tensor<{n}x{n}xf32>"
+    return "\n".join([
+        f"func.func @{func}(%a: {ab}, %b: {ab}) -> {c} {{",
+        "  %c0 = arith.constant 0.0 : f32",
+        f"  %e = tensor.empty() : {c}",
+        f"  %f = linalg.fill ins(%c0 : f32) outs(%e : {c}) -> {c}",
+        f"  %r = linalg.matmul ins(%a, %b : {ab}, {ab}) outs(%f : {c}) -> {c}",
+        f"  return %r : {c}",
+        "}",
+    ]) + "\n"
 
 
 def source(name: str) -> str:

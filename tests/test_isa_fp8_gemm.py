@@ -15,16 +15,6 @@ from toolchains import require_iree
 
 pytestmark = pytest.mark.hsa_virtual
 
-GEMM = """
-func.func @gemm(%a: tensor<{n}x{n}x{t}>, %b: tensor<{n}x{n}x{t}>) -> tensor<{n}x{n}xf32> {{
-  %c0 = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{n}x{n}xf32>
-  %f = linalg.fill ins(%c0 : f32) outs(%e : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{n}x{n}x{t}>, tensor<{n}x{n}x{t}>)
-                     outs(%f : tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
-  return %r : tensor<{n}x{n}xf32>
-}}
-"""
 
 
 @pytest.mark.parametrize("target,fp8", [("gfx942", "f8E4M3FNUZ"), ("gfx950", "f8E4M3FN"),
@@ -34,12 +24,13 @@ def test_fp8_gemm_is_exact(target: str, fp8: str) -> None:
     import ml_dtypes  # noqa: F401 - numpy's names for the fp8 dtypes
 
     import compiler
+    from compiler.library import gemm_source
     from hsa.virtual.gfx11.testing import Harness, run_program
 
     n = 48
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gemm.mlir"
-        path.write_text(GEMM.format(n=n, t=fp8))
+        path.write_text(gemm_source(n, fp8))
         bundle = compiler.compile(path, targets=[target], abi=())
     rng = np.random.default_rng(32)
     ints = [rng.integers(-4, 5, (n, n)) for _ in range(2)]
