@@ -11,6 +11,7 @@ with zeros, and a zero dword is a one-dword NOP, so a padded packet decodes the 
 | packet | dwords | fields |
 |---|---|---|
 | COPY_LINEAR (op 1, sub 0) | 7 | count = bytes - 1, parameter, src lo/hi, dst lo/hi |
+| COPY_LINEAR_SUB_WINDOW (op 1, sub 4) | 13 | element, src/dst (lo/hi, x/y, z/pitch, slice), rect |
 | CONST_FILL (op 11) | 5 | header.fillsize (2: dword), dst lo/hi, data, count = bytes - 1 |
 | FENCE (op 5) | 4 | addr lo/hi, 32-bit data (header.mtype on gfx10+) |
 | TRAP (op 6) | 2 | int_context (28 bits): the KFD event id |
@@ -24,6 +25,14 @@ with zeros, and a zero dword is a one-dword NOP, so a padded packet decodes the 
 
 The copy and fill counts are bytes - 1 on SDMA 4 and later (22 bits before SDMA 6, 30 from
 SDMA 6).
+
+COPY_LINEAR_SUB_WINDOW (ROCr's SDMA_PKT_COPY_LINEAR_RECT, what hipMemcpy2D/3D of pitched
+memory becomes) copies a rect_x x rect_y x rect_z box of elements of 2**elementsize bytes
+between two linear windows: the element (i, j, k) of a window is at address + ((x + i) +
+(y + j) * (pitch + 1) + (z + k) * (slice_pitch + 1)) * 2**elementsize; the rect and pitch
+fields are counts - 1 (ROCr's BuildCopyRectCommand writes them so). Field widths are the
+kernel's headers' for SDMA 4/5/6 (`SUB_WINDOW_FIELDS`); SDMA 7 (gfx12) moved and widened
+them (ROCr's SDMA_PKT_COPY_LINEAR_RECT_GFX12; Linux 6.1 has no SDMA 7 header).
 """
 
 from __future__ import annotations
@@ -53,6 +62,10 @@ class Op(IntEnum):
 
 
 SUBOP_COPY_LINEAR = 0
+SUBOP_COPY_LINEAR_SUB_WINDOW = 4  # the kernel's SDMA_SUBOP_COPY_LINEAR_SUB_WIND
+# the other COPY sub-ops of the kernel's headers, for the refusal's message
+COPY_SUBOPS = {1: "tiled", 3: "SOA", 5: "tiled sub-window", 6: "tiled-to-tiled sub-window",
+               7: "dirty page", 8: "linear physical"}
 SUBOP_TIMESTAMP_GET_GLOBAL = 2
 ATOMIC_ADD64 = 47  # ROCr's SDMA_ATOMIC_ADD64 (atomic_op field, header bits 25..31)
 ATOMIC_CMPSWAP64 = 40  # TC_OP_ATOMIC_CMPSWAP_RTN_64 (tinygrad's SDMA cmpswap)
@@ -99,6 +112,83 @@ def copy_linear(family: str, dst: int, src: int, size: int) -> list[int]:
     d_lo, d_hi = _lo_hi(dst)
     return [header(Op.COPY, SUBOP_COPY_LINEAR), _count(family, size, "copy"), 0, s_lo, s_hi,
             d_lo, d_hi]
+
+
+@dataclass(frozen=True)
+class SubWindowFields:
+    """Bit widths of COPY_LINEAR_SUB_WINDOW's fields: x/y (dwords 3, 8 at bits 0 and 16;
+    rect dword 11), z (dwords 4, 9 at bit 0; rect dword 12), pitch (dwords 4, 9 at
+    `pitch_shift`), slice pitch (dwords 5, 10 at bit 0)."""
+
+    xy: int
+    z: int
+    pitch_shift: int
+    pitch: int
+    slice: int
+
+
+SUB_WINDOW_FIELDS = {"gfx9": SubWindowFields(14, 11, 13, 19, 28),
+                     "gfx10": SubWindowFields(14, 13, 13, 19, 28),
+                     "gfx11": SubWindowFields(14, 13, 13, 19, 28),
+                     "gfx12": SubWindowFields(16, 14, 16, 16, 32)}
+
+
+@dataclass(frozen=True)
+class Window:
+    """One side of a sub-window copy: a dword-aligned base address, the start (x, y, z) and
+    the row and slice pitches, all in elements."""
+
+    address: int
+    x: int = 0
+    y: int = 0
+    z: int = 0
+    pitch: int = 1
+    slice: int = 1
+
+
+def _field(name: str, value: int, bits: int) -> int:
+    if not 0 <= value < 1 << bits:
+        raise PacketError(f"SDMA sub-window {name}={value} does not fit {bits} bits")
+    return value
+
+
+def copy_sub_window(family: str, element: int, src: Window, dst: Window,
+                    rect: tuple[int, int, int]) -> list[int]:
+    """Copy rect = (x, y, z) elements of 2**element bytes from window src to window dst."""
+    f = SUB_WINDOW_FIELDS[family]
+    if not 0 <= element <= 4:
+        raise PacketError(f"SDMA sub-window element size 2**{element}: 1..16 bytes")
+    out = [header(Op.COPY, SUBOP_COPY_LINEAR_SUB_WINDOW, element << 29)]
+    for side, w in (("src", src), ("dst", dst)):
+        if w.address & 3:
+            raise PacketError(f"SDMA sub-window {side} address 0x{w.address:x} is not dword "
+                              "aligned")
+        lo, hi = _lo_hi(w.address)
+        out += [lo, hi, _field(f"{side} x", w.x, f.xy) | _field(f"{side} y", w.y, f.xy) << 16,
+                _field(f"{side} z", w.z, f.z)
+                | _field(f"{side} pitch - 1", w.pitch - 1, f.pitch) << f.pitch_shift,
+                _field(f"{side} slice pitch - 1", w.slice - 1, f.slice)]
+    x, y, z = rect
+    out += [_field("rect x - 1", x - 1, f.xy) | _field("rect y - 1", y - 1, f.xy) << 16,
+            _field("rect z - 1", z - 1, f.z)]
+    return out
+
+
+def read_sub_window(family: str, words: Sequence[int] | np.ndarray
+                    ) -> tuple[int, Window, Window, tuple[int, int, int]]:
+    """(element, src, dst, rect) of the 13-dword COPY_LINEAR_SUB_WINDOW packet `words`."""
+    f = SUB_WINDOW_FIELDS[family]
+    xy, z = (1 << f.xy) - 1, (1 << f.z) - 1
+
+    def window(i: int) -> Window:
+        a, b, c = int(words[i + 2]), int(words[i + 3]), int(words[i + 4])
+        return Window(int(words[i + 1]) << 32 | int(words[i]), a & xy, a >> 16 & xy, b & z,
+                      (b >> f.pitch_shift & (1 << f.pitch) - 1) + 1,
+                      (c & (1 << f.slice) - 1) + 1)
+
+    r = int(words[11])
+    return (int(words[0]) >> 29 & 7, window(1), window(6),
+            ((r & xy) + 1, (r >> 16 & xy) + 1, (int(words[12]) & z) + 1))
 
 
 def constant_fill(family: str, dst: int, value: int, size: int) -> list[int]:
@@ -198,9 +288,13 @@ def packet_size(dwords: Sequence[int] | np.ndarray, offset: int) -> int:
         if offset + 3 >= len(dwords):
             return 4
         return 4 + (int(dwords[offset + 3]) & 0xFFFFF) + 1
+    if op == Op.COPY and sub == SUBOP_COPY_LINEAR_SUB_WINDOW:
+        return 13
     if op == Op.COPY and sub != SUBOP_COPY_LINEAR:
-        raise PacketError(f"SDMA dword {offset}: COPY sub-op {sub} (only linear copies, "
-                          "sub-op 0, are modeled)")
+        kind = COPY_SUBOPS.get(sub, "unknown")
+        raise PacketError(f"SDMA dword {offset}: COPY sub-op {sub} ({kind} copy) is not "
+                          "modeled (linear copies, sub-op 0, and linear sub-windows, sub-op 4, "
+                          "are)")
     if op == Op.TIMESTAMP and sub != SUBOP_TIMESTAMP_GET_GLOBAL:
         raise PacketError(f"SDMA dword {offset}: TIMESTAMP sub-op {sub} (GET_GLOBAL, 2, is "
                           "modeled)")

@@ -233,6 +233,22 @@ def test_sdma_builders_match_the_kernel_macros(family, tmp_path):
     }
     if family != "gfx9":
         cases["gcr"] = (sdma.gcr(), f"{P}GCR_REQ_HEADER_OP(SDMA_OP_GCR_REQ), 0, 0, 0, 0")
+    # a sub-window copy with every field near its widest (z: 11 bits on SDMA 4, 13 after)
+    z = 2000 if family == "gfx9" else 8000
+    src_w = sdma.Window(src, 16383, 3, z, pitch=1 << 19, slice=1 << 28)
+    dst_w = sdma.Window(dst, 1, 16383, 5, pitch=77, slice=9999)
+    W = f"{P}COPY_LINEAR_SUBWIN_"  # noqa: N806
+    cases["subwin"] = (
+        sdma.copy_sub_window(family, 3, src_w, dst_w, (1 << 14, 2, z + 1)),
+        f"{W}HEADER_OP(SDMA_OP_COPY) | {W}HEADER_SUB_OP(SDMA_SUBOP_COPY_LINEAR_SUB_WIND) | "
+        f"{W}HEADER_ELEMENTSIZE(3), {s_lo}u, {s_hi}u, {W}DW_3_SRC_X(16383) | {W}DW_3_SRC_Y(3), "
+        f"{W}DW_4_SRC_Z({z}) | {W}DW_4_SRC_PITCH({(1 << 19) - 1}), "
+        f"{W}DW_5_SRC_SLICE_PITCH({(1 << 28) - 1}), {d_lo}u, {d_hi}u, "
+        f"{W}DW_8_DST_X(1) | {W}DW_8_DST_Y(16383), {W}DW_9_DST_Z(5) | {W}DW_9_DST_PITCH(76), "
+        f"{W}DW_10_DST_SLICE_PITCH(9998), {W}DW_11_RECT_X(16383) | {W}DW_11_RECT_Y(1), "
+        f"{W}DW_12_RECT_Z({z})")
+    assert sdma.read_sub_window(family, cases["subwin"][0]) == (3, src_w, dst_w,
+                                                                (1 << 14, 2, z + 1))
     exprs = {}
     for name, (ours, c_words) in cases.items():
         words = _split_top(c_words)

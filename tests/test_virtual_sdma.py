@@ -154,6 +154,56 @@ def test_poll_regmem_waits_for_memory(vp):
     assert not t.is_alive() and int(q.mem.view(out, 4).view(np.uint32)[0]) == 1
 
 
+def _box(data: np.ndarray, w: sdma.Window, element: int, rect: tuple) -> np.ndarray:
+    """The rect's bytes of window w in `data` (w.address an offset into it), element by
+    element from the packet's address rule, as nested loops."""
+    size = 1 << element
+    out = []
+    for k in range(rect[2]):
+        for j in range(rect[1]):
+            for i in range(rect[0]):
+                at = w.address + ((w.x + i) + (w.y + j) * w.pitch + (w.z + k) * w.slice) * size
+                out.append(data[at:at + size])
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("target,family", [("gfx942", "gfx9"), ("gfx1100", "gfx11"),
+                                           ("gfx1201", "gfx12")])
+def test_sub_window_copies_move_exactly_the_box(vp, target, family):
+    """hipMemcpy2D/3D's packet: boxes of 1-16 byte elements with offsets and pitches on
+    both sides, host -> device -> host; every other byte of the destinations unchanged."""
+    q = Queue(vp, target)
+    rng = np.random.default_rng(7)
+    size = 1 << 16
+    src, dev, back = q.alloc(size), q.alloc(size, device=True), q.alloc(size)
+    q.mem.view(src, size)[:] = rng.integers(0, 256, size, dtype=np.uint8)
+    for mem in (dev, back):
+        q.mem.view(mem, size)[:] = 0xEE
+    for element, rect, a, b in [
+            (0, (13, 7, 1), dict(x=3, y=2, pitch=40), dict(x=1, y=5, pitch=17)),
+            (2, (5, 4, 3), dict(x=1, y=1, z=1, pitch=9, slice=50), dict(pitch=5, slice=20)),
+            (4, (3, 2, 2), dict(x=2, y=1, z=1, pitch=6, slice=16), dict(x=1, pitch=4, slice=9)),
+            (3, (1, 1, 1), dict(x=5), dict(y=3, pitch=2))]:
+        before_dev = q.mem.view(dev, size).copy()
+        before_back = q.mem.view(back, size).copy()
+        s_w, d_w = sdma.Window(src, **a), sdma.Window(dev, **b)
+        s2, d2 = sdma.Window(dev, **b), sdma.Window(back, **a)
+        q.submit([*sdma.copy_sub_window(family, element, s_w, d_w, rect),
+                  *sdma.copy_sub_window(family, element, s2, d2, rect)])
+        q.engine.process()
+        host = q.mem.view(src, size)
+        want = _box(host, sdma.Window(0, **a), element, rect)
+        dev_bytes, back_bytes = q.mem.view(dev, size).copy(), q.mem.view(back, size).copy()
+        assert bytes(_box(dev_bytes, sdma.Window(0, **b), element, rect)) == bytes(want)
+        assert bytes(_box(back_bytes, sdma.Window(0, **a), element, rect)) == bytes(want)
+        # outside the box nothing moved: put the old bytes back into the box and compare
+        for now, old, w in ((dev_bytes, before_dev, b), (back_bytes, before_back, a)):
+            mark = np.zeros(size, bool)
+            box = _box(np.arange(size), sdma.Window(0, **w), element, rect)
+            mark[box] = True
+            assert (now[~mark] == old[~mark]).all()
+
+
 def test_bad_packets_and_addresses_fault_with_their_offset(vp):
     q = Queue(vp, "gfx1100", label="sdma 2")
     q.submit([*sdma.nop(2), 0x0000_0003])  # opcode 3: none of ours
@@ -172,6 +222,21 @@ def test_bad_packets_and_addresses_fault_with_their_offset(vp):
     q3.submit(sdma.poll_regmem(0x1234 << 2, 1, memory=False))
     with pytest.raises(SdmaFault, match="polls register 0x1234"):
         q3.engine.process()
+    q4 = Queue(vp, "gfx942", label="sdma 4")  # a tiled sub-window copy (sub-op 5)
+    q4.submit([sdma.header(sdma.Op.COPY, 5), *[0] * 12])
+    with pytest.raises(SdmaFault) as err:
+        q4.engine.process()
+    assert str(err.value) == (f"sdma 4: ring at 0x{q4.ring:x} byte 0: SDMA dword 0: COPY "
+                              "sub-op 5 (tiled sub-window copy) is not modeled (linear "
+                              "copies, sub-op 0, and linear sub-windows, sub-op 4, are); the "
+                              "queue is stopped (HSA status 0x1009)")
+    q5 = Queue(vp, "gfx942", label="sdma 5")  # a box running past its allocation
+    small = q5.alloc(256)
+    q5.submit(sdma.copy_sub_window("gfx9", 2, sdma.Window(small, pitch=4096), sdma.Window(small),
+                                   (4, 5, 1)))
+    with pytest.raises(MemoryFault, match="sdma 5: ring at .* byte 0: COPY_LINEAR_SUB_WINDOW "
+                                          "source: memory fault"):
+        q5.engine.process()
 
 
 def test_ring_workers_run_on_doorbells_stop_and_report_faults(vp):

@@ -457,6 +457,23 @@ class SdmaQueue(_RingQueue):
         log.warning("client %d: %s", self.client.pid, exc)
         if isinstance(exc, MemoryFault):
             self.client.memory_fault(int(getattr(exc, "address", 0) or 0), self.node.gpu_id)
+            return
+        # A packet the engine does not run (e.g. a tiled copy). A real engine would hang
+        # until the driver resets it and raises the HW-exception event, which ROCr 5.2 does
+        # not listen to: its copy would wait forever. So the process hears it twice: the
+        # line (on its stderr, as there is no dmesg to read) and the VM-fault event at the
+        # ring's address, on which ROCr reports a fault and aborts instead of hanging.
+        tell_process(self.client.pid, f"amdgpu emulated kernel: {exc}")
+        self.client.memory_fault(self.worker.engine.base, self.node.gpu_id)
+
+
+def tell_process(pid: int, line: str) -> None:
+    """Write one line to the process's standard error (best effort: it may be gone)."""
+    try:
+        with open(f"/proc/{pid}/fd/2", "a") as err:
+            err.write(line.rstrip("\n") + "\n")
+    except OSError as e:
+        log.warning("client %d: could not write to its stderr: %s", pid, e)
 
 
 class Pm4Queue(_RingQueue):

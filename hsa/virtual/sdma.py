@@ -12,7 +12,9 @@ modulo the ring size, and the engine stores the new read pointer after every pac
 What the packets do here:
 
 - COPY_LINEAR: count + 1 bytes from src to dst through the memory map (each range within one
-  allocation the agent may access); CONST_FILL: count + 1 bytes of the 32-bit data (fillsize
+  allocation the agent may access); COPY_LINEAR_SUB_WINDOW (hipMemcpy2D/3D of pitched memory):
+  a box of elements between two pitched windows (packets.sdma's layout), read whole before
+  it is written; CONST_FILL: count + 1 bytes of the 32-bit data (fillsize
   2) or its low byte (fillsize 0); WRITE: the packet's dwords to dst.
 - FENCE: writes its 32-bit data; TIMESTAMP (GET_GLOBAL): writes the 64-bit GPU clock
   (hsa.virtual.pm4.CLOCK_HZ); ATOMIC ADD64 (ROCr's signal decrement) and CMPSWAP64 on a
@@ -141,7 +143,9 @@ class SdmaEngine:
         b = [int(x) for x in words[i + 1:i + size]]
         if op in (Op.NOP, Op.GCR_REQ):
             return size
-        if op == Op.COPY:
+        if op == Op.COPY and (h >> 8 & 0xFF) == sdma.SUBOP_COPY_LINEAR_SUB_WINDOW:
+            self._copy_sub_window(words[i:i + size], where)
+        elif op == Op.COPY:
             n = (b[0] & ((1 << sdma.count_bits(self.family)) - 1)) + 1
             src, dst = b[3] << 32 | b[2], b[5] << 32 | b[4]
             data = self._view(src, n, where, "COPY_LINEAR source").copy()
@@ -190,6 +194,20 @@ class SdmaEngine:
         except MemoryFault as exc:
             raise MemoryFault(exc.status, f"{self.label}: {where}: {what}: {exc.text}",
                               address=address) from None
+
+    def _copy_sub_window(self, words: np.ndarray, where: str) -> None:
+        element, src, dst, (w, h, d) = sdma.read_sub_window(self.family, words)
+        size = 1 << element
+
+        def window(side: sdma.Window, what: str) -> np.ndarray:
+            first = side.address + (side.x + side.y * side.pitch + side.z * side.slice) * size
+            span = ((w - 1) + (h - 1) * side.pitch + (d - 1) * side.slice + 1) * size
+            view = self._view(first, span, where, f"COPY_LINEAR_SUB_WINDOW {what}")
+            return np.lib.stride_tricks.as_strided(
+                view, (d, h, w * size), (side.slice * size, side.pitch * size, 1))
+
+        data = window(src, "source").copy()
+        window(dst, "destination")[...] = data
 
     def _atomic(self, h: int, b: list[int], where: str) -> None:
         operation = (h >> 25) & 0x7F

@@ -4,8 +4,8 @@
 // with normalised coordinates and wrap addressing, and tex1Dfetch
 // on linear memory (buffer_load_format_x through a V#). Each result is compared with the host's
 // own reading of the same texels; the program prints one line per case and exits 1 on a
-// mismatch. (hipMemcpy2D is avoided: it needs SDMA's sub-window copy, which the emulated SDMA
-// does not model; one linear copy of the pitched rows does the same.)
+// mismatch. (The pitched rows go up in one linear copy; hipMemcpy2D, SDMA's sub-window copy,
+// has its own test: hip_memcpy2d.hip.)
 #include <hip/hip_runtime.h>
 #include <cmath>
 #include <cstdio>
