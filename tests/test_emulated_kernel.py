@@ -800,3 +800,55 @@ def test_amdgpu_run_reexecs_itself_under_the_emulated_kernel():
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "kernel device us" in run.stdout
+
+
+MANY_QUEUES_AT_ONCE = r"""
+import sys, numpy as np, amdgpu, compiler
+n = int(sys.argv[1])
+code = compiler.compile("fill", targets=["gfx90a"])
+devs = [amdgpu.open("amdgpu:emulated") for _ in range(n)]
+for i, d in enumerate(devs):  # one after another, each on its own queues (server threads)
+    out = d.buffer(1 << 18)
+    d.dispatch(d.load(code).kernel("fill"), 1 << 16, 256, (out, np.float32(i), 1 << 16)).wait(60)
+    assert (out.to_numpy(np.float32) == i).all()
+for d in devs:
+    d.close()
+print("ok", n)
+"""
+
+
+def _rss_after_clients(node: str, pid: int) -> int:
+    """The server's resident bytes once it has let every client go."""
+    _wait_for(lambda: not protocol.request(node)["clients"], 60)
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.slow
+def test_the_server_keeps_no_memory_per_thread_it_once_ran():
+    """The device server runs a thread per connection and per queue. Before, glibc gave each
+    thread working alongside others an arena of its own, and with the executor's raised trim
+    threshold every arena kept its peak: a soak's server grew 73 -> 269 MiB in an hour, its
+    Python objects flat. Eight devices open at once, dispatching one after another (each on
+    its own queues, so its own server threads), now cost the server ~6 MiB more than one
+    device did (33 MiB before, on this 2-core VM: an arena per thread); the bound is 16. A
+    node of its own: the server runs this checkout."""
+    node = "1XgFX90A"
+    _start(node)
+    pid = _pid_of_server(node)
+
+    def clients(n: int) -> None:
+        run = subprocess.run([sys.executable, "-c", MANY_QUEUES_AT_ONCE, str(n)], env=_env(node),
+                             capture_output=True, text=True, timeout=300)
+        assert run.stdout.strip() == f"ok {n}", run.stdout + run.stderr[-2000:]
+
+    clients(1)
+    one = _rss_after_clients(node, pid)
+    clients(8)
+    eight = _rss_after_clients(node, pid)
+    clients(1)  # the same again: nothing more
+    again = _rss_after_clients(node, pid)
+    print(f"\n[server] rss after 1 device {one >> 20} MiB, after 8 at once {eight >> 20} MiB, "
+          f"after 1 again {again >> 20} MiB")
+    assert eight - one < 16 << 20, f"the server grew {(eight - one) >> 20} MiB for 7 more devices"
+    assert again - eight < 4 << 20

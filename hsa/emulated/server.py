@@ -4,7 +4,9 @@ GPU for client processes that run the real ROCm user space over shim/kfd_shim.c.
 `python -m hsa.emulated.server [--daemon] [--idle-exit-s S]`, node from AMDGPU_EMULATED_NODE
 (default one gfx90a). One server per node spec (a lock in its run directory); it writes the
 sysfs topology there, listens on <run dir>/sock, serves each client connection in a thread and
-exits once it has had no client for --idle-exit-s seconds.
+exits once it has had no client for --idle-exit-s seconds. `kill -USR1 PID` writes every
+thread's stack to its log, `kill -USR2 PID` where its memory is (RSS, glibc's arenas, and
+tracemalloc's top lines when started with PYTHONTRACEMALLOC=1).
 
 Per KFD client (one /dev/kfd open of one process): its own address space (a MemoryMap of the
 memfds handed out, at the client's GPU VAs, which libhsakmt keeps equal to its CPU VAs), its
@@ -79,6 +81,7 @@ MMAP_GPU_ID_SHIFT = 46
 LDS_BASE, SCRATCH_BASE, APERTURE_SIZE = 1 << 48, 2 << 48, 1 << 32
 GPUVM_BASE, GPUVM_LIMIT = 1 << 21, (1 << 47) - 1
 IDLE_EXIT_S = 30.0
+M_ARENA_MAX = -8  # glibc <malloc.h>
 GRACE_S = 30.0  # how long freed memory stays mapped in the server (Server.bury)
 
 
@@ -1390,7 +1393,24 @@ def _holder(run: Path) -> str:
         return "?"
 
 
+def _one_malloc_arena() -> None:
+    """Every thread of the server allocates from glibc's main arena. glibc gives a thread
+    that allocates while others do an arena of its own (up to 8 per core), and the ISA
+    executor raises the trim threshold so freed memory stays mapped (hsa/virtual/isa/heap.py):
+    each arena kept the peak of the threads that used it. The server makes a thread per
+    connection and per queue of every client, so with clients coming and going it grew
+    an arena of ~11 MiB, nearly all free, whenever more threads than before worked at once
+    (an hour's soak: 73 -> 269 MiB, Python's own objects flat). The threads run under the
+    interpreter lock, so one arena costs them next to no waiting. Before any thread starts:
+    an arena made earlier stays."""
+    try:
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass  # not glibc: its allocator, its rules
+
+
 def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None) -> int:
+    _one_malloc_arena()
     lock = _lock(run)
     if lock is None:
         print(f"amdgpu emulated kernel: a device server for node {spec} already runs (pid "
@@ -1402,6 +1422,7 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
 
     faulthandler.enable(all_threads=True)  # a fatal signal: every thread's stack to the log
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks to the log
+    signal.signal(signal.SIGUSR2, lambda *_: log.info("memory: %s", _memory_report()))
     path = run / "sock"
     _log_termination(path)  # before any other thread: they all inherit the blocked mask
     server = Server(spec, run, idle_exit_s)
@@ -1418,6 +1439,49 @@ def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None
     finally:
         path.unlink(missing_ok=True)
     return 0
+
+
+def _memory_report() -> str:
+    """kill -USR2: where the server's memory is (RSS; glibc's arenas from malloc_info:
+    bytes the arenas hold from the kernel and bytes free in them; tracemalloc's top
+    lines when the server runs with PYTHONTRACEMALLOC)."""
+    import re
+    import tracemalloc
+
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * PAGE
+    parts = [f"rss {rss >> 20} MiB, threads {threading.active_count()}"]
+    try:
+        libc = ctypes.CDLL(None)
+        buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+        libc.open_memstream.restype = ctypes.c_void_p
+        stream = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+        libc.malloc_info(0, ctypes.c_void_p(stream))
+        libc.fclose(ctypes.c_void_p(stream))
+        xml = ctypes.string_at(buf, size.value).decode()
+        libc.free(buf)
+        heaps = []
+        for part in xml.split('<heap nr="')[1:]:
+            part = part.split("</heap>")[0]
+            free = sum(int(v) for v in re.findall(r'<total type="(?:fast|rest)"[^>]*size="(\d+)"',
+                                                   part))
+            cur = re.search(r'<system type="current" size="(\d+)"', part)
+            nr = part.split('"')[0]
+            heaps.append(f"{nr}:{int(cur[1]) >> 20 if cur else '?'}M/"
+                         f"{free >> 20}Mfree")
+        parts.append("arenas " + " ".join(heaps))
+        tail = xml[xml.rfind("</heap>"):]
+        parts.append("total " + " ".join(f"{k}={int(v) >> 20}M" for k, v in re.findall(
+            r'<(?:total|system) type="(\w+)"[^>]*size="(\d+)"', tail)))
+    except (OSError, AttributeError) as exc:
+        parts.append(f"no malloc_info: {exc}")
+    if tracemalloc.is_tracing():
+        snap = tracemalloc.take_snapshot()
+        stats = snap.statistics("lineno")
+        parts.append(f"traced {sum(s.size for s in stats) >> 20} MiB; top: " + "; ".join(
+            f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno} "
+            f"{s.size >> 10} KiB x{s.count}" for s in stats[:12]))
+    return " | ".join(parts)
 
 
 def _log_termination(sock: Path) -> None:
