@@ -284,16 +284,55 @@ class _Run:
     binaries: dict[str, bytes]  # file name -> bytes
 
 
+# iree-compile crashes that one flag avoids without changing what the program computes,
+# by the crashing function (the first frame of IREE's own code in its stack dump).
+_CRASH_WORKAROUNDS = {
+    # IREE 3.13 bug, gfx950 only (reduced: tests/data/iree/gfx950_skinny_matmul_crash.mlir,
+    # one 8x256 @ 256x64 f16 linalg.matmul): a skinny 16-bit matmul (M <= 8, K a multiple
+    # of 128) gets the VDMFMA (sparse MFMA) virtual intrinsic (iree-org/iree#24103), and the
+    # direct-load path asks getXorShuffleParamsForTunedChipset for its LDS swizzle
+    # (iree-org/iree#24254). gfx950's table has no VDMFMA entry; validateXorShuffle
+    # (Codegen/Utils/GPUUtils.cpp) then reads the failed FailureOr's row width (0) and
+    # divides by it: SIGFPE. Without direct load (global load DMA into LDS) the operands
+    # reach LDS by ordinary loads: the same matmul, no swizzle asked for.
+    "mlir::iree_compiler::getXorShuffleParamsForTunedChipset":
+        "--iree-llvmgpu-use-direct-load=false",
+}
+
+
+def _crash_frame(stderr: str) -> str | None:
+    """The first frame of IREE's own code in an iree-compile crash's stack dump."""
+    crash = re.search(r"^\s*#\d+ 0x[0-9a-f]+ (mlir::iree_compiler::[^(]+)\(", stderr, re.M)
+    return crash.group(1) if crash else None
+
+
 def _first_diagnostic(stderr: str) -> str:
     for line in stderr.splitlines():
         if ": error:" in line:
             return line.strip()
     # A crash: LLVM's stack dump; the first frame of IREE's own code names where.
-    crash = re.search(r"^\s*#\d+ 0x[0-9a-f]+ (mlir::iree_compiler::[^(]+)\(", stderr, re.M)
-    if crash:
-        return f"IREE crashed in {crash.group(1)} (its bug, not the program's)"
+    frame = _crash_frame(stderr)
+    if frame:
+        return f"IREE crashed in {frame} (its bug, not the program's)"
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     return lines[0] if lines else "no diagnostics"
+
+
+def _run_tool(argv: list[str], label: str) -> subprocess.CompletedProcess:
+    try:
+        # errors="replace": diagnostics quote the source, which may not be UTF-8.
+        return subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        raise CompileError(
+            f"iree-compile ({label}) took more than {_TIMEOUT_S} s; simplify the program"
+        ) from None
+
+
+def _crashed(done: subprocess.CompletedProcess) -> bool:
+    """Killed by a signal (LLVM's handler re-raises it), or LLVM's crash banner."""
+    return done.returncode < 0 or "Please report issues to" in done.stderr
 
 
 def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence[str]) -> _Run:
@@ -306,21 +345,20 @@ def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence
             # Binaries are serialized by the end of the hal phase; the VM module is not needed.
             "--compile-to=hal", "-o", os.path.join(tmp, "hal.mlir"), *KEEP_F64, *extra,
         ]
-        try:
-            # errors="replace": diagnostics quote the source, which may not be UTF-8.
-            done = subprocess.run(
-                argv, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
-            )
-        except subprocess.TimeoutExpired:
-            raise CompileError(
-                f"iree-compile ({label}) took more than {_TIMEOUT_S} s; simplify the program"
-            ) from None
+        done = _run_tool(argv, label)
         if done.returncode != 0:
+            stderr = done.stderr
+            if _crashed(done) and _crash_frame(stderr) is None:
+                # Two of IREE's compile threads crashing at once garble (or cut short) the
+                # stack dump; one thread tells where, for the message and _CRASH_WORKAROUNDS.
+                again = _run_tool([*argv, "--mlir-disable-threading"], label)
+                if _crash_frame(again.stderr):
+                    stderr = again.stderr
             err = CompileError(
-                f"iree-compile ({label}): {_first_diagnostic(done.stderr)}; "
+                f"iree-compile ({label}): {_first_diagnostic(stderr)}; "
                 "fix the source or the options and compile again"
             )
-            err.diagnostics = done.stderr  # type: ignore[attr-defined]
+            err.diagnostics = stderr  # type: ignore[attr-defined]
             raise err
         found = {p.name.split(".", 2)[-1]: p for p in Path(phases).glob("*.mlir")}
         try:
@@ -1066,8 +1104,17 @@ def compile_mlir(
                 "(no shaderFloat64); run it on a device with Float64 (amdgpu-run uses the "
                 "device's own features) or an amdgpu device, or cast to f32 in the source"
             )
+        workaround: list[str] = []
         try:
-            run = _run_iree(path, flags, label, extra_flags)
+            try:
+                run = _run_iree(path, flags, label, extra_flags)
+            except CompileError as exc:
+                frame = _crash_frame(getattr(exc, "diagnostics", ""))
+                flag = _CRASH_WORKAROUNDS.get(frame or "")
+                if flag is None or flag in extra_flags:
+                    raise
+                workaround = [flag]
+                run = _run_iree(path, flags, label, [*extra_flags, flag])
         except CompileError as exc:
             if abi is None:
                 raise
@@ -1104,6 +1151,8 @@ def compile_mlir(
             variant = _spirv_variant(run, abi, read, path.name, vulkan_target)
         if "host" in read:
             variant.info["host"] = read["host"]
+        if workaround:  # what IREE crashed without, for whoever reads the bundle
+            variant.info["iree_workaround"] = workaround
         variant.program = program
         result.variants.append(variant)
     return result
