@@ -68,19 +68,27 @@ def _targets() -> dict[str, Target]:
     from hsa.virtual.gfx9 import decoder as d9
     from hsa.virtual.gfx12 import decoder as d12
 
+    def gfx9_decoder(target: str) -> Callable[[list[int]], Instruction]:
+        return lambda w: d9.decode_one(w, 0, 0, target)
+
+    def gfx12_decoder(target: str) -> Callable[[list[int]], Instruction]:
+        return lambda w: d12.decode_one(w, 0, 0, target)
+
+    def same(n: str) -> str:
+        return n
+
     gfx9 = ("gfx9_*.txt", "gfx9-*.txt", "gfx90a*.txt")  # gfx900's and gfx90a's tests
     files = {"gfx90a": gfx9, "gfx942": (*gfx9, "gfx940*.txt")}
-    out = {t: Target(t, "gfx940" if t == "gfx942" else t, files[t],
-                     lambda w, t=t: d9.decode_one(w, 0, 0, t), lambda n: n)
+    out = {t: Target(t, "gfx940" if t == "gfx942" else t, files[t], gfx9_decoder(t), same)
            for t in ("gfx90a", "gfx942")}
     out["gfx1201"] = Target("gfx1201", "gfx1201", ("gfx12_dasm_*.txt",),
-                            lambda w: d12.decode_one(w, 0, 0, "gfx1201"), d12.core_name)
+                            gfx12_decoder("gfx1201"), d12.core_name)
     # LLVM 19 knows neither: their instructions are the gfx940 / gfx12 check lines' texts
     # that clang 22 assembles for them
-    out["gfx950"] = Target("gfx950", "gfx950", files["gfx942"],
-                           lambda w: d9.decode_one(w, 0, 0, "gfx950"), lambda n: n, True)
+    out["gfx950"] = Target("gfx950", "gfx950", files["gfx942"], gfx9_decoder("gfx950"), same,
+                           True)
     out["gfx1250"] = Target("gfx1250", "gfx1250", ("gfx12_dasm_*.txt",),
-                            lambda w: d12.decode_one(w, 0, 0, "gfx1250"), d12.core_name, True)
+                            gfx12_decoder("gfx1250"), d12.core_name, True)
     return out
 
 
@@ -112,7 +120,7 @@ def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int] | None]:
                          capture_output=True, text=True, check=False)
     invalid = {int(m.group(1)) for m in re.finditer(
         r"<stdin>:(\d+):\d+: warning: invalid instruction encoding", run.stderr)}
-    segments: list[list[tuple[str, int]]] = [[]]
+    segments: list[list[tuple[str, bytes]]] = [[]]  # (mnemonic, LLVM's encoding)
     for line in run.stdout.splitlines():
         m = _LINE.match(line)
         if not m:
@@ -249,7 +257,8 @@ def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
         texts = check_texts(directory, target.files)
         unique = sorted({t for _, _, t in texts})
         encoded = dict(zip(unique, clang22_encodings(unique, target.mcpu), strict=True))
-        cases, truth = [], []
+        cases: list[tuple[str, int, bytes]] = []
+        truth: list[tuple[str, int] | None] = []
         for file, line, text in texts:
             data = encoded[text]
             if data:  # what clang 22 takes for this target
@@ -272,16 +281,18 @@ def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
     return per_file, per_format, examples
 
 
-def missing(target: str) -> dict[str, list[str]]:
-    """encoding -> table opcodes the executor has no semantics for (refused by name)."""
+def missing(target: str) -> dict[str, tuple[int, list[str]]]:
+    """encoding -> (table opcodes, those the executor has no semantics for: refused by
+    name)."""
     from hsa.virtual.gfx11.coverage import PROBE
+    from hsa.virtual.isa.executor import compile_instruction
 
     if target.startswith("gfx12") or target == "gfx1250":
         from hsa.virtual.gfx12 import FAMILIES
         from hsa.virtual.gfx12 import decoder as d12
 
         tables = d12.opcode_tables(target)
-        compile_fn = FAMILIES[target].compile
+        fam = FAMILIES[target]
 
         def name_of(n: str) -> str:
             return d12.core_name(n)
@@ -290,15 +301,17 @@ def missing(target: str) -> dict[str, list[str]]:
         from hsa.virtual.gfx9 import family
 
         tables = d9.opcode_tables(target)
-        compile_fn = family(target).compile
+        fam = family(target)
 
         def name_of(n: str) -> str:
             return n
+    # as the executor compiles: the family's compiler, else the core's
+    compile_fn = fam.compile or compile_instruction
     # the fields the gfx9 and gfx12 decoders add to gfx11's (MFMA, FLAT, buffers)
     probe = dict(PROBE, acc_cd=0, abid=0, cbsz=0, blgp=0, acc=0, lds=0, sc1=0, th=0, scope=0,
                  zero_hi16=1)
     other = {n: e for e, t in tables.items() for n in (i["name"] for i in t.values())}
-    out = {}
+    out: dict[str, tuple[int, list[str]]] = {}
     for enc, table in sorted(tables.items()):
         if enc.startswith("VOPD"):
             continue

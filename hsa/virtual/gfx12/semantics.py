@@ -167,7 +167,8 @@ def compile_dual(inst: d.Instruction) -> Callable | None:
 
 
 # --- packed fp32 (gfx1250 v_pk_*_f32) ---------------------------------------------------------
-_PK_F32 = {
+# v_pk_*_f32: (sources, fn of the f32 halves)
+_PK_F32: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
     "v_pk_add_f32": (2, lambda a, b: a + b),
     "v_pk_mul_f32": (2, lambda a, b: a * b),
     "v_pk_fma_f32": (3, lambda a, b, c: _fma(a, b, c)),

@@ -105,11 +105,11 @@ def _mac(t: str, mode: str) -> Callable[[WaveGroup, AluForm], None]:
     def run(g: WaveGroup, form: AluForm) -> None:
         a = read_src(g, form, 0, t)
         if mode == "madmk":
-            b, c = to_type(np.uint32(form.literal), t), read_src(g, form, 1, t)
+            b, c = to_type(g.vread(d.LITERAL, form.literal), t), read_src(g, form, 1, t)
         else:
             b = read_src(g, form, 1, t)
             c = (to_type(g.v[form.vdst], t) if mode == "mac" else
-                 to_type(np.uint32(form.literal), t) if mode == "madak" else
+                 to_type(g.vread(d.LITERAL, form.literal), t) if mode == "madak" else
                  read_src(g, form, 2, t))
         prod = (np.asarray(a, ft) * np.asarray(b, ft)).astype(ft)
         if mode == "legacy":
@@ -133,11 +133,11 @@ def _pk_halves(g: WaveGroup, inst: d.Instruction, k: int) -> tuple[np.ndarray, n
     return c, c
 
 
-def _pk_f32(op: str) -> Callable[[WaveGroup], None] | None:
-    fns = {"v_pk_fma_f32": (3, _fma), "v_pk_mul_f32": (2, lambda a, b: a * b),
-           "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mov_b32": (2, None)}
-    if op not in fns:
-        return None
+def _pk_f32(op: str) -> Callable[[d.Instruction], Callable[[WaveGroup], None]]:
+    """v_pk_{fma,mul,add}_f32 and v_pk_mov_b32 (fn None)."""
+    fns: dict[str, tuple[int, Callable[..., np.ndarray] | None]] = {
+        "v_pk_fma_f32": (3, _fma), "v_pk_mul_f32": (2, lambda a, b: a * b),
+        "v_pk_add_f32": (2, lambda a, b: a + b), "v_pk_mov_b32": (2, None)}
     nsrc, fn = fns[op]
 
     def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
@@ -161,9 +161,9 @@ def _pk_f32(op: str) -> Callable[[WaveGroup], None] | None:
                     v = np.asarray(srcs[k][(sel >> k) & 1], u32).view(f32)
                     args.append(-v if (neg >> k) & 1 else v)
                 out.append(np.asarray(fn(*args), f32).view(u32))
-            lo, hi = (np.broadcast_to(x, (g.count, g.lanes)) for x in out)
-            g.vwrite(f["vdst"], lo)
-            g.vwrite(f["vdst"] + 1, hi)
+            lo_word, hi_word = (np.broadcast_to(x, (g.count, g.lanes)) for x in out)
+            g.vwrite(f["vdst"], lo_word)
+            g.vwrite(f["vdst"] + 1, hi_word)
 
         return run
 
@@ -200,13 +200,15 @@ def _dot_int(bits: int, signed: bool, acc_in_dst: bool) -> Callable:
 
     def compile_(inst: d.Instruction) -> Callable[[WaveGroup], None]:
         f = inst.f
-        src0, src1 = f["src0"], f.get("src1", f.get("vsrc1"))
-        src2, vdst, clamp = f.get("src2"), f["vdst"], f.get("clamp", 0)
+        src0, src1 = f["src0"], f["src1"] if "src1" in f else f["vsrc1"]
+        vdst, clamp = f["vdst"], f.get("clamp", 0)
+        # the accumulator: D itself (v_dot*c), else S2
+        src2 = d.VGPR0 + vdst if acc_in_dst else f["src2"]
 
         def run(g: WaveGroup) -> None:
             a, b = (np.asarray(g.vread(s, inst.literal, "32"), u32).astype(np.int64)
                     for s in (src0, src1))
-            c = g.v[vdst] if acc_in_dst else np.asarray(g.vread(src2, inst.literal, "32"), u32)
+            c = g.vread(src2, inst.literal, "32")
             acc = np.asarray(c, u32).view(np.int32).astype(np.int64) if signed else \
                 np.asarray(c, u32).astype(np.int64)
             for k in range(32 // bits):

@@ -104,9 +104,11 @@ def atomic_fn(op: str) -> Callable[[np.ndarray, np.ndarray], np.ndarray] | None:
 
 def _order_keys(bits: np.ndarray) -> np.ndarray:
     """Signed integers that order float bit patterns as numbers, -0 below +0."""
-    signed = bits.view(np.int64 if bits.dtype == np.dtype(u64) else np.int32)
-    flip = np.int64(0x7FFFFFFFFFFFFFFF) if signed.dtype == np.int64 else np.int32(0x7FFFFFFF)
-    return np.where(signed < 0, signed ^ flip, signed)
+    if bits.dtype == np.dtype(u64):
+        s64 = bits.view(np.int64)
+        return np.where(s64 < 0, s64 ^ np.int64(0x7FFFFFFFFFFFFFFF), s64)
+    s32 = bits.view(np.int32)
+    return np.where(s32 < 0, s32 ^ np.int32(0x7FFFFFFF), s32)
 
 
 def _float_min_max(big: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -418,11 +420,11 @@ def _table(init: np.ndarray, sv: np.ndarray, gid: np.ndarray, starts: np.ndarray
 def _accumulate(table: np.ndarray, fn, ufunc: np.ufunc | None, view: np.dtype | None,
                 sizes: np.ndarray | None = None) -> np.ndarray:
     """Running results along each row (column 0: the memory's value)."""
-    if ufunc is not None and view is None:  # f32 min/max through order keys
-        big = ufunc is np.maximum
-        acc = ufunc.accumulate(_f32_keys(table, big), axis=1)
-        return _f32_from_keys(acc, table[:, :1])
     if ufunc is not None:
+        if view is None:  # f32 min/max through order keys
+            big = ufunc is np.maximum
+            acc = ufunc.accumulate(_f32_keys(table, big), axis=1)
+            return _f32_from_keys(acc, table[:, :1])
         return ufunc.accumulate(table.view(view), axis=1).view(table.dtype)
     out = table.copy()
     for c in range(1, table.shape[1]):

@@ -43,6 +43,7 @@ class MemoryContext(Protocol):
                   idx: np.ndarray | None) -> Any: ...
 
 u32, u64 = np.uint32, np.uint64
+_U32 = np.dtype(u32)
 _LANE = np.arange(64)
 
 
@@ -60,7 +61,7 @@ def gather_words(ctx: MemoryContext, inst: d.Instruction, addresses: np.ndarray,
     """(n,) byte addresses -> (n, nwords) uint32 from global memory."""
     try:
         if nwords == 1:
-            return ctx.memory.gather(addresses, np.uint32, ctx.agent).reshape(-1, 1)
+            return ctx.memory.gather(addresses, _U32, ctx.agent).reshape(-1, 1)
         out = ctx.memory.gather(addresses, np.dtype((np.void, 4 * nwords)), ctx.agent)
         return np.ascontiguousarray(out).view("<u4").reshape(-1, nwords)
     except MemoryFault as e:
@@ -210,8 +211,10 @@ def _put(g: WaveGroup, reg: int, idx: np.ndarray | None, values: np.ndarray) -> 
         target[rows, lanes] = values
 
 
-# Load/store kinds by the suffix of the mnemonic: (dtype, dwords, d16 mode)
-_LOADS = {
+# Load/store kinds by the suffix of the mnemonic: (dtype, dwords, d16 mode); dtype None:
+# `dwords` raw dwords (b64 and wider, atomics)
+Access = tuple[type[np.integer] | None, int, str | None]
+_LOADS: dict[str, Access] = {
     "u8": (np.uint8, 1, None), "i8": (np.int8, 1, None), "u16": (np.uint16, 1, None),
     "i16": (np.int16, 1, None), "b32": (np.uint32, 1, None), "b64": (None, 2, None),
     "b96": (None, 3, None), "b128": (None, 4, None),
@@ -219,23 +222,25 @@ _LOADS = {
     "d16_hi_u8": (np.uint8, 1, "hi"), "d16_hi_i8": (np.int8, 1, "hi"),
     "d16_hi_b16": (np.uint16, 1, "hi"),
 }
-_STORES = {
+_STORES: dict[str, Access] = {
     "b8": (np.uint8, 1, None), "b16": (np.uint16, 1, None), "b32": (np.uint32, 1, None),
     "b64": (None, 2, None), "b96": (None, 3, None), "b128": (None, 4, None),
     "d16_hi_b8": (np.uint8, 1, "hi"), "d16_hi_b16": (np.uint16, 1, "hi"),
 }
 
 # DS spells its d16 forms after the type ("ds_load_u16_d16_hi", not "..._d16_hi_b16").
-_DS_LOADS = {
+_DS_LOADS: dict[str, Access] = {
     **_LOADS,
     "u16_d16": (np.uint16, 1, "lo"), "u16_d16_hi": (np.uint16, 1, "hi"),
     "u8_d16": (np.uint8, 1, "lo"), "u8_d16_hi": (np.uint8, 1, "hi"),
     "i8_d16": (np.int8, 1, "lo"), "i8_d16_hi": (np.int8, 1, "hi"),
 }
-_DS_STORES = {**_STORES, "b16_d16_hi": (np.uint16, 1, "hi"), "b8_d16_hi": (np.uint8, 1, "hi")}
+_DS_STORES: dict[str, Access] = {
+    **_STORES, "b16_d16_hi": (np.uint16, 1, "hi"), "b8_d16_hi": (np.uint8, 1, "hi")}
 
 
-def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], np.ndarray],
+def _load_into(g: WaveGroup, vdst: int, idx: np.ndarray | None, kind: Access,
+               fetch: Callable[[np.dtype], np.ndarray],
                fetch_words: Callable[[int], np.ndarray]) -> None:
     dtype, nwords, d16 = kind
     if dtype is None or dtype == np.uint32:
@@ -243,7 +248,13 @@ def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], n
         for k in range(nwords):
             _put(g, vdst + k, idx, words[:, k])
         return
-    values = fetch(np.dtype(dtype))
+    _put_typed(g, vdst, idx, dtype, d16, fetch(np.dtype(dtype)))
+
+
+def _put_typed(g: WaveGroup, vdst: int, idx: np.ndarray | None, dtype: type[np.integer],
+               d16: str | None, values: np.ndarray) -> None:
+    """Loaded sub-dword `dtype` values into VGPR `vdst`: sign- or zero-extended, or into
+    its low/high half (d16)."""
     if idx is None and g.v[vdst].flags.c_contiguous:
         # one pass: the cast (sign- or zero-extending) writes the register, or its half
         reg = g.v[vdst].reshape(-1)
@@ -264,7 +275,8 @@ def _load_into(g: WaveGroup, vdst: int, idx, kind, fetch: Callable[[np.dtype], n
     _put(g, vdst, idx, bits)
 
 
-def _store_values(g: WaveGroup, vdata: int, idx, kind) -> tuple[np.ndarray | None, list]:
+def _store_values(g: WaveGroup, vdata: int, idx: np.ndarray | None,
+                  kind: Access) -> tuple[np.ndarray | None, list[np.ndarray]]:
     """(typed values, or None for multi-dword) and the list of dword arrays."""
     dtype, nwords, d16 = kind
     words = [_sel(g.v[vdata + k], idx) for k in range(nwords)]
@@ -300,7 +312,8 @@ def run_atomic(g: WaveGroup, space, addr: np.ndarray, idx, op: str, data: int, v
     old = atomic_rmw(lambda a: space.gather(a, dtype), lambda a, v: space.scatter(a, v),
                      addr, values, fn, compare, float_compare=op == "cmpswap_f32", op=op,
                      returns=returns)
-    if returns:
+    if returns:  # the values the lanes saw (atomic_rmw may compute them even when not asked)
+        assert old is not None  # atomic_rmw gives them whenever `returns`
         if nregs == 1:
             _put(g, vdst, idx, old)
         else:
@@ -327,20 +340,17 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
         kind = _LOADS.get(suffix)
     elif op == "store":
         kind = _STORES.get(suffix)
-    elif op == "atomic":
-        kind = None
+    elif op == "atomic" and _known_atomic(suffix):
+        kind = (None, 2 if suffix.endswith(_WIDE) else 1, None)
     else:
         return None
-    if op != "atomic" and kind is None:
+    if kind is None:
         return None
     atomic_op = suffix
-    if op == "atomic" and not _known_atomic(suffix):
-        return None
     # gfx1250 scale_offset: the VGPR offset counts elements of the access's size
     scale = 1
     if f.get("scale_offset"):
-        scale = (8 if suffix.endswith(_WIDE) else 4) if kind is None else (
-            np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1])
+        scale = np.dtype(kind[0]).itemsize if kind[0] is not None else 4 * kind[1]
 
     def addresses(g: WaveGroup, ctx: MemoryContext, idx) -> np.ndarray:
         off = f["offset"]
@@ -617,9 +627,10 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         return None
     _, op, suffix = parts
     if "format" in suffix:  # formatted access: 32-bit components only (raw dwords)
-        suffix = _FORMAT_AS_DWORDS.get(suffix)
-        if suffix is None:
+        dwords = _FORMAT_AS_DWORDS.get(suffix)
+        if dwords is None:
             return None
+        suffix = dwords
     if op == "load":
         kind = _LOADS.get(suffix)
     elif op == "store":
@@ -675,9 +686,9 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
         if op == "load" and (kind[0] is None or kind[0] == np.uint32) and not f.get("lds"):
             ok = _sel(_in_range(offset, 0, size, num_records, structured, in_range_s), idx)
             if ok.all():  # every lane's dwords in range: one gather of (lanes, dwords)
-                words = gather_words(ctx, inst, flat_addr, nwords)
+                got = gather_words(ctx, inst, flat_addr, nwords)
                 for k in range(nwords):
-                    _put(g, f["vdata"] + k, idx, words[:, k])
+                    _put(g, f["vdata"] + k, idx, got[:, k])
                 return
         if op == "load":
             values_words = []
@@ -699,8 +710,7 @@ def compile_mubuf(inst: d.Instruction) -> Callable | None:
                 for k, w in enumerate(values_words):
                     _put(g, f["vdata"] + k, idx, w.astype(u32))
             else:
-                _load_into(g, f["vdata"], idx, kind, lambda dt: values_words[0],
-                           lambda n: None)
+                _put_typed(g, f["vdata"], idx, kind[0], kind[2], values_words[0])
         else:
             typed, words = _store_values(g, f["vdata"], idx, kind)
             chunks = [typed] if typed is not None else words
@@ -777,8 +787,8 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         return run2
     if parts[1] == "load":
         suffix = "_".join(parts[2:])
-        kind = _DS_LOADS.get(suffix)
-        if kind is None:
+        load_kind = _DS_LOADS.get(suffix)
+        if load_kind is None:
             return None
 
         def load(g: WaveGroup, ctx: MemoryContext) -> None:
@@ -786,7 +796,7 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
             # the offset added in the same pass as the widening
             space, a = ctx.lds_space(
                 g, inst, np.add(_sel(g.v[f["addr"]], idx), offset, dtype=np.int64), idx)
-            _load_into(g, f["vdst"], idx, kind, lambda dt: space.gather(a, dt),
+            _load_into(g, f["vdst"], idx, load_kind, lambda dt: space.gather(a, dt),
                        lambda n: space.gather_words(a, n))
 
         return load

@@ -266,8 +266,9 @@ def _flbit(x):
     return out
 
 
-SOP1: dict[str, tuple[bool, bool, Callable]] = {
-    # name: (wide source, wide result, fn(a) -> (result, scc or None))
+# name: (wide source, wide result, fn(a) -> (result, scc or None); None: s_cmov)
+Sop1Spec = tuple[bool, bool, Callable | None]
+SOP1: dict[str, Sop1Spec] = {
     "s_mov_b32": (False, False, lambda a: (a, None)),
     "s_mov_b64": (True, True, lambda a: (a, None)),
     "s_cmov_b32": (False, False, None),
@@ -335,7 +336,7 @@ def run_cselect(g: WaveGroup, inst: d.Instruction, wide: bool) -> None:
     g.swrite(inst.f["sdst"], np.where(g.scc, a, b), wide)
 
 
-def run_sop1(g: WaveGroup, inst: d.Instruction, spec) -> None:
+def run_sop1(g: WaveGroup, inst: d.Instruction, spec: Sop1Spec) -> None:
     wide_in, wide_out, fn = spec
     a = g.sread(inst.f["ssrc0"], inst.literal, wide_in)
     if fn is None:  # s_cmov
@@ -490,17 +491,17 @@ def compile_salu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
             return lambda g: run_addc(g, inst, name == "s_subb_u32")
         if name in ("s_cselect_b32", "s_cselect_b64"):
             return lambda g: run_cselect(g, inst, name.endswith("b64"))
-        spec = SOP2.get(name)
-        if spec is None:
+        sop2 = SOP2.get(name)
+        if sop2 is None:
             return None
-        wide, fn = spec
-        return lambda g: run_sop2(g, inst, wide, fn)
+        wide, op2 = sop2
+        return lambda g: run_sop2(g, inst, wide, op2)
     if enc == "SOPC":
-        spec = SOPC.get(name)
-        if spec is None:
+        sopc = SOPC.get(name)
+        if sopc is None:
             return None
-        wide, fn = spec
-        return lambda g: run_sopc(g, inst, wide, fn)
+        wide, compare = sopc
+        return lambda g: run_sopc(g, inst, wide, compare)
     if enc == "SOP1":
         if "saveexec" in name or "wrexec" in name:
             return lambda g: run_saveexec(g, inst, name)
@@ -511,10 +512,10 @@ def compile_salu(inst: d.Instruction) -> Callable[[WaveGroup], None] | None:
             return lambda g: run_movrel(g, inst, "movreld" in name, name.endswith("b64"))
         if name in ("s_sendmsg_rtn_b32", "s_sendmsg_rtn_b64"):
             return lambda g: run_sendmsg_rtn(g, inst, name.endswith("b64"))
-        spec = SOP1.get(name)
-        if spec is None:
+        sop1 = SOP1.get(name)
+        if sop1 is None:
             return None
-        return lambda g: run_sop1(g, inst, spec)
+        return lambda g: run_sop1(g, inst, sop1)
     if enc == "SOPK":
         if name in ("s_call_b64", "s_subvector_loop_begin", "s_subvector_loop_end"):
             return None

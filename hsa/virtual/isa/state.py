@@ -70,6 +70,15 @@ def inline_constant(code: int, kind: str = "32") -> int | None:
     return None
 
 
+class MissingLiteral(ValueError):
+    """An operand names the instruction's literal (code 255, or gfx1250's 254) but the
+    decoder attached none: a decoder bug, reported as the queue's error, not a TypeError."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"operand code {code} reads a literal the decoded instruction "
+                         "does not carry (a decoder gap; please report the kernel)")
+
+
 def join64(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """uint64 values of (lo, hi) uint32 word pairs of one shape: both interleaved into one
     buffer that is viewed as uint64 (little-endian), two copies instead of four passes."""
@@ -133,8 +142,12 @@ class WaveGroup:
                 return lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32))
             return self.s[:, code]
         if code == d.LITERAL:
+            if literal is None:
+                raise MissingLiteral(code)
             return np.uint64(literal) if wide else np.uint32(literal)
         if code == d.LITERAL64:
+            if literal is None:
+                raise MissingLiteral(code)
             return np.uint64(literal) if wide else np.uint32(literal & 0xFFFFFFFF)
         if code == d.SCC:
             return self.scc.astype(np.uint64 if wide else np.uint32)
@@ -177,10 +190,14 @@ class WaveGroup:
                 return (lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32)))[:, None]
             return self.s[:, code][:, None]
         if code == d.LITERAL:
+            if literal is None:
+                raise MissingLiteral(code)
             if wide:  # a 64-bit float literal is the high half; integers zero-extend
                 return np.uint64(literal)
             return np.uint32(literal)
         if code == d.LITERAL64:
+            if literal is None:
+                raise MissingLiteral(code)
             return np.uint64(literal) if wide else np.uint32(literal & 0xFFFFFFFF)
         if code == d.SCC:
             c = self.scc.astype(np.uint64 if wide else np.uint32)
@@ -219,8 +236,8 @@ class WaveGroup:
             return np.zeros((self.count, n), dtype=bool)
         if n == 64:
             if code >= 128:
-                value = np.uint64(inline_constant(code, "64") or 0)
-                return np.broadcast_to((value & _LANE_BITS64) != 0, (self.count, n))
+                value64 = np.uint64(inline_constant(code, "64") or 0)
+                return np.broadcast_to((value64 & _LANE_BITS64) != 0, (self.count, n))
             lo = self.s[:, code].astype(np.uint64)
             both = lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32))
             return (both[:, None] & _LANE_BITS64) != 0

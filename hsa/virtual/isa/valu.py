@@ -848,7 +848,8 @@ def run_generic(g: WaveGroup, form: AluForm, spec) -> None:
 
 
 # --- compares ----------------------------------------------------------------------------
-_CMP = {
+# v_cmp conditions: (a, b) -> bool per lane (sources are arrays or numpy scalars)
+_CMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "f": lambda a, b: np.zeros(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
     "t": lambda a, b: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
     "tru": lambda a, b: np.ones(np.broadcast_shapes(np.shape(a), np.shape(b)), bool),
@@ -1124,7 +1125,7 @@ def op_fmac_dx9(g: WaveGroup, form: AluForm) -> None:
 def op_fmamk(g: WaveGroup, form: AluForm, t: str, ak: bool) -> None:
     a = read_src(g, form, 0, t)
     b = read_src(g, form, 1, t)
-    k = to_type(np.uint32(form.literal), t)
+    k = to_type(g.vread(d.LITERAL, form.literal), t)
     fma = _fma16 if t == "f16" else _fma
     write_result(g, form, fma(a, b, k) if ak else fma(a, k, b), t)
 
