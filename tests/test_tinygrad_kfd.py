@@ -4,6 +4,9 @@ an SDMA queue, and its kernels run on hsa/virtual's command processor. The resul
 checked against numpy; the queue type is tinygrad's own report. Without the server's PM4
 queues tinygrad cannot open the device (CREATE_QUEUE of type 0 was EINVAL).
 
+Its compile pool's workers are spawned (vfork, then exec) while /dev/kfd is open: the vfork
+child's closes must leave the shim's table of the parent alone (tests/test_emulated_fork.py).
+
 A malformed PM4 stream faults the queue: tinygrad's wait ends with its KFD fault report (the
 HW exception event), and the server's log names the packet's dword offset."""
 
@@ -63,6 +66,15 @@ def test_tinygrad_ops_run_on_kfd_queues(node, arch, aql, queue):
     assert f"arch {arch}" in lines and f"queue {queue}" in lines
     assert [ln for ln in lines if ln.startswith("ok ")] == [
         "ok add_mul", "ok sum_axis", "ok max", "ok matmul", "ok where_exp"]
+
+
+def test_kernels_compiled_in_tinygrads_worker_pool_run_after_it_started():
+    """Two kernels realized together go to tinygrad's spawned compile pool; the next VRAM
+    allocation failed with ENOTTY when the pool's vfork child had cleared the shim's entry
+    for descriptor 3 (tinygrad's /dev/kfd in a plain script such as this client)."""
+    run = _run("GFX1100", "pool")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert run.stdout.splitlines() == ["pool yes", "ok var", "ok moments"]
 
 
 def test_malformed_pm4_faults_the_queue_through_kfd_events():

@@ -4,6 +4,9 @@ PM4 compute queue and SDMA queue, events), compiles with its LLVM path and runs,
 real GPU. Run under the shim with DEV=AMD:LLVM; argv says what to do:
   ops       a handful of ops (elementwise, reduce, matmul, a where/exp chain) vs numpy;
             prints "queue pm4|aql" and "ops ok"
+  pool      two kernels realized together, which tinygrad compiles in its worker pool
+            (spawned: vfork + exec) between two VRAM allocations; prints "pool yes|no",
+            "ok var", "ok moments"
   bad-pm4   submits a PM4 stream with an undefined opcode on the compute queue and waits:
             tinygrad's KFD fault path must raise (prints "fault: <its message>")
 """
@@ -41,6 +44,25 @@ def ops() -> None:
     print("ops ok")
 
 
+def pool() -> None:
+    from tinygrad import Device, Tensor
+    from tinygrad.engine import worker
+
+    Device[Device.DEFAULT]
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((15, 25, 35)).astype(np.float32)
+    tx = Tensor(x)
+    var, moments = tx.var(), (tx * tx).sum(axis=2) - tx.sum(axis=2)
+    Tensor.realize(var, moments)  # more than one kernel to compile: the pool compiles them
+    print("pool", "yes" if worker.worker_pool is not None else "no")
+    for name, got, want in (("var", var, x.var(ddof=1)),
+                            ("moments", moments, (x * x).sum(axis=2) - x.sum(axis=2))):
+        out = got.numpy()
+        if not np.allclose(out, want, rtol=1e-4, atol=1e-4):
+            raise SystemExit(f"{name}: max error {np.abs(out - want).max()}")
+        print("ok", name)
+
+
 def bad_pm4() -> None:
     from tinygrad import Device
 
@@ -58,4 +80,4 @@ def bad_pm4() -> None:
 
 
 if __name__ == "__main__":
-    {"ops": ops, "bad-pm4": bad_pm4}[sys.argv[1]]()
+    {"ops": ops, "pool": pool, "bad-pm4": bad_pm4}[sys.argv[1]]()

@@ -131,7 +131,21 @@ static struct userptr* userptrs;
 static size_t nuserptrs, capuserptrs;
 
 static pthread_mutex_t lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP; /* tables and every socket */
-static int server_gone_said;
+static int server_gone_said, render_child_said;
+
+/* The process whose memory these tables are. A child made by vfork (CPython's subprocess and
+ * multiprocessing start their children so) runs in its parent's memory until it execs, so a
+ * close() there of an inherited descriptor number must leave the parent's entry alone: CPython's
+ * child closes the /proc/self/fd directory it opened, which is often fd 3, the parent's
+ * /dev/kfd, whose ioctls then went to the bare socket (ENOTTY). fork() gives the child a copy
+ * of its own: the atfork handler makes the child the owner of that copy. */
+static pid_t table_owner;
+static void own_tables(void) { table_owner = getpid(); }
+__attribute__((constructor)) static void shim_init(void) {
+    own_tables();
+    pthread_atfork(NULL, NULL, own_tables);
+}
+static int tables_are_ours(void) { return getpid() == table_owner; }
 
 /* --- libc's own functions --------------------------------------------------------------- */
 #define REAL(name, ret, ...)                                                \
@@ -662,6 +676,8 @@ EXPORT ssize_t readlink(const char* path, char* out, size_t n) {
 
 EXPORT int close(int fd) {
     resolve_close();
+    if (fd >= 0 && fd < MAX_FD && (smi_peer[fd] || fds[fd].kind) && !tables_are_ours())
+        return real_close(fd); /* a vfork child: these are its parent's tables */
     if (fd >= 0 && fd < MAX_FD && smi_peer[fd]) {
         real_close(smi_peer[fd] - 1);
         smi_peer[fd] = 0;
@@ -681,7 +697,7 @@ EXPORT int close(int fd) {
 /* A duplicate of a device descriptor (libdrm keeps one) is the same device. The events
  * page is not shared: only the original's close unmaps it. */
 static int copy_fd(int from, int to) {
-    if (to >= 0 && to < MAX_FD && from >= 0 && from < MAX_FD) {
+    if (to >= 0 && to < MAX_FD && from >= 0 && from < MAX_FD && tables_are_ours()) {
         pthread_mutex_lock(&lock);
         fds[to] = fds[from];
         if (fds[to].kind == KIND_KFD && fds[from].events)
@@ -1137,10 +1153,18 @@ EXPORT int ioctl(int fd, unsigned long request, ...) {
     resolve_ioctl();
     if (fd < 0 || fd >= MAX_FD || !fds[fd].kind) return real_ioctl(fd, request, arg);
     struct fdinfo* f = &fds[fd];
-    if (f->kind == KIND_KFD && f->opener != getpid()) {
-        /* "Only the process that opened /dev/kfd can use the file descriptor. Child
-         * processes need to create their own KFD device context" (kfd_ioctl); a forked
-         * child on the shared socket would also cross its replies with the parent's */
+    if (f->opener != getpid()) {
+        /* KFD: "Only the process that opened /dev/kfd can use the file descriptor. Child
+         * processes need to create their own KFD device context" (kfd_ioctl). A render node
+         * works in a forked child on real amdgpu, but here its requests would go over the
+         * parent's server connection and cross the parent's replies: EBADF, said once */
+        if (f->kind == KIND_RENDER && !render_child_said) {
+            render_child_said = 1;
+            fprintf(stderr, "amdgpu emulated kernel: render node descriptor %d was opened by "
+                    "process %d; this child (%d) gets EBADF on it: open "
+                    "/dev/dri/renderD%u in the child\n", fd, (int)f->opener, (int)getpid(),
+                    (unsigned)f->minor);
+        }
         errno = EBADF;
         return -1;
     }
