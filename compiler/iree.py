@@ -284,10 +284,10 @@ class _Run:
     binaries: dict[str, bytes]  # file name -> bytes
 
 
-# iree-compile crashes that one flag avoids without changing what the program computes,
-# by the crashing function (the first frame of IREE's own code in its stack dump).
-_CRASH_WORKAROUNDS = {
-    # IREE 3.13 bug, gfx950 only (reduced: tests/data/iree/gfx950_skinny_matmul_crash.mlir,
+# iree-compile failures that one flag avoids without changing what the program computes:
+# (the start of IREE's first diagnostic, as _first_diagnostic words it; the flag).
+_IREE_WORKAROUNDS = (
+    # IREE 3.13 bug, gfx950 only (reduced: tests/data/iree/skinny_matmul_vdmfma.mlir,
     # one 8x256 @ 256x64 f16 linalg.matmul): a skinny 16-bit matmul (M <= 8, K a multiple
     # of 128) gets the VDMFMA (sparse MFMA) virtual intrinsic (iree-org/iree#24103), and the
     # direct-load path asks getXorShuffleParamsForTunedChipset for its LDS swizzle
@@ -295,9 +295,21 @@ _CRASH_WORKAROUNDS = {
     # (Codegen/Utils/GPUUtils.cpp) then reads the failed FailureOr's row width (0) and
     # divides by it: SIGFPE. Without direct load (global load DMA into LDS) the operands
     # reach LDS by ordinary loads: the same matmul, no swizzle asked for.
-    "mlir::iree_compiler::getXorShuffleParamsForTunedChipset":
-        "--iree-llvmgpu-use-direct-load=false",
-}
+    ("IREE crashed in mlir::iree_compiler::getXorShuffleParamsForTunedChipset ",
+     "--iree-llvmgpu-use-direct-load=false"),
+    # IREE 3.13 bug, gfx90a: the same skinny f16 matmul gets VDMFMA there too (derived from
+    # MFMA_F32_16x16x16_F16, which gfx90a has, without asking whether the chip has sparse
+    # MFMA), and its own AMDGPU dialect then refuses the op. The tile-and-fuse matmul
+    # pipeline is the one that picks VDMFMA; without it the matmul goes through IREE's
+    # vector-distribute pipeline with dense MFMA.
+    ("<unknown>:0: error: 'amdgpu.sparse_mfma' op sparse MFMA (smfmac) only supported on "
+     "gfx942+", "--iree-codegen-llvmgpu-use-tile-and-fuse-matmul=false"),
+)
+
+
+def _workaround_for(stderr: str) -> str | None:
+    first = _first_diagnostic(stderr)
+    return next((flag for start, flag in _IREE_WORKAROUNDS if first.startswith(start)), None)
 
 
 def _crash_frame(stderr: str) -> str | None:
@@ -350,7 +362,7 @@ def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence
             stderr = done.stderr
             if _crashed(done) and _crash_frame(stderr) is None:
                 # Two of IREE's compile threads crashing at once garble (or cut short) the
-                # stack dump; one thread tells where, for the message and _CRASH_WORKAROUNDS.
+                # stack dump; one thread tells where, for the message and _IREE_WORKAROUNDS.
                 again = _run_tool([*argv, "--mlir-disable-threading"], label)
                 if _crash_frame(again.stderr):
                     stderr = again.stderr
@@ -371,6 +383,21 @@ def _run_iree(source: Path, device_flags: list[str], label: str, extra: Sequence
             ) from None
         binaries = {p.name: p.read_bytes() for p in sorted(Path(bins).glob("*")) if p.is_file()}
     return _Run(hal_text, targets_text, binaries)
+
+
+def _run_iree_around_bugs(source: Path, device_flags: list[str], label: str,
+                          extra: Sequence[str]) -> tuple[_Run, list[str]]:
+    """_run_iree, again with a flag from _IREE_WORKAROUNDS each time IREE fails in a way
+    one of them avoids; returns the run and the flags it took."""
+    workaround: list[str] = []
+    while True:
+        try:
+            return _run_iree(source, device_flags, label, [*extra, *workaround]), workaround
+        except CompileError as exc:
+            flag = _workaround_for(getattr(exc, "diagnostics", ""))
+            if flag is None or flag in extra or flag in workaround:
+                raise
+            workaround.append(flag)
 
 
 # --- walking the IR ---------------------------------------------------------------------
@@ -1104,17 +1131,8 @@ def compile_mlir(
                 "(no shaderFloat64); run it on a device with Float64 (amdgpu-run uses the "
                 "device's own features) or an amdgpu device, or cast to f32 in the source"
             )
-        workaround: list[str] = []
         try:
-            try:
-                run = _run_iree(path, flags, label, extra_flags)
-            except CompileError as exc:
-                frame = _crash_frame(getattr(exc, "diagnostics", ""))
-                flag = _CRASH_WORKAROUNDS.get(frame or "")
-                if flag is None or flag in extra_flags:
-                    raise
-                workaround = [flag]
-                run = _run_iree(path, flags, label, [*extra_flags, flag])
+            run, workaround = _run_iree_around_bugs(path, flags, label, extra_flags)
         except CompileError as exc:
             if abi is None:
                 raise
@@ -1151,7 +1169,7 @@ def compile_mlir(
             variant = _spirv_variant(run, abi, read, path.name, vulkan_target)
         if "host" in read:
             variant.info["host"] = read["host"]
-        if workaround:  # what IREE crashed without, for whoever reads the bundle
+        if workaround:  # what IREE failed without, for whoever reads the bundle
             variant.info["iree_workaround"] = workaround
         variant.program = program
         result.variants.append(variant)

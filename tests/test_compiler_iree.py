@@ -260,17 +260,19 @@ def test_a_compiler_crash_names_where():
         "(its bug, not the program's)")
 
 
-GFX950_CRASH = Path(__file__).parent / "data" / "iree" / "gfx950_skinny_matmul_crash.mlir"
+SKINNY = Path(__file__).parent / "data" / "iree" / "skinny_matmul_vdmfma.mlir"
 
 
 @pytest.mark.slow
-def test_gfx950_crash_is_compiled_without_direct_load():
-    """IREE 3.13 crashes (SIGFPE in getXorShuffleParamsForTunedChipset) on a skinny f16
-    matmul for gfx950; compile_mlir compiles it again with --iree-llvmgpu-use-direct-load=false
-    and says so in the variant's info. gfx942 compiles it as it is: no flag there."""
-    result = iree.compile_mlir(GFX950_CRASH, ["gfx942", "gfx950"])
+def test_iree_failures_on_a_skinny_matmul_are_compiled_around():
+    """IREE 3.13 gives a skinny f16 matmul sparse MFMA (VDMFMA) and then crashes on it for
+    gfx950 (SIGFPE in getXorShuffleParamsForTunedChipset) and refuses it for gfx90a (no
+    smfmac there): compile_mlir compiles again with the flag that avoids each and says so in
+    the variant's info. gfx942 compiles it as it is: no flag there."""
+    result = iree.compile_mlir(SKINNY, ["gfx942", "gfx950", "gfx90a"])
     used = {v.target: v.info.get("iree_workaround") for v in result.variants}
-    assert used == {"gfx942": None, "gfx950": ["--iree-llvmgpu-use-direct-load=false"]}
+    assert used == {"gfx942": None, "gfx950": ["--iree-llvmgpu-use-direct-load=false"],
+                    "gfx90a": ["--iree-codegen-llvmgpu-use-tile-and-fuse-matmul=false"]}
 
 
 def test_a_garbled_crash_dump_is_read_again_single_threaded(tmp_path, monkeypatch):
@@ -291,7 +293,7 @@ kill -FPE $$
     tool.chmod(0o755)
     monkeypatch.setattr(iree, "iree_compile_path", lambda: str(tool))
     with pytest.raises(CompileError) as err:
-        iree.compile_mlir(GFX950_CRASH, ["gfx942"])
+        iree.compile_mlir(SKINNY, ["gfx942"])
     assert str(err.value) == (
         "iree-compile (gfx942): IREE crashed in mlir::iree_compiler::pickTiles (its bug, not "
         "the program's); fix the source or the options and compile again")
