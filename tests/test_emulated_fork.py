@@ -89,7 +89,8 @@ def test_vfork_and_fork_children_of_a_c_program(tmp_path):
     """tests/c/fork_descriptors.c, with the kernel's kfd_ioctl.h and libdrm's drm.h: a vfork
     child's close leaves the parent's /dev/kfd working; a forked child owns its copy of the
     shim's table (a new file at the closed number is that file, not /dev/kfd), and gets
-    EBADF on the inherited /dev/kfd and render node, which keep answering the parent."""
+    EBADF on the inherited /dev/kfd and render node, which keep answering the parent, and
+    EINVAL for an mmap of the parent's BO through /dev/kfd (kfd_mmap's kfd_get_process)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed: the C client cannot be built")
     for header in ("/usr/include/linux/kfd_ioctl.h", "/usr/include/libdrm/drm.h"):
@@ -111,5 +112,7 @@ def test_vfork_and_fork_children_of_a_c_program(tmp_path):
                          "fork child kfd: EBADF",
                          f"fork child new file at {kfd}: ENOTTY",
                          "fork child render: EBADF",
+                         "parent bo alloc ok mmap ok",
+                         "fork child bo mmap: EINVAL",
                          f"parent render ok kfd {version}"]
     assert "render node descriptor 4 was opened by process" in run.stderr

@@ -8,14 +8,19 @@
  *   fork child new file at <fd>: <result>   the child closed it and opened /dev/null, which got
  *                                           that number: an ioctl on it is /dev/null's own
  *   fork child render: <result>             DRM_IOCTL_GET_CLIENT on the inherited render node
+ *   parent bo mmap <result>                 mmap of a BO of /dev/kfd (ALLOC_MEMORY_OF_GPU)
+ *   fork child bo mmap: <result>            the same mmap in a forked child (kfd_mmap finds
+ *                                           no KFD process of the child's: EINVAL)
  *   parent render <result> kfd <result>     both still answer the parent
  * <result>: a version "1.N", "ok", or the errno's name. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,11 +53,11 @@ static const char* render_client(int fd) {
 }
 
 /* A forked child's result: its exit status indexes this table. */
-static const char* const RESULTS[] = {"ok", "EBADF", "ENOTTY", "other"};
+static const char* const RESULTS[] = {"ok", "EBADF", "ENOTTY", "EINVAL", "other"};
 static int result_code(const char* r) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(r, RESULTS[i]) == 0 || (i == 0 && r[0] == '1' && r[1] == '.')) return i;
-    return 3;
+    return 4;
 }
 
 static const char* in_fork_child(int (*check)(int, int), int kfd, int render) {
@@ -61,7 +66,7 @@ static const char* in_fork_child(int (*check)(int, int), int kfd, int render) {
     if (pid == 0) _exit(check(kfd, render));
     int st = 0;
     waitpid(pid, &st, 0);
-    return WIFEXITED(st) && WEXITSTATUS(st) < 4 ? RESULTS[WEXITSTATUS(st)] : "died";
+    return WIFEXITED(st) && WEXITSTATUS(st) < 5 ? RESULTS[WEXITSTATUS(st)] : "died";
 }
 
 static int child_kfd(int kfd, int render) {
@@ -73,12 +78,41 @@ static int child_new_file(int kfd, int render) {
     (void)render;
     close(kfd);
     int f = open("/dev/null", O_RDONLY);
-    return f == kfd ? result_code(kfd_version(f)) : 3;
+    return f == kfd ? result_code(kfd_version(f)) : 4;
 }
 
 static int child_render(int kfd, int render) {
     (void)kfd;
     return result_code(render_client(render));
+}
+
+static uint64_t bo_offset; /* the mmap offset of the BO the parent allocated */
+
+static const char* map_bo(int kfd) {
+    void* p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, kfd, (off_t)bo_offset);
+    if (p == MAP_FAILED) return errname(errno);
+    munmap(p, 4096);
+    return "ok";
+}
+
+static int child_map_bo(int kfd, int render) {
+    (void)render;
+    return result_code(map_bo(kfd));
+}
+
+/* A 4 KiB GTT BO on the first GPU node (its gpu_id from the topology in sysfs). */
+static const char* alloc_bo(int kfd) {
+    FILE* f = fopen("/sys/class/kfd/kfd/topology/nodes/1/gpu_id", "r");
+    unsigned gpu_id = 0;
+    if (!f || fscanf(f, "%u", &gpu_id) != 1) return "no gpu_id";
+    fclose(f);
+    void* va = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    struct kfd_ioctl_alloc_memory_of_gpu_args a = {
+        .va_addr = (uint64_t)(uintptr_t)va, .size = 4096, .gpu_id = gpu_id,
+        .flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE};
+    if (ioctl(kfd, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a)) return errname(errno);
+    bo_offset = a.mmap_offset;
+    return "ok";
 }
 
 int main(int argc, char** argv) {
@@ -100,6 +134,9 @@ int main(int argc, char** argv) {
     printf("fork child kfd: %s\n", in_fork_child(child_kfd, kfd, render));
     printf("fork child new file at %d: %s\n", kfd, in_fork_child(child_new_file, kfd, render));
     printf("fork child render: %s\n", in_fork_child(child_render, kfd, render));
+    const char* alloc = alloc_bo(kfd);
+    printf("parent bo alloc %s mmap %s\n", alloc, map_bo(kfd));
+    printf("fork child bo mmap: %s\n", in_fork_child(child_map_bo, kfd, render));
     printf("parent render %s kfd %s\n", render_client(render), kfd_version(kfd));
     return 0;
 }

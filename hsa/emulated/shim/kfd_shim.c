@@ -755,6 +755,10 @@ EXPORT int fcntl64(int fd, int cmd, ...) {
 
 /* --- mmap of the device descriptors: the memfd the server passed for that offset -------- */
 static void* map_owned(void* addr, size_t len, int prot, int flags, int fd, uint64_t off) {
+    if (fds[fd].kind == KIND_KFD && fds[fd].opener != getpid()) {
+        errno = EINVAL; /* kfd_mmap: kfd_get_process finds no KFD process of a forked child */
+        return MAP_FAILED;
+    }
     pthread_mutex_lock(&lock);
     int memfd = -1;
     uint64_t at = 0;
@@ -766,7 +770,6 @@ static void* map_owned(void* addr, size_t len, int prot, int flags, int fd, uint
         }
     }
     pthread_mutex_unlock(&lock);
-    (void)fd;
     if (memfd < 0) {
         errno = EINVAL;
         return MAP_FAILED;
