@@ -95,6 +95,58 @@ def test_an_accepted_invalid_encoding_is_counted(tmp_path: Path, monkeypatch):
     assert got["file"]["accepts_invalid"] == len(REJECTED_GFX940)
 
 
+# register operands of every kind the listings spell: AccVGPRs (MAI C/D, acc loads), SGPR
+# pairs written by VOP3 and SDWA compares, specials, scratch "off", SDWA scalar sources
+GFX940_REGS = """v_mfma_f32_32x32x8_f16 a[0:15], v[16:17], v[18:19], a[0:15]
+v_mfma_f32_16x16x16_f16 v[0:3], a[4:5], v[6:7], v[0:3]
+v_accvgpr_write_b32 a3, v7
+v_accvgpr_read_b32 v2, a9
+global_load_dword a1, v[2:3], off
+scratch_load_dword v5, off, s2
+v_cmp_lt_f32_e64 s[6:7], v1, s3
+v_cmp_eq_f16_sdwa s[6:7], v1, v2 src0_sel:WORD_1 src1_sel:DWORD
+v_add_co_u32_e64 v1, s[4:5], v2, v3
+v_cndmask_b32_e64 v5, v1, v2, s[6:7]
+v_readlane_b32 s5, v1, s2
+s_load_dwordx2 s[10:11], s[2:3], s0 offset:0x10
+buffer_load_dword v1, v2, s[4:7], s3 offen
+ds_write_b64 v1, v[2:3] offset:8
+v_smfmac_f32_16x16x32_f16 a[0:3], v[0:1], v[2:5], v6
+s_mov_b64 exec, vcc
+"""
+
+
+def test_gfx942_register_operands_agree(tmp_path: Path):
+    got = _measure(tmp_path, "gfx940_regs.txt", _assembled(GFX940_REGS, "gfx940"), "gfx942")
+    lines = len(GFX940_REGS.splitlines())
+    assert got["file"]["right"] == lines, got["examples"]
+    per_file, per_format, _ = mc.measure(tmp_path, mc._targets()["gfx942"])
+    assert sum(c["no_regs"] for c in per_format.values()) == 0  # all compared
+
+
+def test_a_wrong_register_is_counted(tmp_path: Path, monkeypatch):
+    """A decoder that reads a register field wrong is caught by the register comparison
+    (here: the gfx9 and gfx12 decoders with VOP2's vsrc1 one register off)."""
+    from hsa.virtual.gfx9 import decoder as d9
+    from hsa.virtual.gfx12 import decoder as d12
+
+    for module, target, mcpu, text in ((d9, "gfx942", "gfx940", "v_add_f32 v1, v2, v3"),
+                                       (d12, "gfx1201", "gfx1201", "v_add_f32 v1, v2, v3")):
+        real = module.decode_one
+
+        def off_by_one(words, *a, real=real):
+            inst = real(words, *a)
+            if inst.encoding == "VOP2":
+                inst.f["vsrc1"] += 1
+            return inst
+
+        monkeypatch.setattr(module, "decode_one", off_by_one)
+        prefix = "gfx940" if target == "gfx942" else "gfx12_dasm"
+        got = _measure(tmp_path, f"{prefix}_one.txt", _assembled(text + "\n", mcpu), target)
+        assert got["file"]["wrong_regs"] == 1, got["examples"]
+        monkeypatch.undo()
+
+
 def test_missing_lists_refused_opcodes():
     cov = mc.missing("gfx942")
     refused = {n for _, names in cov.values() for n in names}

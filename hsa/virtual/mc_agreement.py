@@ -62,10 +62,16 @@ class Target:
     decode: Callable[[list[int]], Instruction]
     canonical: Callable[[str], str]  # LLVM's mnemonic -> the one our decoder reports
     clang22: bool = False  # the truth: clang 22 assembling the files' check-line texts
+    # the registers an instruction names, in LLVM's spelling and order (None: not listed),
+    # and the register tokens of LLVM's operand text
+    registers: Callable[[Instruction], list[str] | None] | None = None
+    llvm_registers: Callable[[str], list[str]] | None = None
 
 
 def _targets() -> dict[str, Target]:
     from hsa.virtual.gfx9 import decoder as d9
+    from hsa.virtual.gfx9 import listing as l9
+    from hsa.virtual.gfx11 import listing as l11
     from hsa.virtual.gfx12 import decoder as d12
 
     def gfx9_decoder(target: str) -> Callable[[list[int]], Instruction]:
@@ -77,18 +83,27 @@ def _targets() -> dict[str, Target]:
     def same(n: str) -> str:
         return n
 
+    def regs9(t: str) -> Callable[[Instruction], list[str] | None]:
+        return lambda inst: l9.register_operands(inst, t)
+
+    def regs12(t: str) -> Callable[[Instruction], list[str] | None]:
+        return lambda inst: l11.register_operands(inst, d12.opcode_tables(t)) or None
+
     gfx9 = ("gfx9_*.txt", "gfx9-*.txt", "gfx90a*.txt")  # gfx900's and gfx90a's tests
     files = {"gfx90a": gfx9, "gfx942": (*gfx9, "gfx940*.txt")}
-    out = {t: Target(t, "gfx940" if t == "gfx942" else t, files[t], gfx9_decoder(t), same)
+    out = {t: Target(t, "gfx940" if t == "gfx942" else t, files[t], gfx9_decoder(t), same,
+                     registers=regs9(t), llvm_registers=l9.llvm_registers)
            for t in ("gfx90a", "gfx942")}
     out["gfx1201"] = Target("gfx1201", "gfx1201", ("gfx12_dasm_*.txt",),
-                            gfx12_decoder("gfx1201"), d12.core_name)
+                            gfx12_decoder("gfx1201"), d12.core_name,
+                            registers=regs12("gfx1201"), llvm_registers=l11.llvm_registers)
     # LLVM 19 knows neither: their instructions are the gfx940 / gfx12 check lines' texts
     # that clang 22 assembles for them
     out["gfx950"] = Target("gfx950", "gfx950", files["gfx942"], gfx9_decoder("gfx950"), same,
-                           True)
+                           True, registers=regs9("gfx950"), llvm_registers=l9.llvm_registers)
     out["gfx1250"] = Target("gfx1250", "gfx1250", ("gfx12_dasm_*.txt",),
-                            gfx12_decoder("gfx1250"), d12.core_name, True)
+                            gfx12_decoder("gfx1250"), d12.core_name, True,
+                            registers=regs12("gfx1250"), llvm_registers=l11.llvm_registers)
     return out
 
 
@@ -110,17 +125,17 @@ def test_encodings(directory: Path, patterns: tuple[str, ...]) -> list[tuple[str
     return out
 
 
-def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int] | None]:
-    """(mnemonic, size in bytes) of the first instruction of each item as llvm-mc-19 reads
-    it for `mcpu`, or None where it reports the encoding invalid. Items are fed one a line,
-    each followed by three s_nop 0 and an s_nop 7 that marks its end."""
+def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int, str] | None]:
+    """(mnemonic, size in bytes, operand text) of the first instruction of each item as
+    llvm-mc-19 reads it for `mcpu`, or None where it reports the encoding invalid. Items
+    are fed one a line, each followed by three s_nop 0 and an s_nop 7 that marks its end."""
     lines = [",".join(f"0x{b:02x}" for b in data + NOP * 3 + MARKER) for data in items]
     run = subprocess.run([LLVM_MC, "--disassemble", "-triple=amdgcn-amd-amdhsa",
                           f"-mcpu={mcpu}", "--show-encoding"], input="\n".join(lines) + "\n",
                          capture_output=True, text=True, check=False)
     invalid = {int(m.group(1)) for m in re.finditer(
         r"<stdin>:(\d+):\d+: warning: invalid instruction encoding", run.stderr)}
-    segments: list[list[tuple[str, bytes]]] = [[]]  # (mnemonic, LLVM's encoding)
+    segments: list[list[tuple[str, bytes, str]]] = [[]]  # (mnemonic, encoding, operands)
     for line in run.stdout.splitlines():
         m = _LINE.match(line)
         if not m:
@@ -130,16 +145,16 @@ def llvm_decode(items: list[bytes], mcpu: str) -> list[tuple[str, int] | None]:
             segments.append([])
         else:
             encoded = bytes(int(b, 16) for b in encoding.split(",") if b.strip())
-            segments[-1].append((name, encoded))
-    out: list[tuple[str, int] | None] = []
+            segments[-1].append((name, encoded, m.group(2)))
+    out: list[tuple[str, int, str] | None] = []
     for i, data in enumerate(items):
         if (i + 1) in invalid or i >= len(segments) or not segments[i]:
             out.append(None)
             continue
-        name, encoded = segments[i][0]
+        name, encoded, operands = segments[i][0]
         # LLVM prints its re-encoding: where that is not what the test bytes hold (an inline
         # float constant printed as a 16-bit literal), the test line is one instruction
-        out.append((name, len(encoded) if data.startswith(encoded) else len(data)))
+        out.append((name, len(encoded) if data.startswith(encoded) else len(data), operands))
     return out
 
 
@@ -222,11 +237,16 @@ def clang22_encodings(texts: list[str], mcpu: str, chunk: int = 1500) -> list[by
     return out
 
 
-VERDICTS = ("right", "unknown", "wrong_name", "wrong_size", "accepts_invalid")
+VERDICTS = ("right", "unknown", "wrong_name", "wrong_size", "wrong_regs", "accepts_invalid")
+MISDECODED = ("wrong_name", "wrong_size", "wrong_regs", "accepts_invalid")
+_COMMENT = re.compile(r"/\*.*?\*/")
 
 
-def judge(target: Target, data: bytes, theirs: tuple[str, int] | None) -> tuple[str, str, str]:
-    """(format, verdict, detail) of our decoding of `data` against LLVM's."""
+def judge(target: Target, data: bytes, theirs: tuple[str, int, str] | None
+          ) -> tuple[str, str, str]:
+    """(format, verdict, detail) of our decoding of `data` against LLVM's: right (or
+    right_no_regs where no register operand was compared), unknown, wrong_name, wrong_size,
+    wrong_regs, accepts_invalid."""
     padded = data + bytes(-len(data) % 4) + bytes(20)
     words = [int.from_bytes(padded[i:i + 4], "little") for i in range(0, len(padded), 4)]
     inst = target.decode(words)
@@ -234,21 +254,28 @@ def judge(target: Target, data: bytes, theirs: tuple[str, int] | None) -> tuple[
     known = inst.name not in ("<unknown>", "<outside code>")
     if theirs is None:
         return fmt, "accepts_invalid" if known else "right", inst.name
-    name, size = theirs
+    name, size, operands = theirs
     if inst.size != size:
         return fmt, "wrong_size", f"{name} {size} -> {inst.name} {inst.size}"
     if fmt in GRAPHICS:
-        return fmt, "right", name  # a graphics format, refused by format; size right
+        return fmt, "right_no_regs", name  # a graphics format, refused by format; size right
     if not known:
         if name.startswith(_IMAGE) or fmt in IMAGE_FORMATS:
-            return fmt, "right", name  # refused by format, size right
+            return fmt, "right_no_regs", name  # refused by format, size right
         return fmt, "unknown", name
     ours = inst.name.split(" :: ")[0]
-    if _mfma_key(ours) is not None and _mfma_key(ours) == _mfma_key(name):
-        return fmt, "right", name
-    if base_name(ours) not in _spellings(target, name):
+    if not (_mfma_key(ours) is not None and _mfma_key(ours) == _mfma_key(name)) and \
+            base_name(ours) not in _spellings(target, name):
         return fmt, "wrong_name", f"{name}->{inst.name}"
-    return fmt, "right", name
+    got = target.registers(inst) if target.registers else None
+    if got is None or target.llvm_registers is None:
+        return fmt, "right_no_regs", name
+    from hsa.virtual.gfx11.mc_agreement import _true16
+
+    want = target.llvm_registers(_true16(_COMMENT.sub("", operands), fmt))
+    if got != want:
+        return fmt, "wrong_regs", f"{name} {','.join(want)} -> {','.join(got)}"
+    return fmt, "right" if want else "right_no_regs", name
 
 
 def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
@@ -258,12 +285,13 @@ def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
         unique = sorted({t for _, _, t in texts})
         encoded = dict(zip(unique, clang22_encodings(unique, target.mcpu), strict=True))
         cases: list[tuple[str, int, bytes]] = []
-        truth: list[tuple[str, int] | None] = []
+        truth: list[tuple[str, int, str] | None] = []
         for file, line, text in texts:
             data = encoded[text]
             if data:  # what clang 22 takes for this target
                 cases.append((file, line, data))
-                truth.append((text.split()[0], len(data)))
+                name, _, operands = text.partition(" ")
+                truth.append((name, len(data), operands))
     else:
         cases = test_encodings(directory, target.files)
         truth = llvm_decode([c[2] for c in cases], target.mcpu)
@@ -273,7 +301,10 @@ def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
     for (file, _line, data), theirs in zip(cases, truth, strict=True):
         fmt, verdict, detail = judge(target, data, theirs)
         if theirs is None and verdict == "right":
-            verdict, fmt = "right", "(invalid)"
+            verdict, fmt = "right_no_regs", "(invalid)"
+        if verdict == "right_no_regs":  # right, with no register operand compared
+            per_format.setdefault(fmt, Counter())["no_regs"] += 1
+            verdict = "right"
         per_file.setdefault(file, Counter())[verdict] += 1
         per_format.setdefault(fmt, Counter())[verdict] += 1
         if verdict != "right":
@@ -380,8 +411,12 @@ def main(argv: list[str] | None = None) -> int:
             for detail, n in examples.get((fmt, verdict), Counter()).most_common(args.show):
                 print(f"    {verdict}: {detail} x{n}")
     print(_row("all", total))
-    misdecoded = sum(total[v] for v in ("wrong_name", "wrong_size", "accepts_invalid"))
-    print(f"misdecoded (another mnemonic or size, or an invalid encoding taken): {misdecoded}")
+    misdecoded = sum(total[v] for v in MISDECODED)
+    compared = sum(total[v] for v in VERDICTS) - total["no_regs"]
+    print(f"registers compared on {compared} encodings (the rest have none, are graphics, "
+          "or are refused)")
+    print("misdecoded (another mnemonic, size or register operands, or an invalid encoding "
+          f"taken): {misdecoded}")
     if args.missing:
         cov = missing(target.name)
         done = sum(t - len(m) for t, m in cov.values())

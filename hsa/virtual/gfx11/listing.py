@@ -63,8 +63,9 @@ def _field_name(inst: d.Instruction, field: str, width: int) -> str | None:
     return None
 
 
-def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
+def _operand_list(inst: d.Instruction, info: dict, gfx12: bool = False) -> list[str]:
     out: list[str] = []
+    soffset_listed = False
     f = inst.f
     enc = inst.encoding
     for entry in info["operands"]:
@@ -98,7 +99,10 @@ def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
         elif token == "off" and enc in ("GLOBAL", "SCRATCH", "FLAT"):
             out.append("off" if f["saddr"] == d.NULL else
                        scalar_name(f["saddr"], 2 if enc == "GLOBAL" else 1) or "off")
-        elif enc in ("MUBUF", "MTBUF") and token == "0":
+        elif enc == "SMEM" and token == "null" and gfx12:  # s_prefetch_*'s soffset
+            out.append(scalar_name(f["soffset"]) or "")
+            soffset_listed = True
+        elif enc in ("MUBUF", "MTBUF") and token in ("0", "null"):  # soffset (gfx12: null)
             name = scalar_name(f["soffset"])
             if name:
                 out.append(name)
@@ -107,7 +111,10 @@ def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
     if enc in ("FLAT", "GLOBAL", "SCRATCH") and "_atomic_" in inst.name and f["glc"]:
         width = 2 if inst.name.endswith(("_b64", "_u64", "_i64", "_f64")) else 1
         out.insert(0, _range("v", f["vdst"], width))  # returns the old value (glc)
-    if enc == "SMEM" and "sbase" in f and info["operands"]:  # (s_dcache_inv has none)
+    if enc == "SMEM" and gfx12:  # gfx12 spells a null soffset as nothing ("0x0")
+        if not soffset_listed and f.get("soffset", d.NULL) != d.NULL and info["operands"]:
+            out.append(scalar_name(f["soffset"]) or "")
+    elif enc == "SMEM" and "sbase" in f and info["operands"]:  # (s_dcache_inv has none)
         # LLVM spells a zero offset with no SGPR as "null"
         if f["soffset"] != d.NULL:
             out.append(scalar_name(f["soffset"]) or "")
@@ -116,12 +123,15 @@ def _operand_list(inst: d.Instruction, info: dict) -> list[str]:
     return [x for x in out if x]
 
 
-def register_operands(inst: d.Instruction) -> list[str]:
-    tables = d.opcode_tables()
+def register_operands(inst: d.Instruction, tables: dict | None = None) -> list[str]:
+    """`tables`: the opcode tables `inst` was decoded with (default gfx11's; gfx12's share
+    the field names, with its buffer opcodes under VBUFFER)."""
+    if tables is None:
+        tables = d.opcode_tables()
     if inst.encoding == "VOPD":
         x = tables["VOPDX"].get(inst.f["opx"])
         y = tables["VOPDY"].get(inst.f["opy"])
-        if not x or not y:
+        if not x or not y or "operands" not in x or "operands" not in y:
             return []
         fx = dict(inst.f)
         ops = []
@@ -136,11 +146,13 @@ def register_operands(inst: d.Instruction) -> list[str]:
                 elif REGISTER_TOKEN.match(entry[0]):
                     ops.append(entry[0])
         return ops
-    table = tables.get(inst.encoding, {})
-    found = table.get(inst.op)
-    if found is None:
+    enc = inst.encoding
+    if enc in ("MUBUF", "MTBUF") and "VBUFFER" in tables:
+        enc = "VBUFFER"
+    found = tables.get(enc, {}).get(inst.op)
+    if found is None or "operands" not in found:  # (gfx1250's clang-22 entries have none)
         return []
-    return _operand_list(inst, found)
+    return _operand_list(inst, found, gfx12="VBUFFER" in tables)
 
 
 def llvm_registers(operand_text: str) -> list[str]:

@@ -122,8 +122,8 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
             f["offset"] = _sext(w1 & 0x1FFFFF, 21)
             if soe:
                 f["soffset"] = scalar((w1 >> 25) & 0x7F)
-        else:
-            f["soffset"] = scalar(w1 & 0xFF)
+        else:  # the offset is an SGPR: SOFFSET [63:57] with SOE, else OFFSET [38:32]
+            f["soffset"] = scalar((w1 >> 25) & 0x7F if soe else w1 & 0x7F)
     elif enc == "VOP1":
         op = (w0 >> 9) & 0xFF
         f.update(vdst=(w0 >> 17) & 0xFF, src0=w0 & 0x1FF)
@@ -184,6 +184,8 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
                  glc=(w0 >> 16) & 1, slc=(w0 >> 17) & 1, dlc=0, sc1=(w0 >> 25) & 1,
                  addr=w1 & 0xFF, data=((w1 >> 8) & 0xFF) + acc, saddr=saddr, sve=sve,
                  vdst=((w1 >> 24) & 0xFF) + acc)
+        if target == "gfx90a":  # bit 13: the load goes to LDS at M0 (gfx940: own opcodes)
+            f["lds"] = (w0 >> 13) & 1
     elif enc in ("MUBUF", "MTBUF"):
         w1 = word(1)
         size = 8

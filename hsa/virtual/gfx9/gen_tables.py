@@ -7,12 +7,16 @@ read back from what clang 22 assembles). As for gfx11 (see hsa/virtual/gfx11/gen
 one instruction per opcode value of each encoding, with distinct registers in its fields,
 disassembled by LLVM; an
 opcode is tried again with optional fields cleared when LLVM rejects it. The tables record
-the mnemonic LLVM prints and a sample; opcode values LLVM rejects are left out. Data only.
+the mnemonic LLVM prints, a sample and the operands LLVM printed (`operands`: [field, width]
+for a register read back to the field that held its number, [token] for anything else, as
+gfx11's tables; hsa.virtual.gfx9.listing spells an instruction's registers from them);
+opcode values LLVM rejects are left out. Data only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +91,51 @@ def candidates() -> dict[str, list[Candidate]]:
     return out
 
 
+# Which field held each register number of an encoding's probe (scalar, vector/AccVGPR).
+_S3 = {SDST: "sdst", SSRC0: "ssrc0", SSRC1: "ssrc1"}
+_V2 = {VDST: "vdst", VSRC0: "src0", VSRC1: "vsrc1", VSRC2: "src2"}
+_V3 = {VDST: "vdst", VSRC0: "src0", VSRC1: "src1", VSRC2: "src2"}
+_FLAT: tuple[dict[int, str], dict[int, str]] = ({}, {VDST: "vdst", VSRC0: "addr",
+                                                     VSRC1: "data"})
+_BUF: tuple[dict[int, str], dict[int, str]] = ({SDST: "srsrc"}, {VSRC0: "vaddr",
+                                                                 VSRC1: "vdata"})
+PROBE_FIELDS: dict[str, tuple[dict[int, str], dict[int, str]]] = {
+    "SOP2": (_S3, {}), "SOPK": (_S3, {}), "SOP1": (_S3, {}), "SOPC": (_S3, {}),
+    "SOPP": ({}, {}), "SMEM": ({SDST: "sdata", 2: "sbase"}, {}),
+    "VOP1": ({}, _V2), "VOP2": ({}, _V2), "VOPC": ({}, _V2), "VOP3": ({}, _V3),
+    "VOP3P": ({}, _V3), "DS": ({}, {VDST: "vdst", VSRC0: "addr", VSRC1: "data0",
+                                    VSRC2: "data1"}),
+    "FLAT": _FLAT, "GLOBAL": _FLAT, "SCRATCH": _FLAT, "MUBUF": _BUF, "MTBUF": _BUF}
+_REG = re.compile(r"^(v|s|a)(?:(\d+)|\[(\d+):(\d+)\])$")
+
+
+def operand_fields(enc: str, text: str) -> list[list]:
+    """[[field, width]] for the registers of LLVM's `text` of the probe of `enc` (an AccVGPR
+    a[..] is read back like a VGPR: the instruction's acc bits say which file), [token] for
+    anything else."""
+    sregs, vregs = PROBE_FIELDS[enc]
+    body = text.split(None, 1)[1] if " " in text else ""
+    out: list[list] = []
+    for part in body.split(","):
+        tok = part.strip().split(" ")[0]
+        if not tok:
+            continue
+        m = _REG.match(tok)
+        if m:
+            lo, hi = int(m.group(2) or m.group(3)), int(m.group(2) or m.group(4))
+            out.append([(sregs if m.group(1) == "s" else vregs).get(lo, tok), hi - lo + 1])
+        else:
+            out.append([tok])
+    return out
+
+
+def with_operands(tables: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
+    for enc, table in tables.items():
+        for info in table.values():
+            info["operands"] = operand_fields(enc, info["sample"])
+    return tables
+
+
 def build(target: str) -> dict[str, dict[str, dict]]:
     tables: dict[str, dict[str, dict]] = {}
     for enc, items in candidates().items():
@@ -108,7 +157,7 @@ def build(target: str) -> dict[str, dict[str, dict]]:
         tables[enc] = {str(items[i][0]): {"name": text.split()[0], "sample": text}
                        for i, text in sorted(found.items())}
         print(f"{target} {enc}: {len(tables[enc])} opcodes", file=sys.stderr)
-    return tables
+    return with_operands(tables)
 
 
 # gfx950 additions (CDNA4): sample text as LLVM prints it; the encoding comes from clang 22.
@@ -188,7 +237,7 @@ def build_gfx950() -> dict[str, dict[str, dict]]:
         for line, w0 in zip(lines, assemble_gfx950(lines), strict=True):
             shift, mask = _OPCODE[enc]
             tables[enc][str((w0 >> shift) & mask)] = {"name": line.split()[0], "sample": line}
-    return tables
+    return with_operands(tables)
 
 
 def main() -> None:

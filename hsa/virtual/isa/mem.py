@@ -336,6 +336,7 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
     to_lds = op == "load" and suffix.startswith("lds_")  # gfx9: loads straight to LDS
     if to_lds:
         suffix = suffix[4:]
+    to_lds = to_lds or (op == "load" and bool(f.get("lds")))  # gfx90a: the lds bit
     if op == "load":
         kind = _LOADS.get(suffix)
     elif op == "store":
