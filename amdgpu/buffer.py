@@ -231,6 +231,12 @@ class Buffer:
             self._life.end(_caller(1))
             self.device._free_buffer(self)
 
+    def mark_released(self) -> None:
+        """Its device released the memory itself (closing): the buffer counts as freed from
+        here, and nothing releases it again."""
+        if not self._life.freed:
+            self._life.end(_caller(1))
+
     # --- checks --------------------------------------------------------------------------
     def _check_alive(self) -> None:
         if self._life.freed:

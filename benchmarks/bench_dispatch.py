@@ -63,7 +63,7 @@ def _gated_device(queue_size: int, kernarg_mib: int):
         processor.stop()  # the virtual queue's consumer thread: never started now
     else:
         gate = dev.provider.signal_create(1)
-        dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        dev.lanes_[0].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     return dev
 
 

@@ -150,7 +150,7 @@ def driver_replay(tmp: str, rounds: int) -> tuple[tuple[float, float], tuple[flo
 
         def submit(sink) -> float:
             gate = provider.signal_create(1)
-            dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate]))
+            dev.lanes_[0].publish(packets.barrier_and(dep_signals=[gate]))
             packets.set_sink(sink)
             t0 = time.perf_counter()
             point = dev.submit(cb, [y, x])

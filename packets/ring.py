@@ -63,6 +63,114 @@ def _as_bytes(ring: np.ndarray) -> np.ndarray:
     return ring.reshape(-1).view(np.uint8)
 
 
+class Room:
+    """Step 2 of the protocol, waiting for room in one AQL queue: the one implementation,
+    used by Ring and by the HSA backend's compiled lane (amdgpu/hsa_backend/hotpath.c),
+    each of which keeps its own cached indices and asks here only when they say full.
+    Reads the queue's indices, never writes anything but its caller's answer."""
+
+    def __init__(self, size: int, load_write_index: Callable[[], int],
+                 load_read_index: Callable[[], int], queue_id: int = 0,
+                 timeout_s: float = 10.0):
+        self.size = size
+        self.queue_id = queue_id
+        self.timeout_s = timeout_s
+        self.load_write_index = load_write_index
+        self.load_read_index = load_read_index
+
+    def before_reserve(self, n: int) -> tuple[int, int]:
+        """Wait until n more packets fit after the write index (nothing reserved yet, so a
+        timeout leaves the queue intact); returns the (write, read) indices seen."""
+        deadline = None
+        spins = 0
+        while True:
+            write = self.load_write_index()
+            read = self.load_read_index()
+            if write + n - read <= self.size:
+                return write, read
+            if deadline is None:
+                deadline = time.monotonic() + self.timeout_s
+            elif time.monotonic() > deadline:
+                raise QueueFullError(
+                    f"queue {self.queue_id}: no room for {n} packet(s) in {self.timeout_s} s "
+                    f"(write index {write}, read index {read}, size {self.size}); the packet "
+                    "processor is not consuming: check that the queue is running"
+                )
+            spins = _pause(spins)
+
+    def after_reserve(self, idx: int, n: int) -> int:
+        """Wait until the reserved ids idx..idx+n-1 have their slots; returns the read
+        index seen."""
+        deadline = time.monotonic() + self.timeout_s
+        spins = 0
+        while True:
+            read = self.load_read_index()
+            if idx + n - read <= self.size:
+                return read
+            if time.monotonic() > deadline:
+                raise QueueFullError(
+                    f"queue {self.queue_id}: packet ids {idx}..{idx + n - 1} were reserved but "
+                    f"no room came in {self.timeout_s} s (read index {read}, size {self.size}); "
+                    "the queue is stalled: the packet processor is not consuming"
+                )
+            spins = _pause(spins)
+
+
+def ready_view(src: memoryview, size: int) -> memoryview:
+    """`src` (block_view of packets whose first header is INVALID, given apart), or the
+    one PacketError of publish_ready's form (Ring.publish_ready and the compiled lane)."""
+    n = src.nbytes >> 6
+    if not 0 < n <= size or src[0] != _INVALID_TYPE:
+        raise PacketError(
+            f"publish_ready takes 1..{size} packets whose first header is INVALID "
+            f"(got {n} packets, first type {src[0] if n else None}); use publish_many"
+        )
+    return src
+
+
+def rows_view(src: memoryview, size: int, k: int, signal_row: int) -> memoryview:
+    """publish_rows's block (a block_view), or its one PacketError (Ring and the compiled
+    lane)."""
+    n = src.nbytes >> 6
+    if not 0 < n <= size or src[0] != _INVALID_TYPE or not (k <= n and 0 <= signal_row < n):
+        raise PacketError(
+            f"publish_rows takes 1..{size} packets whose first header is INVALID, "
+            f"at most one kernarg offset per packet and a signal row among them (got "
+            f"{n} packets, first type {src[0] if n else None}, {k} offsets, signal row "
+            f"{signal_row})"
+        )
+    return src
+
+
+def many_view(src: memoryview, size: int, headers=None) -> memoryview:
+    """publish_many's block (a block_view; 0 packets allowed), or its one PacketError."""
+    n = src.nbytes >> 6
+    if n > size:
+        raise PacketError(f"{n} packets do not fit a ring of {size}; publish them in chunks")
+    if headers is not None and (len(headers) != n or (n and src[0] != _INVALID_TYPE)):
+        raise PacketError(
+            f"publish_many(block, headers=...) takes N header words ({len(headers)} for "
+            f"{n} packets) and a block whose headers are INVALID (they go in last); "
+            "pass the block alone otherwise"
+        )
+    return src
+
+
+def record_published(sink, queue_id: int, first: int, times, src, headers=None,
+                     record=None, record_args=()) -> None:
+    """The trace record of a published block (`times`: reserve, publish and doorbell ns):
+    `record(queue_id, first, *times, *record_args)` where the caller records its own way,
+    else the packets as they went out. One form for Ring and the HSA backend's lanes."""
+    if record is not None:
+        record(queue_id, first, *times, *record_args)
+        return
+    rows = np.frombuffer(src, np.uint8)
+    if headers is not None:  # the record holds the packets as published
+        rows = rows.copy()
+        rows.view(np.uint32)[::16] = headers
+    sink.record_packets(queue_id, first, *times, rows)
+
+
 class Ring:
     """A producer's view of one AQL queue: `publish` and `publish_many`.
 
@@ -108,8 +216,8 @@ class Ring:
         self.doorbells = 0  # doorbells rung through this ring (tests and stats read it)
         self._load_write_index = load_write_index
         self._add_write_index = add_write_index
-        self._load_read_index = load_read_index
         self._doorbell = doorbell
+        self.room = Room(size, load_write_index, load_read_index, queue_id, timeout_s)
         # Cached indices: `_read` is a value once observed (read indices only grow), `_hint`
         # our latest reservation end; both only avoid index loads, never replace them.
         self._read = load_read_index()
@@ -141,7 +249,7 @@ class Ring:
         if idx >= self._hint:
             self._hint = idx + 1
         if idx - self._read >= self.size:
-            self._wait_reserved(idx, 1)
+            self._read = self.room.after_reserve(idx, 1)
         off = (idx & self._mask) << 6
         # The slot's header is INVALID (queues start so; the consumer resets a slot before it
         # advances the read index): write the body around it, then the one 32-bit store.
@@ -159,14 +267,8 @@ class Ring:
         every other byte, so the other headers need no store of their own (the doorbell
         comes last, as always). The fast form for a block published again and again (a
         command buffer's); `publish_many` does the rest (traced, wait packets in front)."""
-        src = self._kept_view(block)
-        nbytes = src.nbytes
-        n = nbytes >> 6
-        if not 0 < n <= self.size or src[0] != _INVALID_TYPE:
-            raise PacketError(
-                f"publish_ready takes 1..{self.size} packets whose first header is INVALID "
-                f"(got {n} packets, first type {src[0] if n else None}); use publish_many"
-            )
+        src = ready_view(self._kept_view(block), self.size)
+        n = src.nbytes >> 6
         idx = self._reserve_block(n)
         off = self._copy_in(src, idx)
         self._header_words[off >> 2] = first_header
@@ -183,18 +285,9 @@ class Ring:
         every kernarg block it is replayed with (a command buffer's kept instances): no
         copy of the block per instance, and the one the ring reads from stays in the
         cache. The fields are set before the first header is stored, like the rest."""
-        src = _block_view(block)
-        nbytes = src.nbytes
-        n = nbytes >> 6
         k = len(kernarg_offsets)
-        if not 0 < n <= self.size or src[0] != _INVALID_TYPE or not (
-                k <= n and 0 <= signal_row < n):
-            raise PacketError(
-                f"publish_rows takes 1..{self.size} packets whose first header is INVALID, "
-                f"at most one kernarg offset per packet and a signal row among them (got "
-                f"{n} packets, first type {src[0] if n else None}, {k} offsets, signal row "
-                f"{signal_row})"
-            )
+        src = rows_view(block_view(block), self.size, k, signal_row)
+        n = src.nbytes >> 6
         idx = self._reserve_block(n)
         off = self._copy_in(src, idx)
         words = self._bytes.view(np.uint64).reshape(self.size, 8)
@@ -216,7 +309,7 @@ class Ring:
         last = self._last  # (block, view): one tuple, so threads never see a mixed pair
         if block is last[0]:
             return last[1]
-        src = _block_view(block)
+        src = block_view(block)
         if _is_view_of(src, block):
             # a view, not a copy: stays right however the array's contents change
             # (bytearrays are not kept: a held view would stop them from resizing)
@@ -246,8 +339,17 @@ class Ring:
         if last_id >= self._hint:
             self._hint = last_id + 1
         if last_id - self._read >= self.size:
-            self._wait_reserved(idx, n)
+            self._read = self.room.after_reserve(idx, n)
         return idx
+
+    def _wait_unreserved(self, n: int) -> None:
+        write, self._read = self.room.before_reserve(n)
+        self._hint = max(self._hint, write)
+
+    @property
+    def hint(self) -> int:
+        """The end of this producer's latest reservation as it knows it (tests compare)."""
+        return self._hint
 
     def publish_many(self, block, headers=None, record=None, record_args=()) -> int:
         """Publish N packets (a structured array, PACKET array, (N, 64) uint8, or bytes) with
@@ -263,23 +365,30 @@ class Ring:
         *record_args): a caller that traces the block its own way (a command buffer replay:
         `sink.block_replay`, its template recorded once) and so spares the packet copy."""
         sink = _STATE.sink
-        if sink is not None:
-            t_reserve = _now()
-        src = self._kept_view(block)
+        if sink is None:
+            return self._publish_block(many_view(self._kept_view(block), self.size, headers),
+                                       headers, None)
+        times = [_now(), 0, 0]
+        src = many_view(self._kept_view(block), self.size, headers)
+        idx = self._publish_block(src, headers, times)
+        record_published(sink, self.queue_id, idx, times, src, headers, record, record_args)
+        return idx
+
+    def publish_timed(self, block, headers=None) -> tuple[int, int, int, int]:
+        """publish_many without a trace record: (first id, reserve, publish and doorbell
+        times in monotonic ns), for a caller that records it (record_published)."""
+        times = [_now(), 0, 0]
+        src = many_view(self._kept_view(block), self.size, headers)
+        idx = self._publish_block(src, headers, times)
+        return idx, times[0], times[1], times[2]
+
+    def _publish_block(self, src: memoryview, headers, times: list | None) -> int:
+        """The checked block `src` published (publish_many's steps); `times` gets the
+        publish and doorbell times."""
         nbytes = src.nbytes
         n = nbytes >> 6
         if n == 0:
-            return self._load_write_index()
-        if n > self.size:
-            raise PacketError(
-                f"{n} packets do not fit a ring of {self.size}; publish them in chunks"
-            )
-        if headers is not None and (len(headers) != n or src[0] != _INVALID_TYPE):
-            raise PacketError(
-                f"publish_many(block, headers=...) takes N header words ({len(headers)} for "
-                f"{n} packets) and a block whose headers are INVALID (they go in last); "
-                "pass the block alone otherwise"
-            )
+            return self.room.load_write_index()
         # Possibly full: _reserve_block waits before reserving, so that a timeout leaves
         # the queue intact.
         idx = self._reserve_block(n)
@@ -298,19 +407,11 @@ class Ring:
         else:
             self._write_bodies_then_headers(src, n, idx, headers)
         self.doorbells += 1
-        if sink is None:
-            self._doorbell(last_id)
-            return idx
-        t_publish = _now()
+        if times is not None:
+            times[1] = _now()
         self._doorbell(last_id)
-        if record is not None:
-            record(self.queue_id, idx, t_reserve, t_publish, _now(), *record_args)
-            return idx
-        rows = np.frombuffer(src, np.uint8)
-        if headers is not None:  # the record holds the packets as published
-            rows = rows.copy()
-            rows.view(np.uint32)[::16] = headers
-        sink.record_packets(self.queue_id, idx, t_reserve, t_publish, _now(), rows)
+        if times is not None:
+            times[2] = _now()
         return idx
 
     def _write_packets(self, src: memoryview, n: int, idx: int) -> None:
@@ -352,42 +453,6 @@ class Ring:
         if first < n:
             ring[:n - first, 0] = headers[first:]
 
-    # --- room ----------------------------------------------------------------------------
-
-    def _wait_unreserved(self, n: int) -> None:
-        deadline = None
-        spins = 0
-        while True:
-            write = self._load_write_index()
-            read = self._read = self._load_read_index()
-            self._hint = max(self._hint, write)
-            if write + n - read <= self.size:
-                return
-            if deadline is None:
-                deadline = time.monotonic() + self.timeout_s
-            elif time.monotonic() > deadline:
-                raise QueueFullError(
-                    f"queue {self.queue_id}: no room for {n} packet(s) in {self.timeout_s} s "
-                    f"(write index {write}, read index {read}, size {self.size}); the packet "
-                    "processor is not consuming: check that the queue is running"
-                )
-            spins = _pause(spins)
-
-    def _wait_reserved(self, idx: int, n: int) -> None:
-        deadline = time.monotonic() + self.timeout_s
-        spins = 0
-        while True:
-            read = self._read = self._load_read_index()
-            if idx + n - read <= self.size:
-                return
-            if time.monotonic() > deadline:
-                raise QueueFullError(
-                    f"queue {self.queue_id}: packet ids {idx}..{idx + n - 1} were reserved but "
-                    f"no room came in {self.timeout_s} s (read index {read}, size {self.size}); "
-                    "the queue is stalled: the packet processor is not consuming"
-                )
-            spins = _pause(spins)
-
 
 def _pause(spins: int) -> int:
     """A short back-off: yield the first few times, then sleep up to 1 ms."""
@@ -404,7 +469,7 @@ def _is_view_of(src: memoryview, block: object) -> bool:
                                           is block)
 
 
-def _block_view(block) -> memoryview:
+def block_view(block) -> memoryview:
     """A flat byte view of a block of packets (a copy only if it is not contiguous)."""
     if isinstance(block, np.ndarray):
         if not block.flags.c_contiguous:

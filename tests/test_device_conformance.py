@@ -364,7 +364,7 @@ def test_invalid_packet_is_a_queue_error(fresh_device):
     dev = fresh_device()
     bad = bytearray(packets.barrier_and(dep_signals=[], barrier=True))
     bad[0] = 0x7F  # packet type 127: no AQL type
-    dev.lanes_[0].ring.publish(bytes(bad))
+    dev.lanes_[0].publish(bytes(bad))
     empty_submission(dev, 1).wait(WAIT_S)
     with pytest.raises(QueueError) as e:
         dev.synchronize(WAIT_S)

@@ -41,7 +41,7 @@ def dev():
 
 def _gate(dev, lane):
     gate = dev.provider.signal_create(1)
-    dev.lanes_[lane].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+    dev.lanes_[lane].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     return gate
 
 
@@ -332,7 +332,7 @@ def test_a_table_bound_again_replays_its_kept_instance(dev, code_object):
     for rnd in range(4):
         for t, (y, x) in enumerate(tables):
             first = ln.queue.load_write_index()
-            head = ln.kernargs._head
+            head = ln.aql.kernarg_head
             dev.submit(cb, [y, x])
             kargs, signal = _published(ln, first, 4)
             assert signal == ln.signal
@@ -340,9 +340,9 @@ def test_a_table_bound_again_replays_its_kept_instance(dev, code_object):
             assert _kernarg_words(ln, kargs[2], 2) == (y.address, x.address + 16)
             assert _kernarg_words(ln, kargs[3], 2) == (x.address, y.address)
             if rnd == 0:  # first sight: the ring path, a fresh block from the kernarg ring
-                assert ln.kernargs._head != head
+                assert ln.aql.kernarg_head != head
             else:
-                assert ln.kernargs._head == head  # nothing taken from the ring
+                assert ln.aql.kernarg_head == head  # nothing taken from the ring
                 if rnd >= 2:
                     assert kargs == seen[t]  # the kept instance, published again
                 seen[t] = kargs

@@ -104,7 +104,7 @@ def test_cross_lane_wait_orders_producer_and_consumer(dev, kernels_code):
     for with_wait in (True, False):
         src, dst = dev.buffer(n * 4), dev.buffer(n * 4)
         gate = dev.provider.signal_create(1)
-        dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        dev.lanes_[0].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
         produced = dev.dispatch(fill, n, 64, (src, np.float32(5.0), n), lane=0)
         consumed = dev.dispatch(
             copy, n, 64, (dst, src, n), lane=1, wait=[produced] if with_wait else ()
@@ -128,7 +128,7 @@ def test_the_virtual_gpu_runs_what_the_aql_packet_in_the_ring_says(dev, kernels_
     fill = _k(dev, kernels_code, "fill")
     ln = dev.lanes_[0]
     gate = dev.provider.signal_create(1)
-    ln.ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+    ln.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     a = dev.buffer(n * 4)
     first = ln.queue.load_write_index()
     point = dev.dispatch(fill, n, 64, (a, np.float32(1.0), n), lane=0)

@@ -23,7 +23,7 @@ def sink():
 def _block_lane(dev, lane: int) -> int:
     """Make `lane` wait on a host-controlled signal; returns it (store 0 to release)."""
     gate = dev.provider.signal_create(1)
-    dev.lanes_[lane].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+    dev.lanes_[lane].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     return gate
 
 
@@ -106,7 +106,7 @@ def test_queue_error_surfaces_on_next_call_and_other_lanes_keep_working():
     with amdgpu.open("amdgpu:virtual") as dev:
         bad = bytearray(packets.barrier_and(dep_signals=[], barrier=True))
         bad[0] = 0x7F  # packet type 127: not an AQL packet type
-        dev.lanes_[0].ring.publish(bytes(bad))
+        dev.lanes_[0].publish(bytes(bad))
         dev.barrier(1).wait(5.0)
         with pytest.raises(QueueError) as e:
             for _ in range(100):

@@ -60,7 +60,7 @@ def test_recorded_program_binds_slots_and_barriers(chain_bundle):
         buffers = runner.allocate(library.example_inputs("chain_3"))
         ln = dev.lanes_[0]
         gate = dev.provider.signal_create(1)
-        ln.ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        ln.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
         first = ln.queue.load_write_index()
         runner.replay(buffers)
         ring = ln.queue.ring.reshape(-1, 64)

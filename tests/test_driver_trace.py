@@ -31,7 +31,7 @@ def saxpy_code():
 def dev():
     d = amdgpu.open("amdgpu:virtual", lanes=1)
     gate = d.provider.signal_create(1)
-    d.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+    d.lanes_[0].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     yield d
     d.provider.signal_store(gate, 0)
     d.close(timeout=0)  # a release error fails the test

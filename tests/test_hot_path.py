@@ -11,6 +11,7 @@ behave as the Python path does."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
@@ -77,7 +78,7 @@ def _state(dev, first: int, count: int):
     ring = ln.queue.ring
     out, objects = [], set()
     for idx in range(first, first + count):
-        slot = idx % ln.ring.size
+        slot = idx % ln.queue.size
         pkt = bytearray(ring[slot * 64 : slot * 64 + 64].tobytes())
         words = memoryview(pkt).cast("Q")
         off = words[5] - ln.kernarg_address
@@ -91,7 +92,7 @@ def _state(dev, first: int, count: int):
         out.append((bytes(pkt), block))
     assert len(objects) == 1  # one kernel throughout
     return out, (ln.submitted, ln.queue.load_write_index(), ln.doorbells,
-                 list(ln.kernargs._starts), list(ln.kernargs._values))
+                 ln.aql.kernarg_blocks())
 
 
 def _sequence(dev, code):
@@ -219,7 +220,7 @@ def _ready_sequence(dev) -> tuple:
     room: the read index is moved up by hand, the processor being paused), then what the
     Python method refuses: (ids, ring bytes, write index, doorbells, hint, errors)."""
     ln = dev.lanes_[0]
-    rg, q = ln.ring, ln.queue
+    q = ln.queue
     ids = []
     for i, n in enumerate((1, 3, 40, 2, 17, 40, 1, 64, 5)):
         q._store_read_index(q.load_write_index())  # consumed
@@ -259,7 +260,7 @@ def _ready_sequence(dev) -> tuple:
             errors.append(None)
         except PacketError as e:
             errors.append(("PacketError", str(e)))
-    return (ids, q.ring.tobytes(), q.load_write_index(), rg.doorbells, rg._hint, errors)
+    return (ids, q.ring.tobytes(), q.load_write_index(), ln.doorbells, ln.aql.hint, errors)
 
 
 def test_publish_ready_is_the_same_on_both_paths(monkeypatch):
@@ -305,7 +306,7 @@ def _replays(dev, code, rounds: int) -> list:
         point = dev.submit(cb, table)
         last = ln.queue.load_write_index()
         for idx in range(first, last):
-            pkt = bytearray(ln.queue.ring[idx % ln.ring.size * 64:][:64].tobytes())
+            pkt = bytearray(ln.queue.ring[idx % ln.queue.size * 64:][:64].tobytes())
             words = memoryview(pkt).cast("Q")
             block = b""
             if pkt[0] == packets.PacketType.KERNEL_DISPATCH:  # (the last may be a barrier)
@@ -460,7 +461,7 @@ def test_rocr_queue_calls_and_results(monkeypatch, compiled):
         point = dev.submit(cb, [y, x])
     point.wait(60)
     np.testing.assert_array_equal(y.to_numpy(np.float32), 46 * np.arange(N, dtype=np.float32))
-    assert (ln.submitted, ln.ring.doorbells, ln.queue.load_write_index()) == (13, 13, 10 + 3 * 13)
+    assert (ln.submitted, ln.doorbells, ln.queue.load_write_index()) == (13, 13, 10 + 3 * 13)
     queue = ln.queue
     dev.close()
     assert queue.destroyed
@@ -570,3 +571,192 @@ def test_the_launch_plan_fields_are_where_the_c_code_reads_them(code, monkeypatc
     plan = k.launch(N, 64, 0, dev.lanes_[0])
     assert type(plan) is LaunchPlan and plan.lane is dev.lanes_[0] and plan.size == k.layout.size
     dev.close()
+
+
+# --- one lane type that owns submission (issue 30) ------------------------------------------
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_the_lane_owns_its_submission_state(monkeypatch, compiled):
+    """The counter, the lock, the ring indices and the kernarg ring live in the lane's Lane
+    (the compiled one, or PythonLane): QueueLane holds none of them, nothing outside the
+    Lane can set the counter, and `with lane.aql as value` moves it only on success."""
+    dev = _open(compiled, monkeypatch)
+    ln = dev.lanes_[0]
+    assert type(ln.aql).__name__ == ("Lane" if compiled else "PythonLane")
+    for name in ("submitted", "ring", "kernargs", "_hint", "_read", "doorbells"):
+        assert name not in vars(ln), name
+    assert ln.lock is ln.aql.lock
+    for obj in (ln, ln.aql):
+        with pytest.raises(AttributeError):
+            obj.submitted = 7
+    with ln.aql as value:
+        assert value == ln.submitted + 1 == 1
+        assert not ln.lock.acquire(blocking=False)  # held for the submission
+        ln.publish(packets.barrier_and(dep_signals=(), completion_signal=ln.signal, barrier=True))
+    assert ln.submitted == 1
+    with pytest.raises(ZeroDivisionError), ln.aql as value:
+        1 / 0  # noqa: B018 - a failure inside the submission
+    assert ln.submitted == 1 and value == 2  # no counter move, the lock released
+    assert ln.lock.acquire(blocking=False)
+    ln.lock.release()
+    dev.synchronize()
+    dev.close()
+
+
+class _FakeQueue:
+    """The producer side of a queue over host memory, for a Lane without a device."""
+
+    def __init__(self, size: int):
+        self.size, self.id, self.write, self.read, self.bells = size, 3, 0, 0, []
+        self.ring = np.zeros((size, 64), np.uint8)
+        self.ring.view(np.uint32)[:, 0] = packets.INVALID_HEADER
+
+    def load_write_index(self):
+        return self.write
+
+    def load_read_index(self):
+        return self.read
+
+    def add_write_index(self, n):
+        self.write += n
+        return self.write - n
+
+    def doorbell(self, idx):
+        self.bells.append(idx)
+
+
+def _kernarg_lane(compiled: bool, kbytes: int, completed, wait):
+    from amdgpu.hsa_backend.kernargs import KernargRing
+    from amdgpu.hsa_backend.python_lane import PythonLane
+
+    q, mem = _FakeQueue(16), np.zeros(kbytes, np.uint8)
+    if not compiled:
+        return PythonLane(q, 0x10000, mem, completed, wait)
+    room = packets.ring.Room(q.size, q.load_write_index, q.load_read_index, q.id, 0.01)
+    return hotpath.MODULE.Lane(q.ring.reshape(-1), q.size, q.add_write_index, q.doorbell, room,
+                               0, 0, None, mem, 0x10000, KernargRing.capacity_for(kbytes),
+                               completed, wait, packets.ring)
+
+
+def _kernarg_sequence(compiled: bool) -> list:
+    """Allocations through the lane's kernarg ring (fast path, wrap, reclaim, waits for the
+    oldest block, a block larger than the ring, a wait that times out): every offset, the
+    blocks in use after each step, and each error's class and message."""
+    from amdgpu.errors import SignalTimeout
+
+    done = [0]
+    waited: list[int] = []
+
+    def wait(value, timeout):
+        waited.append(value)
+        if value == 2000:
+            raise SignalTimeout(0x1001, "lane 0 did not reach value 2000 in 0.5 s", "wait")
+        done[0] = max(done[0], value)
+
+    lane = _kernarg_lane(compiled, 1024, lambda: done[0], wait)
+    rng = np.random.default_rng(5)
+    out: list = [lane.capacity]
+
+    def step(size, value):
+        try:
+            out.append(("at", lane.allocate(size, value)))
+        except Exception as e:  # noqa: BLE001 - the class and message are compared
+            out.append((type(e).__name__, str(e), str(e.__cause__)))
+        out.append((lane.kernarg_head, lane.in_use, lane.kernarg_blocks(), list(waited)))
+
+    for value in range(1, 120):
+        if value % 9 == 0:
+            done[0] = value - 4  # some completed meanwhile
+        step(int(rng.choice([0, 8, 24, 100, 288, 500, 2000])), value)
+    done[0] = 119  # all completed: reclaimed at the next slow path
+    step(600, 2000)
+    step(600, 2001)  # no room: waits for 2000, which times out
+    return out
+
+
+def test_the_kernarg_ring_is_the_same_on_both_paths():
+    if hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    compiled, python = _kernarg_sequence(True), _kernarg_sequence(False)
+    assert compiled == python
+    kinds = {o[0] for o in compiled[1:] if isinstance(o[0], str)}
+    assert {"at", "KernelArgumentError", "SignalTimeout"} <= kinds
+    timeout = next(o for o in compiled[1:] if o[0] == "SignalTimeout")
+    assert "kernarg ring full and lane 0 did not reach value 2000" in timeout[1]
+    assert "did not reach" in timeout[2]  # the wait's own error is the cause
+
+
+def _traced_sequence(dev) -> tuple:
+    """Packets through QueueLane.publish / publish_block (ready, every header apart, a
+    caller's record) with a trace sink and without: the ring,
+    the ids and the records as published (times dropped, checked in order)."""
+    ln, q = dev.lanes_[0], dev.lanes_[0].queue
+    sink = packets.trace.MemorySink()
+    ids, calls = [], []
+    for traced in (False, True):
+        previous = packets.trace.set_sink(sink) if traced else None
+        try:
+            for i, n in enumerate((1, 3, 40, 17)):
+                q._store_read_index(q.load_write_index())
+                block = _block(n, 60 + i)
+                headers = block.view(np.uint32)[:, 0].copy()
+                headers[0] = 0x1503
+                block.view(np.uint32)[:, 0] = packets.INVALID_HEADER
+                ids.append(ln.publish_block(block, headers if i % 2 else list(headers)))
+                q._store_read_index(q.load_write_index())
+                ready = _block(n, 70 + i)
+                ready.view(np.uint32)[0, 0] = 0x1503
+                ids.append(ln.publish_block(ready, None, (lambda *a: calls.append(a[:2] + a[5:]))
+                                            if traced and i == 2 else None))
+            q._store_read_index(q.load_write_index())
+            ids.append(ln.publish(packets.barrier_and(dep_signals=(), completion_signal=9,
+                                                     barrier=True), b"\x01" * 8, "k"))
+        finally:
+            if traced:
+                packets.trace.set_sink(previous)
+    records = []
+    for r in sink.records:
+        assert r.reserve_ns <= r.publish_ns <= r.doorbell_ns
+        fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)
+                  if not f.name.endswith("_ns")}
+        records.append(sorted((k, bytes(v) if isinstance(v, np.ndarray) else v)
+                              for k, v in fields.items()))
+    return ids, q.ring.tobytes(), ln.doorbells, records, calls
+
+
+def test_traced_and_plain_publishes_are_the_same_on_both_paths(monkeypatch):
+    got = []
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+        got.append(_traced_sequence(dev))
+        dev.close(timeout=0)
+    assert got[0] == got[1]
+    ids, _ring, bells, records, calls = got[0]
+    assert len(ids) == bells == 18
+    assert len(records) == 61 + 21 + 1 and len(calls) == 1  # one block: the caller's way
+
+
+def test_no_module_writes_another_objects_private_fields():
+    """`x._name = ...` only on self/cls, or on instances of a class of the same module
+    (one that assigns self._name itself): the HSA backend and the packets library."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bad = []
+    for folder in ("amdgpu/hsa_backend", "packets"):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            own = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                   and isinstance(n.value, ast.Name) and n.value.id == "self"}
+            for node in ast.walk(tree):
+                targets = (node.targets if isinstance(node, ast.Assign) else [node.target]
+                           if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+                for t in targets:
+                    for a in ast.walk(t):
+                        if (isinstance(a, ast.Attribute) and a.attr.startswith("_")
+                                and not a.attr.startswith("__")
+                                and not (isinstance(a.value, ast.Name)
+                                         and a.value.id in ("self", "cls"))
+                                and a.attr not in own):
+                            bad.append(f"{path.relative_to(root)}:{node.lineno} {ast.unparse(t)}")
+    assert bad == []

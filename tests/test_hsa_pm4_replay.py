@@ -276,7 +276,7 @@ def test_tables_past_the_kept_instances_take_the_aql_path(tmp_path_factory):
         x = dev.buffer(np.arange(64, dtype=np.float32))
         ys = [dev.buffer(np.full(64, i, np.float32)) for i in range(pm4_replay.MAX_INSTANCES + 3)]
         gate = dev.provider.signal_create(1)  # hold the lane: every instance stays in flight
-        dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        dev.lanes_[0].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
         queue = dev.lanes_[0].queue
         kinds = []
         ring = queue.ring.reshape(-1, 64)
@@ -371,14 +371,14 @@ def test_parameters_lanes_and_waits_on_the_pm4_path(tmp_path_factory):
         x = dev.buffer(np.arange(256, dtype=np.float32))
         ys = [dev.buffer(np.zeros(256, np.float32)) for _ in range(2)]
         gate0 = dev.provider.signal_create(1)  # lane 0 held until lane 1 has submitted
-        dev.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate0], barrier=True))
+        dev.lanes_[0].publish(packets.barrier_and(dep_signals=[gate0], barrier=True))
         first = dev.submit(cb, [ys[0], x], lane=0, params={"a": 2.0, "n": 100})
         dev.submit(cb, [ys[0], x], lane=0, params={"a": 0.5, "n": 200})
         point = dev.submit(cb, [ys[0], x], lane=0, params={"a": 0.5, "n": 200})
         # lane 1: y1 = 3 * y0 once lane 0's replays are done (the wait packets go first)
         q1 = dev.lanes_[1].queue
         gate = dev.provider.signal_create(1)  # lane 1 held while its ring is read
-        dev.lanes_[1].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        dev.lanes_[1].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
         before = q1.load_write_index()
         dev.submit(cb, [ys[1], ys[0]], lane=1, wait=[point], params={"a": 3.0, "n": 256})
         published = q1.load_write_index() - before

@@ -220,7 +220,7 @@ def gated():
     """A virtual device whose lane 0 waits on a gate: published packets stay in the ring."""
     d = amdgpu.open("amdgpu:virtual", lanes=1)
     gate = d.provider.signal_create(1)
-    d.lanes_[0].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+    d.lanes_[0].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
     yield d
     d.provider.signal_store(gate, 0)
     d.close(timeout=0)  # a release error fails the test
@@ -258,14 +258,14 @@ def test_driver_replays_read_back_byte_identical(gated, saxpy_code, tmp_path):
     old = packets.set_sink(writer)
     try:
         for a, b in ((0, 1), (1, 0), (2, 3)):
-            first = lane.ring._load_write_index()
+            first = lane.queue.load_write_index()
             dev.submit(cb, [bufs[a], bufs[b]])
-            n = lane.ring._load_write_index() - first
+            n = lane.queue.load_write_index() - first
             published.append(ring_slots(lane, first, n))
         packets.set_sink(mem)
-        first = lane.ring._load_write_index()
+        first = lane.queue.load_write_index()
         dev.submit(cb, [bufs[3], bufs[0]])
-        published.append(ring_slots(lane, first, lane.ring._load_write_index() - first))
+        published.append(ring_slots(lane, first, lane.queue.load_write_index() - first))
     finally:
         packets.set_sink(old)
         writer.close()

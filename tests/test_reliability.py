@@ -124,7 +124,7 @@ def test_hsa_threads_on_one_lane_lose_nothing(hsa_dev, hsa_code, tiny_switch_int
 
 
 def _refusals(dev, fill, good, count: int) -> tuple[dict, dict]:
-    ring = dev.lanes_[0].kernargs
+    ring = dev.lanes_[0].aql  # the lane's kernarg ring
     dev.dispatch(fill, N, 64, (good, np.float32(1), N)).wait(30)  # warm the caches
     tracemalloc.start()  # before the warm-up: buffers that grow once are not counted
     try:
@@ -132,7 +132,7 @@ def _refusals(dev, fill, good, count: int) -> tuple[dict, dict]:
             with pytest.raises(KernelArgumentError):
                 dev.dispatch(fill, N, 64, (good, "not a number", N))
         dev.synchronize()
-        reserved = len(ring._starts)
+        reserved = ring.in_use
         before = resources()
         windows = []
         for _ in range(2):
@@ -142,7 +142,7 @@ def _refusals(dev, fill, good, count: int) -> tuple[dict, dict]:
             windows.append(resources())
     finally:
         tracemalloc.stop()
-    assert len(ring._starts) == reserved, "a refused dispatch kept its kernarg block"
+    assert ring.in_use == reserved, "a refused dispatch kept its kernarg block"
     dev.dispatch(fill, N, 64, (good, np.float32(7), N)).wait(30)
     assert (good.to_numpy(np.float32) == 7).all()
     return before, windows

@@ -76,11 +76,9 @@ class CommandReplay(CommandBuffer):
             seg = None  # the AQL packets, segment by segment (`_only` is the program)
         if (seg is not None and not values and not wait and self.device.timer is None
                 and _TRACE.sink is None):  # the short way: one kept instance, published
-            with self._replay_lock, lane.lock:
-                value = lane.submitted + 1
+            with self._replay_lock, lane.aql as value:
                 self._publish_segment(lane, seg, addrs, value, None)
-                lane.submitted = value
-                return TimelinePoint(lane.index, value, lane)
+            return TimelinePoint(lane.index, value, lane)
         # every parameter's bits for every segment, before anything is published
         if values:
             tables = [
@@ -104,12 +102,11 @@ class CommandReplay(CommandBuffer):
                 continue
             # built before the lane's lock: they may publish on another lane under its lock
             pre, proxies = lane.prepare_waits(wait) if first and wait else (None, None)
-            with lane.lock:  # value, kernarg block, patch, publish, counter: one step
-                value = lane.submitted + 1
-                self._publish_segment(lane, seg, addrs, value, pre)
+            with lane.aql as taken:  # value, kernarg block, patch, publish, counter: one step
+                self._publish_segment(lane, seg, addrs, taken, pre)
                 if proxies:
-                    lane.hold_proxies(value, proxies)
-                lane.submitted = value
+                    lane.hold_proxies(taken, proxies)
+            value = taken
             first = False
         return TimelinePoint(lane.index, value, lane)
 
@@ -123,13 +120,13 @@ class CommandReplay(CommandBuffer):
             return
         seg.last_block = seg.last_rows = None
         size = seg.template.size
-        off = lane.kernargs.allocate(size, value) if size else 0
+        off = lane.aql.allocate(size, value) if size else 0
         self._patch_for(seg, addrs)
         if size:  # the patched template into this submission's own kernarg block
             lane.kernarg_view[off : off + size] = seg.template_bytes
         rows = seg.dispatches
         base = lane.kernarg_address + off
-        if plain and rows > SMALL_ROWS and len(seg.block) <= lane.ring.size:
+        if plain and rows > SMALL_ROWS and len(seg.block) <= lane.queue.size:
             # the addresses and the signal set on the way into the ring (no patch of the
             # block first)
             seg.last_rows = (base, lane.signal)
@@ -160,7 +157,7 @@ class CommandReplay(CommandBuffer):
                                  seg.symbols, seg.kernels)
         elif _TRACE.sink is not None:
             self._publish_traced(lane, seg, block, headers, off, base, addrs)
-        elif pre is None and len(block) <= lane.ring.size:
+        elif pre is None and len(block) <= lane.queue.size:
             lane.submit_block(block, seg.header_list[0])  # one copy, one header
         else:
             lane.publish_block(block, headers)
@@ -251,7 +248,7 @@ class CommandReplay(CommandBuffer):
         load past its last argument stays inside) from the lane's kept blocks, and a packet
         block, for an instance; None when the lane has no room left."""
         size = seg.template.size + RING_SLACK
-        if len(seg.block) > lane.ring.size:
+        if len(seg.block) > lane.queue.size:
             return None
         off = lane.kept.take(size)
         if off is None:
@@ -298,10 +295,10 @@ class CommandReplay(CommandBuffer):
             start = kernarg_off + int(seg.kernarg_offsets[0])
             kernarg = lane.kernarg_memory[start : start + kernel.layout.size].tobytes()
             packet = struct.pack("<I", int(headers[0])) + block.tobytes()[4:]
-            lane.ring.publish(packet, kernarg=kernarg, symbol=kernel.name)
+            lane.publish(packet, kernarg=kernarg, symbol=kernel.name)
             return
         replay = getattr(sink, "block_replay", None)
-        if (replay is None or block is not seg.block or len(block) > lane.ring.size
+        if (replay is None or block is not seg.block or len(block) > lane.queue.size
                 or seg.param_keys):  # parameters: the template's values would be stale
             announce_all(sink, seg.kernels)  # wait packets in front, a huge block, an old sink
             lane.publish_block(block, headers)
@@ -311,7 +308,7 @@ class CommandReplay(CommandBuffer):
             template_id = seg.trace_template.template_id
         else:
             template_id = announce_template(sink, seg)
-        lane.ring.publish_many(block, headers, replay, (template_id, base, lane.signal, addrs))
+        lane.publish_block(block, headers, replay, (template_id, base, lane.signal, addrs))
 
     def _run_host_op(self, op: HostOp, bindings: Sequence[Any]) -> None:
         dev = self.device

@@ -178,13 +178,13 @@ class HsaDevice(DeviceSubmission, DeviceTransfers, DeviceMemory, DeviceLoading):
                     self.provider.memory_pool_free(staging.handle)
             except HsaError:
                 pass
-            staging._freed = True
+            staging.mark_released()
         for pinned in list(self.__dict__.get("_pinned", {}).values()):
             try:
                 self.provider.memory_unlock(pinned.host_address)
             except HsaError:
                 pass
-            pinned._freed = True
+            pinned.mark_released()
         for handle, _root in self._take_unreleased():  # buffers still held, or not reaped
             if not isinstance(handle, Block):  # blocks go with their slabs, below
                 try:

@@ -211,7 +211,7 @@ class HsaKernel:
         words = memoryview(template).cast("Q")
         header = int.from_bytes(pkt[:4], "little")
         body = memoryview(template)[4:]
-        publish = lane.dispatcher(layout.size, words, body, header)
+        publish = lane.dispatcher(layout.size, words, header)
         if layout._fast is not None:
             hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
             entry = LaunchPlan(layout.size, layout.explicit_struct, layout._fast,

@@ -2,24 +2,35 @@
  * (amdgpu/hsa_backend/hotpath.py builds and loads it; scripts/setup.sh builds it with gcc).
  *
  * Types, and what goes through them:
- *   Lane(lane, kernargs, ...)    one per QueueLane (made in QueueLane.__init__): the lane's
- *       ring port (its AQL ring memory, write index and doorbell), its kernarg ring, its
- *       lock and its timeline counter. `lane_publish` is the ONE reserve / body / header /
- *       doorbell sequence; every packet of the lane goes through it:
- *         - an immediate dispatch: lane_submit (lock, timeline value, kernarg block, store,
- *           template's kernarg address, lane_publish of the template, counter), called by
- *           a launch's Publisher;
- *         - a kept replay: submit_rows(block, first_header, kernarg_base, offsets,
- *           signal_row, signal) (the segment's one block, each row's kernarg address and
- *           the completion signal set on the way) or submit_block(view, first_header) (an
- *           instance's own block);
- *         - a packet block or a barrier: submit_block(block) (ready packets, the first
- *           header stored last).
- *       What a method refuses (a wrong size, a first header that does not fit the form) goes
- *       to the Python ring's method of the same steps (packets.Ring.publish_ready,
- *       publish_rows, publish_many), which raises the one-line PacketError.
- *   Publisher(lane, size, words, header)(data) -> timeline value    one launch's immediate
- *       dispatch on its Lane (QueueLane.dispatcher keeps it in the launch plan).
+ *   Lane(ring_view, size, ..., kernarg_view, ...)    one per QueueLane (QueueLane.aql, made
+ *       in QueueLane.__init__). It OWNS the lane's submission state, in its C struct:
+ *         - the AQL ring port: the ring memory, the cached indices `hint` (the end of our
+ *           latest reservation) and `read` (a read index once seen), the doorbell count,
+ *           and the queue's write index and doorbell (done natively where the queue
+ *           allows: the virtual queue's words, ROCr's two functions);
+ *         - the kernarg ring: head, limit and the live blocks with the timeline values
+ *           that free them (KernargRing's algorithm, its slow path included);
+ *         - the lock (a LaneLock: QueueLane.lock is it) and the timeline counter
+ *           (`submitted`, read-only from Python).
+ *       No Python object holds a copy of any of it; Python code reads it through the
+ *       Lane's getters and changes it only through its methods:
+ *         with lane as value:       the lock, the next timeline value; on a normal exit the
+ *                                   counter moves to it (the one `submitted + 1`)
+ *         allocate(nbytes, value)   a kernarg block (under the lock)
+ *         submit_block(block, first_header=None, headers=None), submit_timed(...)
+ *                                   a packet block (ready packets; the first header apart;
+ *                                   every header apart), timed for a trace record
+ *         submit_rows(block, first_header, base, offsets, signal_row, signal)
+ *                                   a kept replay, each row's kernarg address and the
+ *                                   completion signal set on the way
+ *         publisher(size, words, header) -> Publisher    one launch's immediate dispatch
+ *       `lane_publish` is the ONE reserve / body / header / doorbell sequence; every packet
+ *       of the lane goes through it. What a method refuses goes to packets.ring's check of
+ *       that form (ready_view, rows_view, many_view), which raises the one-line
+ *       PacketError; room is waited for by packets.ring.Room (the one wait, with its
+ *       QueueFullError).
+ *   Publisher(data) -> timeline value    lane_submit: lock, value, kernarg block, store,
+ *       the template's kernarg address, lane_publish of the template, counter.
  *   Dispatch(dev, slow, ...)(kernel, grid, block, args, lane, wait, ...) -> TimelinePoint
  *       HsaDevice.dispatch's launch-cache fast path; anything else (a first launch, keyword
  *       arguments, waits, a timer or trace sink, a failed lane, arguments the cached
@@ -29,42 +40,43 @@
  *       table has a kept instance on the lane, published through the lane's Lane; anything
  *       else goes to `slow`.
  *
- * Without this build (no gcc or no Python headers) the HSA backend publishes with
- * packets.Ring's Python methods, the packets library's own implementation of the same
- * protocol; tests/test_hot_path.py runs the same sequences through both and compares the
- * ring, the kernarg bytes and the timeline values.
+ * Without this build (no gcc or no Python headers, or AMDGPU_PYTHON_HOT_PATH=1) a lane's
+ * submission is python_lane.PythonLane: the same methods over packets.Ring and KernargRing
+ * (the packets library's implementation of the same protocol). QueueLane picks one of the
+ * two, once; they are never used side by side on one lane. tests/test_hot_path.py runs
+ * the same sequences through both and compares the ring, the kernarg bytes and blocks, the
+ * indices and the timeline values.
  *
  * Why C: CPython spends ~1.6 us on even a minimal Python version of these steps (measured
- * in docs/BENCHMARKS.md); #16's goal is 1.0 us. Nothing here knows a provider: the write
- * index and the doorbell are the provider's own callables, and every Python object's state
- * is read and written through its attributes, as the Python code does, so both paths can
- * be mixed on one lane.
+ * in docs/BENCHMARKS.md); #16's goal is 1.0 us, #31's 0.42 us.
  *
- * Threading contract (what every entry below relies on; the Python steps keep the same):
- *   - Every entry runs with the GIL held and never releases it itself; the Python code it
- *     calls (attribute reads, a provider's add_write_index or doorbell, Ring._wait_*,
- *     KernargRing.allocate's slow path) may, so other threads can run between any two of
- *     its Python calls. Values read before such a call are read again after it (the ring's
- *     `_hint`/`_read`, `python_ran` in publish_locked); nothing read before is trusted.
- *   - One producer per lane at a time: lane_submit takes QueueLane.lock for the whole
- *     submission (timeline value, kernarg block, packet, doorbell, counter); Submit takes
+ * Threading contract (what every entry below relies on):
+ *   - Every entry runs with the GIL held and never releases it itself, except LaneLock's
+ *     blocked acquire; the Python code it calls (a provider's add_write_index or doorbell,
+ *     Room's waits, QueueLane.completed/wait from the kernarg ring's slow path) may, so
+ *     other threads can run between any two of its Python calls. The Lane's fields are
+ *     read where they are used, never kept in locals across such a call.
+ *   - One producer per lane at a time: every submission holds the lane's lock from its
+ *     timeline value to its counter move (lane_submit, `with lane`, Submit). Submit takes
  *     the command buffer's `_replay_lock`, then the lane's lock (always in that order; no
  *     code takes a lane lock and then a replay lock, or two lane locks: waits on other
- *     lanes are built before the lock, QueueLane.prepare_waits). Lane.submit_block and
- *     submit_rows are called with the lane's lock held by their caller (the command
- *     buffer's replay, QueueLane.publish_block), which moves the counter. A dispatch and a submit on one lane therefore never interleave.
+ *     lanes are built before the lock, QueueLane.prepare_waits). submit_block, submit_rows
+ *     and allocate are called with the lane's lock held by their caller. The one
+ *     exception is a packet published as another producer without the lock (a test's
+ *     gate barrier, QueueLane.publish): it takes no timeline value and no kernarg block.
  *   - The write index itself is multi-producer safe without the lock (ROCr's
  *     hsa_queue_add_write_index_scacq_screl; the virtual queue's word by one atomic
- *     fetch-add, acq_rel): the lock only keeps slots, timeline values and doorbells in one
- *     order per lane.
+ *     fetch-add, acq_rel): the lock keeps slots, timeline values and doorbells in one
+ *     order per lane. `hint` and `read` only spare index loads: a stale one costs a wait
+ *     through Room, never a wrong slot.
  *
  * Backpressure: room in the AQL ring is proven before anything is reserved
- * (hint - read >= size: Ring._wait_unreserved, which raises QueueFullError with the queue
- * intact), and again for the reserved ids (Ring._wait_reserved). The kernarg block comes
- * from the lane's KernargRing under the same lock (its fast path here, head + size <=
- * limit; else KernargRing.allocate, which waits for completed timeline values to reclaim
- * blocks). A dispatch's kernarg bytes are packed before the lock is taken, so a refused
- * argument leaves no reservation behind.
+ * (hint - read >= size: Room.before_reserve, which raises QueueFullError with the queue
+ * intact), and again for the reserved ids (Room.after_reserve). The kernarg block comes
+ * from the lane's kernarg ring under the same lock (head + size <= limit; else the slow
+ * path: reclaim the blocks whose values completed, wait for the oldest, KernelArgumentError
+ * for a block larger than the ring). A dispatch's kernarg bytes are packed before the lock
+ * is taken, so a refused argument leaves no reservation behind.
  *
  * Memory ordering: a reserved slot's header is INVALID (queues start so; the packet
  * processor sets a slot back to INVALID before it advances the read index). The kernarg
@@ -72,15 +84,15 @@
  * (header | setup << 16) with one release store, which orders every earlier store before
  * the packet becomes valid; then the doorbell (the virtual queue's signal word by a
  * release store, ROCr's hsa_signal_store_screlease). A block goes in as one copy whose
- * first header is INVALID; the kernarg addresses and completion signal of its rows are set
- * in the ring, then the first header is stored last (release): an in-order packet
- * processor reaches rows 2..N only through row 1. Kernarg memory is host memory of the
- * kernarg pool, so the header's release store is the only publication it needs (a
- * device-local, write-combined kernarg pool would need a store fence and an HDP flush
- * before it; none is used). The Python steps rely on x86's store order for the same.
- * The lane's counter (`submitted`) moves after the doorbell, still under the lock; the
- * packet's completion signal is the lane's timeline signal, so value v completes when the
- * signal reads TIMELINE_START - v.
+ * first header is INVALID; the kernarg addresses and completion signal of its rows, and
+ * the header words of rows 2..N where given apart, are set in the ring, then the first
+ * header is stored last (release): an in-order packet processor reaches rows 2..N only
+ * through row 1. Kernarg memory is host memory of the kernarg pool, so the header's
+ * release store is the only publication it needs (a device-local, write-combined kernarg
+ * pool would need a store fence and an HDP flush before it; none is used). The Python
+ * steps rely on x86's store order for the same. The counter moves after the doorbell,
+ * still under the lock; the packet's completion signal is the lane's timeline signal, so
+ * value v completes when the signal reads TIMELINE_START - v.
  *
  * Buffer checks (issue 35): a kept argument tuple's bytes are reused only while
  * buffer.Lifetime.ends is the object it was when they were packed (no buffer freed since);
@@ -95,15 +107,15 @@
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
+#include <time.h>
 
 #define INVALID_TYPE 1 /* hsa_packet_type_t HSA_PACKET_TYPE_INVALID (packets.layout) */
 #define NATIVE_VIRTUAL 1
 #define NATIVE_ROCR 2
 
-static PyObject *s_head, *s_owner_token, *s_limit, *s_submitted, *s_hint, *s_read, *s_doorbells,
-    *s_wait_unreserved, *s_wait_reserved, *s_device, *s_launches, *s_failed, *s_last,
+static PyObject *s_owner_token, *s_device, *s_launches, *s_failed, *s_last,
     *s_args_cacheable, *s_timer, *s_sink, *s_lane, *s_value, *s_timeline, *s_index,
-    *s_pack, *s_ends, *s_recorded_checked, *one;
+    *s_pack, *s_ends, *s_recorded_checked;
 
 /* ---- Python int helpers: the ids are u64 (ROCr's write index), the arithmetic Python's ---- */
 
@@ -177,24 +189,6 @@ static int attr_set(Attrs *a, PyObject *name, PyObject *v) {
     return a->dict != NULL ? PyDict_SetItem(a->dict, name, v) : PyObject_SetAttr(a->obj, name, v);
 }
 
-static int attr_i128(Attrs *a, PyObject *name, __int128 *out) {
-    PyObject *o = attr_get(a, name);
-    if (o == NULL)
-        return -1;
-    int r = as_i128(o, out);
-    Py_DECREF(o);
-    return r;
-}
-
-static int attr_set_i128(Attrs *a, PyObject *name, __int128 v) {
-    PyObject *o = from_i128(v);
-    if (o == NULL)
-        return -1;
-    int r = attr_set(a, name, o);
-    Py_DECREF(o);
-    return r;
-}
-
 /* 1 if the attribute is true, 0 if false, -1 on error */
 static int attr_true(Attrs *a, PyObject *name) {
     PyObject *o = attr_get(a, name);
@@ -230,18 +224,20 @@ static int writable(PyObject *obj, Py_buffer *view, const char *what) {
     .tp_vectorcall_offset = offsetof(Struct, vectorcall),                                \
     .tp_call = PyVectorcall_Call
 
-/* ---- Publisher --------------------------------------------------------------------------- */
+/* ---- RingPort: one AQL queue's producer side, owned by its Lane ------------------------- */
 
-/* One AQL queue's producer side as packets.Ring keeps it (its indices and counter through
- * the Ring's attributes, its memory exported once), with the virtual queue's write index
- * and doorbell done natively where VirtualQueue.native_ops() allows (`native`): shared by
- * Lane (one per QueueLane). */
+/* The lane's AQL ring: its packet memory, its cached indices (`hint`: the end of our
+ * latest reservation; `read`: a read index once seen; both only spare index loads and
+ * never replace them, as in packets.Ring), the doorbell count, and the provider's write
+ * index and doorbell, done natively where the queue allows (`native`). */
 typedef struct {
-    PyObject *ring, *add_write_index, *doorbell; /* packets.Ring, the provider's calls */
-    Attrs ring_a;
+    PyObject *add_write_index, *doorbell;        /* the provider's calls */
+    PyObject *before_reserve, *after_reserve;    /* packets.ring.Room's waits */
     Py_buffer mem;                               /* the ring's packet memory */
     int have_mem;
     __int128 mask, ring_size;
+    __int128 hint, read;
+    unsigned long long doorbells;
     /* The write index and doorbell done here, `add_write_index` and `doorbell` then called
      * only off the common case: NATIVE_VIRTUAL, the virtual queue's own words
      * (VirtualQueue.native_ops); NATIVE_ROCR, ROCr's two functions called directly
@@ -256,14 +252,13 @@ typedef struct {
     Attrs queue_a, bell_a, processor_a;
 } RingPort;
 
-
 static PyObject *s_destroyed, *s_error, *s_waiters, *s_note, *s_needs_wake, *s_wake;
 
 static int port_traverse(RingPort *self, visitproc visit, void *arg) {
-    Py_VISIT(self->ring);
     Py_VISIT(self->add_write_index);
     Py_VISIT(self->doorbell);
-    Py_VISIT(self->ring_a.dict);
+    Py_VISIT(self->before_reserve);
+    Py_VISIT(self->after_reserve);
     Py_VISIT(self->queue);
     Py_VISIT(self->bell);
     Py_VISIT(self->processor);
@@ -276,10 +271,10 @@ static int port_traverse(RingPort *self, visitproc visit, void *arg) {
 }
 
 static void port_clear(RingPort *self) {
-    Py_CLEAR(self->ring);
     Py_CLEAR(self->add_write_index);
     Py_CLEAR(self->doorbell);
-    Py_CLEAR(self->ring_a.dict);
+    Py_CLEAR(self->before_reserve);
+    Py_CLEAR(self->after_reserve);
     Py_CLEAR(self->queue);
     Py_CLEAR(self->bell);
     Py_CLEAR(self->processor);
@@ -444,27 +439,32 @@ static int port_native(RingPort *self, PyObject *native) {
     return 0;
 }
 
-/* ring: the packets.Ring; rview: its packet memory (Ring._mv); awi, bell: its
- * add_write_index and doorbell callables; native: VirtualQueue.native_ops()'s dict or None. */
-static int port_init(RingPort *self, PyObject *ring, PyObject *rview, PyObject *awi,
-                     PyObject *bell, PyObject *native) {
-    self->ring = Py_NewRef(ring);
+/* rview: the ring's packet memory; size: its slots; awi, bell: the queue's add_write_index
+ * and doorbell callables; room: its packets.ring.Room; hint, read: the write and read
+ * indices now; native: VirtualQueue.native_ops()'s dict (or RocrQueue's), or None. */
+static int port_init(RingPort *self, PyObject *rview, Py_ssize_t size, PyObject *awi,
+                     PyObject *bell, PyObject *room, PyObject *hint, PyObject *read,
+                     PyObject *native) {
     self->add_write_index = Py_NewRef(awi);
     self->doorbell = Py_NewRef(bell);
-    PyObject *rg_names[] = {s_hint, s_read, s_doorbells};
-    attrs_init(&self->ring_a, ring, rg_names, 3);
-    PyObject *rsize = PyObject_GetAttrString(ring, "size");
-    if (rsize == NULL || as_i128(rsize, &self->ring_size) < 0) {
-        Py_XDECREF(rsize);
+    self->before_reserve = PyObject_GetAttrString(room, "before_reserve");
+    self->after_reserve = PyObject_GetAttrString(room, "after_reserve");
+    if (self->before_reserve == NULL || self->after_reserve == NULL)
+        return -1;
+    if (size <= 0 || (size & (size - 1))) {
+        PyErr_SetString(PyExc_ValueError, "hot path: the ring size is not a power of two");
         return -1;
     }
-    Py_DECREF(rsize);
+    self->ring_size = size;
     self->mask = self->ring_size - 1;
+    if (as_i128(hint, &self->hint) < 0 || as_i128(read, &self->read) < 0)
+        return -1;
     if (writable(rview, &self->mem, "ring") < 0)
         return -1;
     self->have_mem = 1;
-    if (self->mem.len < self->ring_size * 64) {
-        PyErr_SetString(PyExc_ValueError, "hot path: the ring's memory is smaller than its slots");
+    if (self->mem.len < self->ring_size * 64 || ((uintptr_t)self->mem.buf & 3)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "hot path: the ring's memory is smaller than its slots or unaligned");
         return -1;
     }
     if (native != Py_None) {
@@ -478,29 +478,293 @@ static int port_init(RingPort *self, PyObject *ring, PyObject *rview, PyObject *
     return 0;
 }
 
+/* ---- LaneLock: the lane's lock ------------------------------------------------------------- */
 
+/* A plain mutex the Lane owns (QueueLane.lock is it): taken from C without a Python call,
+ * and from Python with `with lane.lock:` (or acquire/release, as threading.Lock). A
+ * blocked acquire releases the GIL while it waits. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    int held;
+} LaneLock;
+
+static PyTypeObject LaneLockType;
+
+static int lock_take(LaneLock *self, PY_TIMEOUT_T us) { /* 1 taken, 0 timed out */
+    PyLockStatus r = PyThread_acquire_lock_timed(self->lock, 0, 0);
+    if (r != PY_LOCK_ACQUIRED && us != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        r = PyThread_acquire_lock_timed(self->lock, us, 0);
+        Py_END_ALLOW_THREADS
+    }
+    if (r != PY_LOCK_ACQUIRED)
+        return 0;
+    self->held = 1;
+    return 1;
+}
+
+static int lock_give(LaneLock *self) {
+    if (!self->held) {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return -1;
+    }
+    self->held = 0;
+    PyThread_release_lock(self->lock);
+    return 0;
+}
+
+static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    if (!_PyArg_NoPositional("LaneLock", args) || !_PyArg_NoKeywords("LaneLock", kw))
+        return NULL;
+    LaneLock *self = (LaneLock *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    if ((self->lock = PyThread_allocate_lock()) == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void lock_dealloc(LaneLock *self) {
+    if (self->lock != NULL) {
+        if (self->held)
+            PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *lock_acquire(LaneLock *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pd:acquire", names, &blocking, &timeout))
+        return NULL;
+    PY_TIMEOUT_T us = !blocking ? 0 : timeout < 0 ? -1 : (PY_TIMEOUT_T)(timeout * 1e6);
+    return PyBool_FromLong(lock_take(self, us));
+}
+
+static PyObject *lock_enter(LaneLock *self, PyObject *unused) {
+    lock_take(self, -1);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *lock_release(LaneLock *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (lock_give(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *lock_locked(LaneLock *self, PyObject *unused) {
+    return PyBool_FromLong(self->held);
+}
+
+static PyMethodDef lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool"},
+    {"release", (PyCFunction)(void (*)(void))lock_release, METH_FASTCALL, "release()"},
+    {"locked", (PyCFunction)lock_locked, METH_NOARGS, "locked() -> bool"},
+    {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, "acquire()"},
+    {"__exit__", (PyCFunction)(void (*)(void))lock_release, METH_FASTCALL, "release()"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LaneLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.LaneLock",
+    .tp_basicsize = sizeof(LaneLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A Lane's lock (acquire/release/with, as threading.Lock)",
+    .tp_new = lock_new,
+    .tp_dealloc = (destructor)lock_dealloc,
+    .tp_methods = lock_methods,
+};
 
 /* ---- Lane: the one submission sequence ---------------------------------------------------- */
 
-/* One QueueLane's submission side, made once per lane (QueueLane.__init__): its ring port,
- * its kernarg ring (KernargRing's attributes and memory), its lock and its timeline counter
- * (the lane's `submitted`). Every packet the HSA backend publishes on a lane when this
- * module is built goes through lane_publish below, the one reserve/body/header/doorbell
- * sequence: an immediate dispatch (lane_submit, through a launch's Publisher), a kept
- * replay (submit_rows, or submit_block of an instance's own block) and a packet block or
- * barrier (submit_block). */
+/* A kernarg block in use: its start offset and the timeline value that frees it. */
+typedef struct {
+    Py_ssize_t start;
+    uint64_t value;
+} KernargBlock;
+
+/* One QueueLane's submission, made once per lane (QueueLane.__init__) and owning its state:
+ * the AQL ring port (indices, doorbell count), the kernarg ring (KernargRing's algorithm:
+ * head, limit and the live blocks, oldest first), the lock and the timeline counter
+ * (`submitted`). Every packet the HSA backend publishes on a lane when this module is
+ * built goes through lane_publish below, the one reserve/body/header/doorbell sequence. */
 typedef struct {
     PyObject_HEAD
-    PyObject *lane, *acquire, *release;          /* QueueLane, its lock's bound methods */
-    PyObject *kernargs, *starts_append, *values_append, *allocate; /* its KernargRing */
-    Attrs lane_a, kernargs_a;
-    Py_buffer kernarg;                           /* kernarg memory */
+    LaneLock *lock;
+    uint64_t submitted;                          /* timeline value of the latest submission */
+    PyObject *completed, *wait;                  /* QueueLane.completed, QueueLane.wait */
+    PyObject *ready_view, *rows_view, *many_view, *block_view; /* packets.ring's checks */
+    Py_buffer kernarg;                           /* kernarg ring memory */
     int have_kernarg;
-    unsigned long long base;                     /* kernarg memory's device address */
+    unsigned long long base;                     /* its device address */
+    Py_ssize_t capacity, head, limit;            /* KernargRing's fields */
+    KernargBlock *blocks;                        /* live blocks, a circular array */
+    Py_ssize_t first, count, room;
     RingPort port;
 } Lane;
 
 static PyTypeObject LaneType;
+static PyObject *KernelArgumentError, *SignalTimeout; /* ground.errors */
+
+/* ---- the kernarg ring (amdgpu.hsa_backend.kernargs.KernargRing is its Python form) ---- */
+
+static int kr_push(Lane *self, Py_ssize_t start, uint64_t value) {
+    if (self->count == self->room) {
+        Py_ssize_t room = self->room ? 2 * self->room : 256;
+        KernargBlock *b = PyMem_Malloc((size_t)room * sizeof(KernargBlock));
+        if (b == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < self->count; i++)
+            b[i] = self->blocks[(self->first + i) % self->room];
+        PyMem_Free(self->blocks);
+        self->blocks = b;
+        self->first = 0;
+        self->room = room;
+    }
+    KernargBlock *slot = &self->blocks[(self->first + self->count) % self->room];
+    slot->start = start;
+    slot->value = value;
+    self->count++;
+    return 0;
+}
+
+static void kr_update_limit(Lane *self) {
+    if (self->count == 0) {
+        self->limit = self->capacity;
+        return;
+    }
+    Py_ssize_t tail = self->blocks[self->first].start;
+    self->limit = self->head > tail ? self->capacity : tail;
+}
+
+static Py_ssize_t kr_fit(Lane *self, Py_ssize_t nbytes) { /* -1: no room */
+    if (self->count == 0)
+        return 0;
+    Py_ssize_t head = self->head, tail = self->blocks[self->first].start;
+    if (head > tail) /* live run is [tail, head): free at the end, then at the start */
+        return head + nbytes <= self->capacity ? head : nbytes <= tail ? 0 : -1;
+    return head + nbytes <= tail ? head : -1; /* wrapped: free run is [head, tail) */
+}
+
+/* SignalTimeout(e.status, "kernarg ring full and " + e.text, e.call) from e */
+static void kr_full(void) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    PyObject *status = PyObject_GetAttrString(ev, "status");
+    PyObject *text = status ? PyObject_GetAttrString(ev, "text") : NULL;
+    PyObject *call = text ? PyObject_GetAttrString(ev, "call") : NULL;
+    PyObject *msg = call ? PyUnicode_FromFormat("kernarg ring full and %S", text) : NULL;
+    PyObject *err = msg ? PyObject_CallFunctionObjArgs(SignalTimeout, status, msg, call, NULL)
+                        : NULL;
+    Py_XDECREF(status);
+    Py_XDECREF(text);
+    Py_XDECREF(call);
+    Py_XDECREF(msg);
+    if (err == NULL) { /* keep the first error */
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return;
+    }
+    if (tb != NULL)
+        PyException_SetTraceback(ev, tb);
+    PyException_SetCause(err, ev); /* steals ev */
+    Py_XDECREF(tb);
+    Py_DECREF(et);
+    PyErr_SetObject(SignalTimeout, err);
+    Py_DECREF(err);
+}
+
+/* KernargRing._reclaim: free the blocks whose values completed; when none did and `block`,
+ * wait for the oldest (QueueLane.wait) and look again. */
+static int kr_reclaim(Lane *self, int block, PyObject *timeout) {
+    for (;;) {
+        PyObject *r = PyObject_CallNoArgs(self->completed);
+        if (r == NULL)
+            return -1;
+        unsigned long long done = PyLong_AsUnsignedLongLong(r);
+        Py_DECREF(r);
+        if (done == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        int freed = 0;
+        while (self->count && self->blocks[self->first].value <= done) {
+            self->first = (self->first + 1) % self->room;
+            self->count--;
+            freed = 1;
+        }
+        if (self->count == 0)
+            self->head = 0;
+        if (freed || !block || self->count == 0) {
+            kr_update_limit(self);
+            return 0;
+        }
+        PyObject *oldest = PyLong_FromUnsignedLongLong(self->blocks[self->first].value);
+        if (oldest == NULL)
+            return -1;
+        PyObject *argv[2] = {oldest, timeout};
+        r = PyObject_Vectorcall(self->wait, argv, 2, NULL);
+        Py_DECREF(oldest);
+        if (r == NULL) {
+            if (PyErr_ExceptionMatches(SignalTimeout))
+                kr_full();
+            return -1;
+        }
+        Py_DECREF(r);
+        block = 0;
+    }
+}
+
+/* KernargRing.allocate: the offset of a fresh 16-byte aligned block of `nbytes` for the
+ * submission of timeline value `value`, or -1 with an error. `timeout`: a float (seconds),
+ * NULL for the default. */
+static Py_ssize_t kr_allocate(Lane *self, Py_ssize_t nbytes, uint64_t value, PyObject *timeout) {
+    nbytes = (nbytes + 15) & ~(Py_ssize_t)15;
+    Py_ssize_t start = self->head;
+    if (nbytes && start + nbytes <= self->limit) { /* the common case: room after head */
+        if (kr_push(self, start, value) < 0)
+            return -1;
+        self->head = start + nbytes;
+        return start;
+    }
+    if (nbytes < 16)
+        nbytes = 16;
+    if (nbytes > self->capacity) {
+        PyErr_Format(KernelArgumentError,
+                     "%zd bytes of kernel arguments exceed the %zd-byte kernarg ring: submit "
+                     "fewer dispatches at once", nbytes, self->capacity);
+        return -1;
+    }
+    PyObject *t = timeout ? Py_NewRef(timeout) : PyFloat_FromDouble(10.0);
+    if (t == NULL)
+        return -1;
+    for (int block = 0;; block = 1) {
+        if (kr_reclaim(self, block, t) < 0) {
+            Py_DECREF(t);
+            return -1;
+        }
+        start = kr_fit(self, nbytes);
+        if (start >= 0) {
+            Py_DECREF(t);
+            if (kr_push(self, start, value) < 0)
+                return -1;
+            self->head = start + nbytes;
+            kr_update_limit(self);
+            return start;
+        }
+    }
+}
+
+/* ---- the publish sequence ------------------------------------------------------------------ */
 
 /* publish_rows's two fields (Ring.publish_rows), or none (patch NULL) */
 typedef struct {
@@ -509,47 +773,70 @@ typedef struct {
     Py_ssize_t k, signal_row;
 } RowPatch;
 
+static int64_t now_ns(void) { /* time.monotonic_ns() */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* The one publish sequence (see the top of this file): reserve n = nbytes / 64 ids with room
  * for them, bytes [4, nbytes) of `src` into their slots (two copies where the ring wraps;
- * row by row with `patch`'s fields set on the way), `first_header` into the first slot's
- * header word with one release store, the ring's counter, the doorbell with the last id.
- * `src`'s own first header word is never copied: a block keeps it INVALID, a launch's
- * template holds its header apart. A new reference to the first id, or NULL. */
+ * row by row with `patch`'s fields set on the way), the header words of rows 2..n from
+ * `headers` where given, `first_header` into the first slot's header word with one
+ * release store, the doorbell count, the doorbell with the last id. `src`'s own first
+ * header word is never copied: a block keeps it INVALID, a launch's template holds its
+ * header apart. `times` (or NULL): the reserve, publish and doorbell times. A new
+ * reference to the first id, or NULL. */
 static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
-                              uint32_t first_header, const RowPatch *patch) {
+                              uint32_t first_header, const RowPatch *patch,
+                              const uint32_t *headers, int64_t *times) {
     const __int128 n = nbytes >> 6;
-    __int128 hint, read, idx;
+    __int128 idx;
     PyObject *r, *idx_obj = NULL, *n_obj = NULL, *last_obj = NULL;
 
-    if (attr_i128(&port->ring_a, s_hint, &hint) < 0 || attr_i128(&port->ring_a, s_read, &read) < 0)
-        return NULL;
+    if (times != NULL)
+        times[0] = now_ns();
     if ((n_obj = from_i128(n)) == NULL)
         return NULL;
-    int python_ran = !port->native; /* code that may have moved the ring's indices */
-    if (hint + n - read > port->ring_size) {
-        if ((r = PyObject_CallMethodOneArg(port->ring, s_wait_unreserved, n_obj)) == NULL)
+    if (port->hint + n - port->read > port->ring_size) { /* Room.before_reserve */
+        if ((r = PyObject_CallOneArg(port->before_reserve, n_obj)) == NULL)
             goto fail;
+        __int128 write, read;
+        int bad = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 ||
+                  as_i128(PyTuple_GET_ITEM(r, 0), &write) < 0 ||
+                  as_i128(PyTuple_GET_ITEM(r, 1), &read) < 0;
         Py_DECREF(r);
-        python_ran = 1;
+        if (bad) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "hot path: Room.before_reserve's answer");
+            goto fail;
+        }
+        if (read > port->read)
+            port->read = read;
+        if (write > port->hint)
+            port->hint = write;
     }
     if ((idx_obj = port_reserve(port, n_obj, (uint64_t)n)) == NULL || as_i128(idx_obj, &idx) < 0)
         goto fail;
-    /* A provider's add_write_index or the wait may run Python code (another thread), so
-     * read the indices again after them; the native reserve runs none. */
-    if (python_ran && (attr_i128(&port->ring_a, s_hint, &hint) < 0 ||
-                       attr_i128(&port->ring_a, s_read, &read) < 0))
-        goto fail;
+    /* `hint` and `read` are read again here, not kept from before: a provider's
+     * add_write_index or the wait may run Python code, and another thread may have
+     * published on this port meanwhile (the native reserve runs none). */
     const __int128 last_id = idx + n - 1;
     if ((last_obj = n == 1 ? Py_NewRef(idx_obj) : from_i128(last_id)) == NULL)
         goto fail;
-    if (last_id >= hint && attr_set_i128(&port->ring_a, s_hint, last_id + 1) < 0)
-        goto fail;
-    if (last_id - read >= port->ring_size) {
-        PyObject *argv[3] = {port->ring, idx_obj, n_obj};
-        r = PyObject_VectorcallMethod(s_wait_reserved, argv, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        if (r == NULL)
+    if (last_id >= port->hint)
+        port->hint = last_id + 1;
+    if (last_id - port->read >= port->ring_size) { /* Room.after_reserve */
+        PyObject *argv[2] = {idx_obj, n_obj};
+        if ((r = PyObject_Vectorcall(port->after_reserve, argv, 2, NULL)) == NULL)
             goto fail;
+        __int128 read;
+        int bad = as_i128(r, &read) < 0;
         Py_DECREF(r);
+        if (bad)
+            goto fail;
+        if (read > port->read)
+            port->read = read;
     }
     {
         const Py_ssize_t ring_bytes = (Py_ssize_t)(port->ring_size << 6);
@@ -576,16 +863,18 @@ static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes
             memcpy(mem + off + 4, src + 4, (size_t)(tail - 4));
             memcpy(mem, src + tail, (size_t)(nbytes - tail));
         }
+        if (headers != NULL) /* rows 2..n: reached only through row 1, stored last */
+            for (Py_ssize_t i = 1; i < (Py_ssize_t)n; i++)
+                *(uint32_t *)(mem + (Py_ssize_t)(((idx + i) & port->mask) << 6)) = headers[i];
         __atomic_store_n((uint32_t *)(mem + off), first_header, __ATOMIC_RELEASE);
     }
-    {
-        __int128 bells;
-        if (attr_i128(&port->ring_a, s_doorbells, &bells) < 0 ||
-            attr_set_i128(&port->ring_a, s_doorbells, bells + 1) < 0)
-            goto fail;
-    }
+    port->doorbells++;
+    if (times != NULL)
+        times[1] = now_ns();
     if (port_doorbell(port, last_obj, last_id) < 0)
         goto fail;
+    if (times != NULL)
+        times[2] = now_ns();
     Py_DECREF(n_obj);
     Py_DECREF(last_obj);
     return idx_obj;
@@ -597,222 +886,311 @@ fail:
 }
 
 /* An immediate dispatch's steps under the lane's lock: the timeline value, a kernarg block
- * of `size` bytes (KernargRing.allocate's fast path, else allocate(size, value)), `data`
- * into it, the template's kernarg address (u64 word 5), the template published with
- * `header`, the lane's counter. A new reference to the new value, or NULL. */
-static PyObject *lane_submit_locked(Lane *self, char *templ, uint32_t header, Py_ssize_t size,
-                                    PyObject *data) {
-    __int128 submitted, head, limit;
-    PyObject *value = NULL, *r = NULL;
-
+ * of `size` bytes, `data` into it, the template's kernarg address (u64 word 5), the
+ * template published with `header`, the lane's counter. The new value, or 0 with an error. */
+static uint64_t lane_submit_locked(Lane *self, char *templ, uint32_t header, Py_ssize_t size,
+                                   PyObject *data) {
     if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) != size) {
         PyErr_Format(PyExc_ValueError, "hot path: kernarg data is %zd bytes of %s, want %zd",
                      PyBytes_Check(data) ? PyBytes_GET_SIZE(data) : (Py_ssize_t)-1,
                      Py_TYPE(data)->tp_name, size);
-        return NULL;
+        return 0;
     }
-    if (attr_i128(&self->lane_a, s_submitted, &submitted) < 0)
-        return NULL;
-    if ((value = from_i128(submitted + 1)) == NULL)
-        return NULL;
-    if (attr_i128(&self->kernargs_a, s_head, &head) < 0 ||
-        attr_i128(&self->kernargs_a, s_limit, &limit) < 0)
-        goto fail;
-    if (head + size <= limit) {
-        if (attr_set_i128(&self->kernargs_a, s_head, head + size) < 0)
-            goto fail;
-        PyObject *h = from_i128(head);
-        if (h == NULL)
-            goto fail;
-        r = PyObject_CallOneArg(self->starts_append, h);
-        Py_DECREF(h);
-        if (r == NULL)
-            goto fail;
-        Py_DECREF(r);
-        if ((r = PyObject_CallOneArg(self->values_append, value)) == NULL)
-            goto fail;
-        Py_CLEAR(r);
-    } else {
-        PyObject *sz = PyLong_FromSsize_t(size);
-        if (sz == NULL)
-            goto fail;
-        PyObject *argv[2] = {sz, value};
-        r = PyObject_Vectorcall(self->allocate, argv, 2, NULL);
-        Py_DECREF(sz);
-        if (r == NULL || as_i128(r, &head) < 0)
-            goto fail;
-        Py_CLEAR(r);
-    }
-    if (head < 0 || head + size > self->kernarg.len) {
+    const uint64_t value = self->submitted + 1;
+    Py_ssize_t head = kr_allocate(self, size, value, NULL);
+    if (head < 0)
+        return 0;
+    if (head + size > self->kernarg.len) {
         PyErr_SetString(PyExc_IndexError, "hot path: kernarg block outside the kernarg memory");
-        goto fail;
+        return 0;
     }
-    memcpy((char *)self->kernarg.buf + (Py_ssize_t)head, PyBytes_AS_STRING(data), (size_t)size);
+    memcpy((char *)self->kernarg.buf + head, PyBytes_AS_STRING(data), (size_t)size);
     ((uint64_t *)templ)[5] = self->base + (uint64_t)head; /* kernarg_address */
-    if ((r = lane_publish(&self->port, templ, 64, header, NULL)) == NULL)
-        goto fail;
-    Py_CLEAR(r);
-    if (attr_set(&self->lane_a, s_submitted, value) < 0)
-        goto fail;
+    PyObject *r = lane_publish(&self->port, templ, 64, header, NULL, NULL, NULL);
+    if (r == NULL)
+        return 0;
+    Py_DECREF(r);
+    self->submitted = value;
     return value;
-fail:
-    Py_XDECREF(r);
-    Py_XDECREF(value);
-    return NULL;
 }
 
-/* lane_submit_locked with the lane's lock held around it (released whatever happens,
- * keeping the first error). */
+/* lane_submit_locked with the lane's lock held around it: a new reference to the value. */
 static PyObject *lane_submit(Lane *self, char *templ, uint32_t header, Py_ssize_t size,
                              PyObject *data) {
-    if (self->acquire == NULL) { /* cleared by the garbage collector: unreachable code only */
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
-        return NULL;
-    }
-    PyObject *r = PyObject_CallNoArgs(self->acquire);
-    if (r == NULL)
-        return NULL;
-    Py_DECREF(r);
-    PyObject *value = lane_submit_locked(self, templ, header, size, data);
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    r = PyObject_CallNoArgs(self->release);
-    if (r == NULL) {
-        Py_XDECREF(value);
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        return NULL;
-    }
-    Py_DECREF(r);
-    PyErr_Restore(et, ev, tb);
-    return value;
+    lock_take(self->lock, -1);
+    uint64_t value = lane_submit_locked(self, templ, header, size, data);
+    lock_give(self->lock);
+    return value ? PyLong_FromUnsignedLongLong(value) : NULL;
 }
 
-/* The Python ring's method `name` with the call as it came: what the compiled form refuses
- * (the Python method raises the one-line PacketError, or handles the unusual form). */
-static PyObject *lane_refused(Lane *self, const char *name, PyObject *const *args,
-                              Py_ssize_t nargs) {
-    PyObject *method = PyObject_GetAttrString(self->port.ring, name);
-    if (method == NULL)
-        return NULL;
-    PyObject *r = PyObject_Vectorcall(method, args, (size_t)nargs, NULL);
-    Py_DECREF(method);
+/* `block` as a C-contiguous byte buffer in `view`: its own, else packets.ring.block_view's
+ * (a copy of a strided array; PacketError for what is no packet block). */
+static int lane_view(Lane *self, PyObject *block, Py_buffer *view) {
+    if (PyObject_GetBuffer(block, view, PyBUF_SIMPLE) == 0)
+        return 0;
+    PyErr_Clear();
+    PyObject *v = PyObject_CallOneArg(self->block_view, block);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_GetBuffer(v, view, PyBUF_SIMPLE);
+    Py_DECREF(v);
     return r;
 }
 
-/* submit_block(block[, first_header]) -> first id. With first_header: Ring.publish_ready
- * (a kept block whose first header is INVALID: one copy, that header stored last). Without
- * (or None): a block of ready packets (a barrier, wait packets, a copy's packets) published
- * the same way with its own first header stored last (an in-order packet processor reaches
- * rows 2..N only through row 1); the Python form is Ring.publish_many. Called with the
- * lane's lock held (the caller moves the timeline counter). */
-static PyObject *lane_submit_block(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (self->port.ring == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
+/* What a form refuses: packets.ring's check of that form (ready_view, rows_view,
+ * many_view) called on the block's bytes, which raises its one-line PacketError. */
+static int lane_refuse(Lane *self, PyObject *check, Py_buffer *src, PyObject *const *rest,
+                       int nrest) {
+    PyObject *mv = PyObject_CallOneArg(self->block_view, src->obj); /* its flat bytes */
+    if (mv == NULL)
+        return -1;
+    PyObject *argv[4] = {mv, NULL, NULL, NULL};
+    for (int i = 0; i < nrest; i++)
+        argv[1 + i] = rest[i];
+    PyObject *r = PyObject_Vectorcall(check, argv, (size_t)(1 + nrest), NULL);
+    Py_DECREF(mv);
+    if (r != NULL) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_SystemError, "hot path: a block the Python check accepts");
+    }
+    return -1;
+}
+
+static int u32_words(Py_buffer *b) {
+    const char *f = b->format ? b->format : "B";
+    return b->itemsize == 4 && (strcmp(f, "I") == 0 || strcmp(f, "<I") == 0 ||
+                                strcmp(f, "=I") == 0);
+}
+
+static int u64_words(Py_buffer *b) {
+    const char *f = b->format ? b->format : "B";
+    return b->itemsize == 8 && (strcmp(f, "Q") == 0 || strcmp(f, "<Q") == 0 ||
+                                strcmp(f, "=Q") == 0 || strcmp(f, "L") == 0);
+}
+
+/* submit_block(block, first_header=None, headers=None) and its timed form: a packet block
+ * published in one sequence.
+ *   - block alone: ready packets (a barrier, wait packets, a copy's packets), its own
+ *     first header stored last (Ring.publish_many's plain form);
+ *   - first_header: a kept block whose first header is INVALID (Ring.publish_ready);
+ *   - headers (a uint32 array, one word per packet): a block whose headers are all
+ *     INVALID, each stored after the copy, the first last (publish_many(block, headers)).
+ * Called with the lane's lock held by the caller, which moves the counter. */
+static PyObject *lane_block(Lane *self, PyObject *const *args, Py_ssize_t nargs,
+                            int64_t *times) {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "submit_block(block, first_header=None, headers=None)");
         return NULL;
     }
-    int own = nargs == 1 || (nargs == 2 && args[1] == Py_None);
-    const char *python = own ? "publish_many" : "publish_ready";
-    if (nargs < 1 || nargs > 2 || (!own && !PyLong_CheckExact(args[1])))
-        return lane_refused(self, python, args, own ? 1 : nargs);
-    unsigned long header = 0;
-    if (!own && (header = PyLong_AsUnsignedLong(args[1])) == (unsigned long)-1 &&
-        PyErr_Occurred()) {
-        PyErr_Clear();
-        return lane_refused(self, python, args, nargs);
+    PyObject *first = nargs > 1 ? args[1] : Py_None, *hdr = nargs > 2 ? args[2] : Py_None;
+    unsigned long long header = 0;
+    if (first != Py_None && (header = PyLong_AsUnsignedLongLong(first)) == (unsigned long long)-1 &&
+        PyErr_Occurred())
+        return NULL;
+    if (header > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "hot path: a header word beyond 32 bits");
+        return NULL;
     }
-    Py_buffer src;
-    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        return lane_refused(self, python, args, own ? 1 : nargs);
-    }
+    Py_buffer src, hb;
+    hb.obj = NULL;
+    if (lane_view(self, args[0], &src) < 0)
+        return NULL;
     const Py_ssize_t n = src.len >> 6;
     const unsigned char first_type = src.len ? ((const unsigned char *)src.buf)[0] : 0;
-    if (own && src.len >= 4)
-        header = *(const uint32_t *)src.buf;
-    if (header > UINT32_MAX || n <= 0 || n > self->port.ring_size || src.len % 64 ||
-        (own ? first_type == INVALID_TYPE : first_type != INVALID_TYPE)) {
-        PyBuffer_Release(&src);
-        return lane_refused(self, python, args, own ? 1 : nargs);
+    PyObject *size = PyLong_FromSsize_t((Py_ssize_t)self->port.ring_size), *r = NULL;
+    if (size == NULL)
+        goto done;
+    if (hdr != Py_None) { /* all headers apart */
+        if (PyObject_GetBuffer(hdr, &hb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+            goto done;
+        if (!u32_words(&hb)) {
+            PyErr_SetString(PyExc_TypeError, "hot path: headers is a uint32 array");
+            goto done;
+        }
+        PyObject *rest[2] = {size, hdr};
+        if (src.len % 64 || n > self->port.ring_size || hb.len / 4 != n ||
+            (n && first_type != INVALID_TYPE)) {
+            lane_refuse(self, self->many_view, &src, rest, 2);
+            goto done;
+        }
+        header = n ? ((const uint32_t *)hb.buf)[0] : 0;
+    } else if (first != Py_None) { /* the first header apart */
+        if (src.len % 64 || n <= 0 || n > self->port.ring_size || first_type != INVALID_TYPE) {
+            lane_refuse(self, self->ready_view, &src, &size, 1);
+            goto done;
+        }
+    } else { /* ready packets */
+        if (src.len % 64 || n > self->port.ring_size) {
+            lane_refuse(self, self->many_view, &src, &size, 1);
+            goto done;
+        }
+        if (n)
+            header = *(const uint32_t *)src.buf;
     }
-    PyObject *r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, NULL);
+    if (n == 0) { /* nothing to publish: the write index (publish_many's answer) */
+        PyObject *zero = PyLong_FromLong(0);
+        if (zero != NULL)
+            r = port_reserve(&self->port, zero, 0);
+        Py_XDECREF(zero);
+        if (r != NULL && times != NULL)
+            times[0] = times[1] = times[2] = now_ns();
+        goto done;
+    }
+    r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, NULL,
+                     hb.obj ? (const uint32_t *)hb.buf : NULL, times);
+done:
+    Py_XDECREF(size);
+    if (hb.obj)
+        PyBuffer_Release(&hb);
     PyBuffer_Release(&src);
     return r;
+}
+
+static PyObject *lane_submit_block(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    return lane_block(self, args, nargs, NULL);
+}
+
+static PyObject *lane_submit_timed(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    int64_t times[3];
+    PyObject *idx = lane_block(self, args, nargs, times);
+    if (idx == NULL)
+        return NULL;
+    return Py_BuildValue("(NLLL)", idx, (long long)times[0], (long long)times[1],
+                         (long long)times[2]);
 }
 
 /* submit_rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) ->
  * first id: Ring.publish_rows (a kept replay: the segment's one block, each row's kernarg
  * address and the completion signal set on the way). Called with the lane's lock held. */
 static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (self->port.ring == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "hot path: this lane was cleared");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "submit_rows(block, first_header, kernarg_base, "
+                                         "kernarg_offsets, signal_row, signal)");
         return NULL;
     }
-    if (nargs != 6)
-        return lane_refused(self, "publish_rows", args, nargs);
     unsigned long long header = PyLong_AsUnsignedLongLong(args[1]);
     RowPatch patch;
     patch.base = PyLong_AsUnsignedLongLong(args[2]);
     patch.signal_row = PyLong_AsSsize_t(args[4]);
     patch.signal = PyLong_AsUnsignedLongLong(args[5]);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return lane_refused(self, "publish_rows", args, nargs);
+    if (PyErr_Occurred())
+        return NULL;
+    if (header > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "hot path: a header word beyond 32 bits");
+        return NULL;
     }
     Py_buffer src, offs;
-    if (PyObject_GetBuffer(args[0], &src, PyBUF_SIMPLE) < 0) {
-        PyErr_Clear();
-        return lane_refused(self, "publish_rows", args, nargs);
+    if (PyObject_GetBuffer(args[3], &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (!u64_words(&offs)) {
+        PyBuffer_Release(&offs);
+        PyErr_SetString(PyExc_TypeError, "hot path: kernarg_offsets is a uint64 array");
+        return NULL;
     }
-    if (PyObject_GetBuffer(args[3], &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_Clear();
-        PyBuffer_Release(&src);
-        return lane_refused(self, "publish_rows", args, nargs);
+    if (lane_view(self, args[0], &src) < 0) {
+        PyBuffer_Release(&offs);
+        return NULL;
     }
     const Py_ssize_t n = src.len >> 6;
     patch.offsets = (const uint64_t *)offs.buf;
-    patch.k = offs.itemsize == 8 ? offs.len / 8 : -1;
-    const char *fmt = offs.format ? offs.format : "B";
-    int u64 = offs.itemsize == 8 && (strcmp(fmt, "Q") == 0 || strcmp(fmt, "<Q") == 0 ||
-                                     strcmp(fmt, "=Q") == 0 || strcmp(fmt, "L") == 0);
-    PyObject *r;
-    if (!u64 || src.len % 64 || header > UINT32_MAX || n <= 0 || n > self->port.ring_size ||
-        patch.k > n || patch.signal_row < 0 || patch.signal_row >= n ||
+    patch.k = offs.len / 8;
+    PyObject *r = NULL;
+    if (src.len % 64 || n <= 0 || n > self->port.ring_size || patch.k > n ||
+        patch.signal_row < 0 || patch.signal_row >= n ||
         ((const unsigned char *)src.buf)[0] != INVALID_TYPE) {
-        PyBuffer_Release(&offs);
-        PyBuffer_Release(&src);
-        return lane_refused(self, "publish_rows", args, nargs);
+        PyObject *size = PyLong_FromSsize_t((Py_ssize_t)self->port.ring_size);
+        PyObject *k = PyLong_FromSsize_t(patch.k);
+        if (size && k) {
+            PyObject *rest[3] = {size, k, args[4]};
+            lane_refuse(self, self->rows_view, &src, rest, 3);
+        }
+        Py_XDECREF(size);
+        Py_XDECREF(k);
+    } else {
+        r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch,
+                         NULL, NULL);
     }
-    r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch);
     PyBuffer_Release(&offs);
     PyBuffer_Release(&src);
     return r;
 }
 
+/* with lane as value: the lock taken, the next timeline value given; on a normal exit the
+ * counter moves to it; the lock is released either way. One submission's frame for the
+ * Python steps (barriers, copies, waits, timed and traced publishes, PM4 replays). */
+static PyObject *lane_enter(Lane *self, PyObject *unused) {
+    lock_take(self->lock, -1);
+    return PyLong_FromUnsignedLongLong(self->submitted + 1);
+}
+
+static PyObject *lane_exit(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs >= 1 && args[0] == Py_None)
+        self->submitted++;
+    if (lock_give(self->lock) < 0)
+        return NULL;
+    Py_RETURN_FALSE;
+}
+
+/* allocate(nbytes, value, timeout=10.0) -> offset: KernargRing.allocate (call it under the
+ * lane's lock) */
+static PyObject *lane_allocate(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "allocate(nbytes, timeline_value, timeout=10.0)");
+        return NULL;
+    }
+    Py_ssize_t nbytes = PyLong_AsSsize_t(args[0]);
+    unsigned long long value = PyLong_AsUnsignedLongLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "allocate: a negative size");
+        return NULL;
+    }
+    Py_ssize_t off = kr_allocate(self, nbytes, value, nargs > 2 ? args[2] : NULL);
+    return off < 0 ? NULL : PyLong_FromSsize_t(off);
+}
+
+static PyObject *lane_reclaim(Lane *self, PyObject *unused) {
+    if (kr_reclaim(self, 0, Py_None) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* [(start, value)] of the live kernarg blocks, oldest first (tests compare the two forms) */
+static PyObject *lane_kernarg_blocks(Lane *self, PyObject *unused) {
+    PyObject *out = PyList_New(self->count);
+    for (Py_ssize_t i = 0; out && i < self->count; i++) {
+        KernargBlock *b = &self->blocks[(self->first + i) % self->room];
+        PyObject *t = Py_BuildValue("(nK)", b->start, (unsigned long long)b->value);
+        if (t == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+static PyObject *lane_publisher(Lane *self, PyObject *const *args, Py_ssize_t nargs);
+
 static int lane_traverse(Lane *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lane);
-    Py_VISIT(self->acquire);
-    Py_VISIT(self->release);
-    Py_VISIT(self->kernargs);
-    Py_VISIT(self->starts_append);
-    Py_VISIT(self->values_append);
-    Py_VISIT(self->allocate);
-    Py_VISIT(self->lane_a.dict);
-    Py_VISIT(self->kernargs_a.dict);
+    Py_VISIT(self->lock);
+    Py_VISIT(self->completed);
+    Py_VISIT(self->wait);
+    Py_VISIT(self->ready_view);
+    Py_VISIT(self->rows_view);
+    Py_VISIT(self->many_view);
+    Py_VISIT(self->block_view);
     return port_traverse(&self->port, visit, arg);
 }
 
 static int lane_clear(Lane *self) {
-    Py_CLEAR(self->lane);
-    Py_CLEAR(self->acquire);
-    Py_CLEAR(self->release);
-    Py_CLEAR(self->kernargs);
-    Py_CLEAR(self->starts_append);
-    Py_CLEAR(self->values_append);
-    Py_CLEAR(self->allocate);
-    Py_CLEAR(self->lane_a.dict);
-    Py_CLEAR(self->kernargs_a.dict);
+    Py_CLEAR(self->completed);
+    Py_CLEAR(self->wait);
+    Py_CLEAR(self->ready_view);
+    Py_CLEAR(self->rows_view);
+    Py_CLEAR(self->many_view);
+    Py_CLEAR(self->block_view);
     port_clear(&self->port);
     return 0;
 }
@@ -824,49 +1202,49 @@ static void lane_dealloc(Lane *self) {
     self->have_kernarg = 0;
     port_release(&self->port);
     lane_clear(self);
+    Py_CLEAR(self->lock);
+    PyMem_Free(self->blocks);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"lane", "kernargs", "kernarg_view", "kernarg_address", "ring",
-                            "ring_view", "add_write_index", "doorbell", "native", NULL};
-    PyObject *lane, *kernargs, *kview, *ring, *rview, *awi, *bell, *native = Py_None;
+    static char *names[] = {"ring_view", "size", "add_write_index", "doorbell", "room",
+                            "write_index", "read_index", "native", "kernarg_view",
+                            "kernarg_address", "kernarg_capacity", "completed", "wait",
+                            "checks", NULL};
+    PyObject *rview, *awi, *bell, *room, *hint, *read, *native, *kview, *completed, *wait;
+    PyObject *checks;
+    Py_ssize_t size, capacity;
     unsigned long long base;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOKOOOO|O", names, &lane, &kernargs, &kview,
-                                     &base, &ring, &rview, &awi, &bell, &native))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OnOOOOOOOKnOOO", names, &rview, &size, &awi,
+                                     &bell, &room, &hint, &read, &native, &kview, &base,
+                                     &capacity, &completed, &wait, &checks))
         return NULL;
     Lane *self = (Lane *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->lock = (LaneLock *)PyObject_CallNoArgs((PyObject *)&LaneLockType);
+    if (self->lock == NULL)
+        goto fail;
     self->base = base;
-    self->lane = Py_NewRef(lane);
-    self->kernargs = Py_NewRef(kernargs);
-    PyObject *ln_names[] = {s_submitted}, *kr_names[] = {s_head, s_limit};
-    attrs_init(&self->lane_a, lane, ln_names, 1);
-    attrs_init(&self->kernargs_a, kernargs, kr_names, 2);
-    PyObject *lock = PyObject_GetAttrString(lane, "lock");
-    if (lock == NULL)
-        goto fail;
-    self->acquire = PyObject_GetAttrString(lock, "acquire");
-    self->release = PyObject_GetAttrString(lock, "release");
-    Py_DECREF(lock);
-    if (self->acquire == NULL || self->release == NULL)
-        goto fail;
-    PyObject *starts = PyObject_GetAttrString(kernargs, "_starts");
-    PyObject *values = PyObject_GetAttrString(kernargs, "_values");
-    if (starts)
-        self->starts_append = PyObject_GetAttrString(starts, "append");
-    if (values)
-        self->values_append = PyObject_GetAttrString(values, "append");
-    Py_XDECREF(starts);
-    Py_XDECREF(values);
-    self->allocate = PyObject_GetAttrString(kernargs, "allocate");
-    if (!self->starts_append || !self->values_append || !self->allocate)
+    self->capacity = capacity;
+    self->limit = capacity;
+    self->completed = Py_NewRef(completed);
+    self->wait = Py_NewRef(wait);
+    self->ready_view = PyObject_GetAttrString(checks, "ready_view");
+    self->rows_view = PyObject_GetAttrString(checks, "rows_view");
+    self->many_view = PyObject_GetAttrString(checks, "many_view");
+    self->block_view = PyObject_GetAttrString(checks, "block_view");
+    if (!self->ready_view || !self->rows_view || !self->many_view || !self->block_view)
         goto fail;
     if (writable(kview, &self->kernarg, "kernarg memory") < 0)
         goto fail;
     self->have_kernarg = 1;
-    if (port_init(&self->port, ring, rview, awi, bell, native) < 0)
+    if (capacity <= 0 || capacity > self->kernarg.len) {
+        PyErr_SetString(PyExc_ValueError, "hot path: the kernarg capacity is outside its memory");
+        goto fail;
+    }
+    if (port_init(&self->port, rview, size, awi, bell, room, hint, read, native) < 0)
         goto fail;
     return (PyObject *)self;
 fail:
@@ -876,17 +1254,55 @@ fail:
 
 static PyMethodDef lane_methods[] = {
     {"submit_block", (PyCFunction)(void (*)(void))lane_submit_block, METH_FASTCALL,
-     "submit_block(block[, first_header]) -> first id: a packet block published (with its "
-     "INVALID first header given apart: Ring.publish_ready; without: Ring.publish_many)"},
+     "submit_block(block, first_header=None, headers=None) -> first id: a packet block "
+     "published (ready packets; the first header apart; every header apart)"},
+    {"submit_timed", (PyCFunction)(void (*)(void))lane_submit_timed, METH_FASTCALL,
+     "submit_timed(block, first_header=None, headers=None) -> (first id, reserve ns, publish "
+     "ns, doorbell ns): submit_block for a traced publish"},
     {"submit_rows", (PyCFunction)(void (*)(void))lane_submit_rows, METH_FASTCALL,
      "submit_rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) -> "
      "first id: Ring.publish_rows"},
+    {"publisher", (PyCFunction)(void (*)(void))lane_publisher, METH_FASTCALL,
+     "publisher(size, words, header) -> publish(data) -> timeline value: one launch's "
+     "immediate dispatch on this lane"},
+    {"allocate", (PyCFunction)(void (*)(void))lane_allocate, METH_FASTCALL,
+     "allocate(nbytes, timeline_value, timeout=10.0) -> offset: a kernarg block "
+     "(KernargRing.allocate)"},
+    {"reclaim", (PyCFunction)lane_reclaim, METH_NOARGS, "free the completed kernarg blocks"},
+    {"kernarg_blocks", (PyCFunction)lane_kernarg_blocks, METH_NOARGS,
+     "[(start, value)] of the kernarg blocks in use, oldest first"},
+    {"__enter__", (PyCFunction)lane_enter, METH_NOARGS,
+     "the lock, then the next timeline value"},
+    {"__exit__", (PyCFunction)(void (*)(void))lane_exit, METH_FASTCALL,
+     "the counter moved (on a normal exit), the lock released"},
     {NULL, NULL, 0, NULL},
+};
+
+static PyObject *lane_get_submitted(Lane *self, void *c) {
+    return PyLong_FromUnsignedLongLong(self->submitted);
+}
+static PyObject *lane_get_doorbells(Lane *self, void *c) {
+    return PyLong_FromUnsignedLongLong(self->port.doorbells);
+}
+static PyObject *lane_get_hint(Lane *self, void *c) { return from_i128(self->port.hint); }
+static PyObject *lane_get_head(Lane *self, void *c) { return PyLong_FromSsize_t(self->head); }
+static PyObject *lane_get_in_use(Lane *self, void *c) { return PyLong_FromSsize_t(self->count); }
+static PyObject *lane_get_lock(Lane *self, void *c) { return Py_NewRef(self->lock); }
+
+static PyGetSetDef lane_getset[] = {
+    {"submitted", (getter)lane_get_submitted, NULL, "timeline value of the latest submission"},
+    {"doorbells", (getter)lane_get_doorbells, NULL, "doorbells rung through this lane"},
+    {"hint", (getter)lane_get_hint, NULL, "the end of the latest reservation as known here"},
+    {"kernarg_head", (getter)lane_get_head, NULL, "the kernarg ring's next free offset"},
+    {"in_use", (getter)lane_get_in_use, NULL, "kernarg blocks in use"},
+    {"lock", (getter)lane_get_lock, NULL, "the lane's lock"},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMemberDef lane_members[] = {
     {"native", T_INT, offsetof(Lane, port) + offsetof(RingPort, native), READONLY,
      "0: the provider's callables; 1: the virtual queue's words; 2: ROCr's functions directly"},
+    {"capacity", T_PYSSIZET, offsetof(Lane, capacity), READONLY, "kernarg ring bytes"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -895,21 +1311,22 @@ static PyTypeObject LaneType = {
     .tp_name = "amdgpu.hsa_backend._hotpath.Lane",
     .tp_basicsize = sizeof(Lane),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "One QueueLane's submission, compiled: the one publish sequence (immediate "
-              "dispatch through a launch's Publisher, submit_block, submit_rows)",
+    .tp_doc = "One QueueLane's submission, compiled: its ring indices, kernarg ring, lock "
+              "and timeline counter, and the one publish sequence",
     .tp_new = lane_new,
     .tp_dealloc = (destructor)lane_dealloc,
     .tp_traverse = (traverseproc)lane_traverse,
     .tp_clear = (inquiry)lane_clear,
     .tp_methods = lane_methods,
     .tp_members = lane_members,
+    .tp_getset = lane_getset,
 };
 
 /* ---- Publisher: one launch's immediate dispatch on its lane ------------------------------- */
 
-/* What QueueLane.dispatcher binds once per launch and lane: the lane, the launch's packet
- * template (its kernarg address patched in place per dispatch), its header word and its
- * kernarg size. publish(data) -> timeline value: lane_submit. */
+/* What QueueLane.dispatcher binds once per launch and lane (Lane.publisher): the lane, the
+ * launch's packet template (its kernarg address patched in place per dispatch), its header
+ * word and its kernarg size. publish(data) -> timeline value: lane_submit. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
@@ -919,6 +1336,8 @@ typedef struct {
     Py_ssize_t size;                             /* kernarg bytes of this launch */
     uint32_t header;
 } Publisher;
+
+static PyTypeObject PublisherType;
 
 static int publisher_traverse(Publisher *self, visitproc visit, void *arg) {
     Py_VISIT(self->lane);
@@ -957,30 +1376,41 @@ static PyObject *publisher_vectorcall(PyObject *callable, PyObject *const *args,
 }
 
 static PyObject *publisher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"lane", "size", "words", "header", NULL};
-    PyObject *lane, *words;
-    Py_ssize_t size;
-    unsigned long header;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nOk", names, &LaneType, &lane, &size, &words,
-                                     &header))
+    PyErr_SetString(PyExc_TypeError, "a Publisher comes from Lane.publisher(size, words, header)");
+    return NULL;
+}
+
+/* Lane.publisher(size, words, header) */
+static PyObject *lane_publisher(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "publisher(size, words, header)");
         return NULL;
-    Publisher *self = (Publisher *)type->tp_alloc(type, 0);
-    if (self == NULL)
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[0]);
+    unsigned long long header = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred())
         return NULL;
-    self->vectorcall = publisher_vectorcall;
-    self->size = size;
-    self->header = (uint32_t)header;
-    self->lane = (Lane *)Py_NewRef(lane);
-    if (writable(words, &self->templ, "packet template") < 0)
+    if (size < 0 || header > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "publisher: a negative size or a header beyond 32 bits");
+        return NULL;
+    }
+    Publisher *p = (Publisher *)PublisherType.tp_alloc(&PublisherType, 0);
+    if (p == NULL)
+        return NULL;
+    p->vectorcall = publisher_vectorcall;
+    p->size = size;
+    p->header = (uint32_t)header;
+    p->lane = (Lane *)Py_NewRef(self);
+    if (writable(args[1], &p->templ, "packet template") < 0)
         goto fail;
-    self->have_templ = 1;
-    if (self->templ.len != 64) {
+    p->have_templ = 1;
+    if (p->templ.len != 64) {
         PyErr_SetString(PyExc_ValueError, "hot path: the packet template is not 64 bytes");
         goto fail;
     }
-    return (PyObject *)self;
+    return (PyObject *)p;
 fail:
-    Py_DECREF(self);
+    Py_DECREF(p);
     return NULL;
 }
 
@@ -1396,7 +1826,7 @@ typedef struct {
 
 static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_error_prop,
     *s_only, *s_used_params, *s_bindings_needed, *s_slot_bytes, *s_replay_lock, *s_life,
-    *s_freed, *s_nbytes, *s_address, *s_handle, *s_lock, *s_acquire, *s_release, *s_instances,
+    *s_freed, *s_nbytes, *s_address, *s_handle, *s_acquire, *s_release, *s_instances,
     *s_block, *s_last_block, *s_last_rows, *s_block_view, *s_header_list, *s_kernarg_offsets,
     *s_last_row, *s_signal, *s_view, *s_aql;
 
@@ -1580,7 +2010,7 @@ static int call_lock(PyObject *lock, PyObject *method) {
 
 /* Under both locks: the instance's steps; a new reference to the new value, Py_None (a
  * new reference) when there is no kept instance (nothing changed), or NULL. */
-static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
+static PyObject *submit_locked(Lane *aql, PyObject *seg, PyObject *key) {
     PyObject *instances = fast_attr(seg, s_instances);
     if (instances == NULL)
         return NULL;
@@ -1596,18 +2026,9 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         Py_RETURN_NONE;
     }
     Py_INCREF(inst);
-    PyObject *value = NULL, *r = NULL, *block = NULL, *aql = NULL, *headers = NULL;
-    __int128 submitted;
-    PyObject *sub = fast_attr(ln, s_submitted);
-    if (sub == NULL || as_i128(sub, &submitted) < 0)
-        goto done;
-    if ((aql = fast_attr(ln, s_aql)) == NULL)
-        goto done;
-    if (Py_TYPE(aql) != &LaneType) { /* the lane has no compiled Lane: the Python method */
-        value = Py_NewRef(Py_None);
-        goto done;
-    }
-    if ((value = from_i128(submitted + 1)) == NULL)
+    PyObject *value = NULL, *r = NULL, *block = NULL, *headers = NULL;
+    const uint64_t next = aql->submitted + 1;
+    if ((value = PyLong_FromUnsignedLongLong(next)) == NULL)
         goto done;
     /* the most recently used goes last */
     if (PyDict_DelItem(instances, key) < 0 || PyDict_SetItem(instances, key, inst) < 0)
@@ -1633,7 +2054,7 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         PyObject *fields = argv[2] && argv[5] ? PyTuple_Pack(2, argv[2], argv[5]) : NULL;
         if (argv[0] && argv[3] && argv[4] && fields &&
             fast_set(seg, s_last_block, Py_None) == 0 && fast_set(seg, s_last_rows, fields) == 0)
-            r = lane_submit_rows((Lane *)aql, argv, 6);
+            r = lane_submit_rows(aql, argv, 6);
         Py_XDECREF(fields);
         Py_XDECREF(argv[0]);
         for (int i = 2; i < 6; i++)
@@ -1645,22 +2066,19 @@ static PyObject *submit_locked(PyObject *ln, PyObject *seg, PyObject *key) {
         PyObject *view = fast_attr(inst, s_view);
         if (view != NULL) {
             PyObject *argv[2] = {view, first};
-            r = lane_submit_block((Lane *)aql, argv, 2);
+            r = lane_submit_block(aql, argv, 2);
         }
         Py_XDECREF(view);
     }
     if (r == NULL)
         goto fail;
-    if (fast_set(ln, s_submitted, value) < 0)
-        goto fail;
+    aql->submitted = next;
     goto done;
 fail:
     Py_CLEAR(value);
 done:
     Py_XDECREF(r);
-    Py_XDECREF(sub);
     Py_XDECREF(block);
-    Py_XDECREF(aql);
     Py_XDECREF(headers);
     Py_DECREF(inst);
     Py_DECREF(instances);
@@ -1692,7 +2110,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         return entry_slow(&self->e, args, nargsf, kwnames);
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
-    PyObject *seg = NULL, *replay_lock = NULL, *lane_lock = NULL, *value = NULL;
+    PyObject *seg = NULL, *replay_lock = NULL, *aql = NULL, *value = NULL;
     int watched = timed_or_traced(dev, &self->e.trace_a);
     if (watched != 0)
         return watched < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
@@ -1740,23 +2158,19 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto slow_clear;
     if ((key = PyTuple_Pack(2, ln, table)) == NULL)
         goto error;
-    if ((lane_lock = fast_attr(ln, s_lock)) == NULL)
+    if ((aql = fast_attr(ln, s_aql)) == NULL)
         goto error;
+    if (Py_TYPE(aql) != &LaneType) /* the lane has no compiled Lane: the Python method */
+        goto slow;
     /* with cb._replay_lock, lane.lock: */
     if (call_lock(replay_lock, s_acquire) < 0)
         goto error;
-    if (call_lock(lane_lock, s_acquire) < 0) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        call_lock(replay_lock, s_release);
-        PyErr_Restore(et, ev, tb);
-        goto error;
-    }
-    value = submit_locked(ln, seg, key);
+    lock_take(((Lane *)aql)->lock, -1);
+    value = submit_locked((Lane *)aql, seg, key);
     {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
-        int r1 = call_lock(lane_lock, s_release);
+        int r1 = lock_give(((Lane *)aql)->lock);
         int r2 = call_lock(replay_lock, s_release);
         if (r1 < 0 || r2 < 0) { /* a release that failed: its error wins */
             Py_XDECREF(et);
@@ -1782,7 +2196,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         Py_XDECREF(key);
         Py_XDECREF(seg);
         Py_XDECREF(replay_lock);
-        Py_XDECREF(lane_lock);
+        Py_XDECREF(aql);
         return point;
     }
 slow_clear:
@@ -1795,7 +2209,7 @@ slow:
     Py_XDECREF(key);
     Py_XDECREF(seg);
     Py_XDECREF(replay_lock);
-    Py_XDECREF(lane_lock);
+    Py_XDECREF(aql);
     return entry_slow(&self->e, args, nargsf, kwnames);
 error:
     Py_XDECREF(value);
@@ -1806,7 +2220,7 @@ error:
     Py_XDECREF(key);
     Py_XDECREF(seg);
     Py_XDECREF(replay_lock);
-    Py_XDECREF(lane_lock);
+    Py_XDECREF(aql);
     return NULL;
 }
 
@@ -1849,17 +2263,9 @@ static struct PyModuleDef module = {
         return NULL;
 
 PyMODINIT_FUNC PyInit__hotpath(void) {
-    INTERN(s_head, "_head");
     INTERN(s_owner_token, "_owner_token");
     INTERN(s_ends, "ends");
     INTERN(s_recorded_checked, "_recorded_checked");
-    INTERN(s_limit, "_limit");
-    INTERN(s_submitted, "submitted");
-    INTERN(s_hint, "_hint");
-    INTERN(s_read, "_read");
-    INTERN(s_doorbells, "doorbells");
-    INTERN(s_wait_unreserved, "_wait_unreserved");
-    INTERN(s_wait_reserved, "_wait_reserved");
     INTERN(s_device, "device");
     INTERN(s_launches, "_launches");
     INTERN(s_failed, "failed");
@@ -1894,7 +2300,6 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_nbytes, "nbytes");
     INTERN(s_address, "address");
     INTERN(s_handle, "handle");
-    INTERN(s_lock, "lock");
     INTERN(s_acquire, "acquire");
     INTERN(s_release, "release");
     INTERN(s_instances, "instances");
@@ -1908,10 +2313,17 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_signal, "signal");
     INTERN(s_view, "view");
     INTERN(s_aql, "aql");
-    if ((one = PyLong_FromLong(1)) == NULL)
-        return NULL;
     if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
-        PyType_Ready(&LaneType) < 0 || PyType_Ready(&SubmitType) < 0)
+        PyType_Ready(&LaneType) < 0 || PyType_Ready(&SubmitType) < 0 ||
+        PyType_Ready(&LaneLockType) < 0)
+        return NULL;
+    PyObject *errors = PyImport_ImportModule("ground.errors");
+    if (errors == NULL)
+        return NULL;
+    KernelArgumentError = PyObject_GetAttrString(errors, "KernelArgumentError");
+    SignalTimeout = PyObject_GetAttrString(errors, "SignalTimeout");
+    Py_DECREF(errors);
+    if (KernelArgumentError == NULL || SignalTimeout == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -536,7 +536,7 @@ class KernargRing:
     ):
         self.base = int(base_address)
         self.memory = memory  # writable uint8 host view of the allocation
-        self.capacity = max(memory.size - self.RING_SLACK, KERNARG_ALIGNMENT)
+        self.capacity = self.capacity_for(memory.size)
         self._completed = completed
         self._wait = wait
         self._head = 0  # next free offset
@@ -615,6 +615,20 @@ class KernargRing:
 
     def reclaim(self) -> None:
         self._reclaim(block=False, timeout=0)
+
+    @staticmethod
+    def capacity_for(nbytes: int) -> int:
+        """The bytes a ring over `nbytes` of memory hands out (the compiled lane's too)."""
+        return max(nbytes - KernargRing.RING_SLACK, KERNARG_ALIGNMENT)
+
+    @property
+    def head(self) -> int:
+        """The next free offset."""
+        return self._head
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """[(start, timeline value)] of the blocks in use, oldest first."""
+        return list(zip(self._starts, self._values, strict=True))
 
     @property
     def in_use(self) -> int:

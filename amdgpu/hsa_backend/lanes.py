@@ -36,6 +36,7 @@ import numpy as np
 import packets
 from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend.kernargs import KernargRing
+from amdgpu.hsa_backend.python_lane import PythonLane
 from ground.errors import (
     DeviceError,
     DeviceLost,
@@ -170,19 +171,11 @@ class KeptBlocks:
             runs[i - 1][1] = runs.pop(i)[1]
 
 
-def _native_ops(queue: Any, ring: packets.Ring) -> dict | None:
-    """The queue's native_ops() (hsa.virtual.queues.VirtualQueue) when the ring calls that
-    queue's own add_write_index and doorbell, else None (the compiled hot path then calls
-    the ring's callables)."""
+def _native_ops(queue: Any) -> dict | None:
+    """The queue's native_ops() (hsa.virtual.queues.VirtualQueue, RocrQueue): its write
+    index and doorbell for the compiled Lane to do natively; None where it has none."""
     native = getattr(queue, "native_ops", None)
-    if native is None:
-        return None
-    same = (getattr(ring._add_write_index, "__func__", None) is
-            getattr(type(queue).add_write_index, "__func__", type(queue).add_write_index)
-            and getattr(ring._doorbell, "__func__", None) is type(queue).doorbell
-            and getattr(ring._add_write_index, "__self__", None) is queue
-            and getattr(ring._doorbell, "__self__", None) is queue)
-    return native() if same else None
+    return native() if native is not None else None
 
 
 class QueueLane:
@@ -202,22 +195,8 @@ class QueueLane:
             device.agent.handle, queue_size, QueueType.MULTI, self._on_error
         )
         q = self.queue
-        self.ring = packets.Ring(
-            q.ring,
-            q.size,
-            q.load_write_index,
-            q.add_write_index,
-            q.load_read_index,
-            q.doorbell,
-            queue_id=q.id,
-        )
         self.signal = p.signal_create(TIMELINE_START)
-        # Held for each submission's one atomic step (timeline value, kernarg block, packet
-        # write, counter update): threads may share a lane. Never held while taking another
-        # lane's lock (cross-lane waits are prepared before it).
-        self.lock = threading.Lock()
         self._proxy_lock = threading.Lock()  # _held_proxies: appended and released anywhere
-        self.submitted = 0  # timeline value of the latest submission
         self._completed = 0  # highest value seen complete
         # proxies held until this lane's value passes: [(value, [signals])]
         self._held_proxies: list[tuple[int, list[int]]] = []
@@ -230,23 +209,30 @@ class QueueLane:
         self.kernarg_view = memoryview(self.kernarg_memory)  # for pack_into / slice stores
         ring = self.kernarg_memory[:kernarg_bytes]
         ring.fill(0)  # touch every page now, not on the first dispatches
-        self.kernargs = KernargRing(self.kernarg_address, ring, self.completed, self.wait)
         self.kept = KeptBlocks(kernarg_bytes, total, self.completed)
-        # The lane's submission, chosen once here: the compiled Lane (hotpath.c: the one
-        # publish sequence, with this lane's ring, kernarg ring, lock and counter) where the
-        # module is built, else packets.Ring's Python methods (the same steps).
-        self.aql: Any = None
+        # The lane's submission, chosen once here, owning the AQL ring's indices, the
+        # kernarg ring, the lock and the timeline counter: the compiled Lane (hotpath.c:
+        # the one publish sequence) where the module is built, else PythonLane (the same
+        # methods over packets.Ring and KernargRing).
+        self.aql: Any
         if hotpath.MODULE is not None:
-            rg = self.ring
+            packets.trace.active_sink()  # AMDGPU_TRACE creates its writer at first use
             self.aql = hotpath.MODULE.Lane(
-                self, self.kernargs, self.kernarg_view, self.kernarg_address, rg, rg._mv,
-                rg._add_write_index, rg._doorbell, _native_ops(q, rg),
+                q.ring.reshape(-1).view(np.uint8), q.size, q.add_write_index, q.doorbell,
+                packets.ring.Room(q.size, q.load_write_index, q.load_read_index, q.id),
+                q.load_write_index(), q.load_read_index(), _native_ops(q),
+                ring, self.kernarg_address, KernargRing.capacity_for(ring.size),
+                self.completed, self.wait, packets.ring,
             )
-            self.submit_block = self.aql.submit_block
-            self.submit_rows = self.aql.submit_rows
         else:
-            self.submit_block = self.ring.publish_ready
-            self.submit_rows = self.ring.publish_rows
+            self.aql = PythonLane(q, self.kernarg_address, ring, self.completed, self.wait)
+        # Held for each submission's one atomic step (timeline value, kernarg block, packet
+        # write, counter update): threads may share a lane. Never held while taking another
+        # lane's lock (cross-lane waits are prepared before it). `with lane.aql as value:`
+        # takes it for one submission and moves the counter.
+        self.lock = self.aql.lock
+        self.submit_block = self.aql.submit_block
+        self.submit_rows = self.aql.submit_rows
 
     # --- errors --------------------------------------------------------------------------
     def _on_error(self, status: int, queue: Any) -> None:
@@ -259,6 +245,11 @@ class QueueLane:
     # address and the completion signal on the way (packets.Ring.publish_ready/_rows).
     submit_block: Callable[..., int]
     submit_rows: Callable[..., int]
+
+    @property
+    def submitted(self) -> int:
+        """The timeline value of the latest submission (the Lane's counter)."""
+        return self.aql.submitted
 
     failed = False  # True once the queue reported an error (dispatch checks only this)
     closed = False  # the device was closed (failed is set too)
@@ -273,7 +264,7 @@ class QueueLane:
     @property
     def doorbells(self) -> int:
         """Doorbell rings on this lane (tests and stats read it)."""
-        return self.ring.doorbells
+        return self.aql.doorbells
 
     _fault: MemoryFault | None = None  # a fault a wait saw before the queue callback did
 
@@ -433,9 +424,6 @@ class QueueLane:
             if self.completed() >= value:
                 return
 
-    def next_value(self) -> int:
-        return self.submitted + 1
-
     # --- cross-lane waits ----------------------------------------------------------------
     def wait_packets(self, points: Sequence[Any], value: int) -> np.ndarray | None:
         """prepare_waits, its proxies held until this lane reaches `value` (single-threaded
@@ -507,63 +495,61 @@ class QueueLane:
                 self.device.signal_pool.give(held.pop(0)[1])
 
     # --- publishing ----------------------------------------------------------------------
-    def dispatcher(self, size: int, words: memoryview, body: memoryview,
-                   header: int) -> Any:
+    def dispatcher(self, size: int, words: memoryview, header: int) -> Any:
         """The untraced immediate-dispatch step of one launch (HsaKernel.launch keeps it
         in the launch plan): `publish(data)` takes the lane's lock, the timeline value, a
-        kernarg block of `size` bytes from the ring and stores `data` into it, patches the
-        packet template (`words`) with its address, publishes the template (`body` and
-        `header`), counts the submission, and returns its timeline value. With the compiled
-        hot path built: a Publisher on the lane's compiled Lane (hotpath.c's lane_submit);
-        else the same steps through KernargRing.allocate and Ring.publish_parts."""
-        module = hotpath.MODULE
-        if module is not None and self.aql is not None:
-            return module.Publisher(self.aql, size, words, header)
-        lock, allocate = self.lock, self.kernargs.allocate
-        view, base, publish_parts = self.kernarg_view, self.kernarg_address, self.ring.publish_parts
-        lane = self
+        kernarg block of `size` bytes and stores `data` into it, patches the packet
+        template (`words`) with its address, publishes the template with `header`, counts
+        the submission, and returns its timeline value: the Lane's publisher (a compiled
+        Publisher, hotpath.c's lane_submit; or PythonLane's closure)."""
+        return self.aql.publisher(size, words, header)
 
-        def publish(data: bytes) -> int:
-            with lock:
-                value = lane.submitted + 1
-                off = allocate(size, value)
-                view[off : off + size] = data  # the whole block in one store
-                words[5] = base + off  # kernarg_address, in the launch's packet template
-                publish_parts(body, header)
-                lane.submitted = value
-            return value
-
-        return publish
-
-    def publish(self, packet: bytes) -> int:
-        """One ready packet (a barrier) under the caller's hold of the lane's lock: through
-        the compiled Lane, or the ring (its Python steps, and the traced record)."""
-        if self.aql is not None and _TRACE.sink is None:
+    def publish(self, packet: Any, kernarg: bytes | None = None,
+                symbol: str | None = None) -> int:
+        """One ready packet (a barrier; a dispatch whose trace record carries `kernarg` and
+        `symbol`): its first id. Under the caller's hold of the lane's lock, or as another
+        producer (a test's gate: the write index is multi-producer safe)."""
+        if type(packet) is not bytes:
+            packet = packets.packet_bytes(packet)
+        sink = _TRACE.sink
+        if sink is None:
             return self.aql.submit_block(packet)
-        return self.ring.publish(packet)
+        idx, t_reserve, t_publish, t_doorbell = self.aql.submit_timed(packet)
+        sink.record_packet(self.queue.id, idx, t_reserve, t_publish, t_doorbell, packet,
+                           kernarg, symbol)
+        return idx
 
-    def publish_block(self, block: np.ndarray, headers: Any = None) -> int:
+    def publish_block(self, block: Any, headers: Any = None, record: Any = None,
+                      record_args: tuple = ()) -> int:
         """Publish a packet block (chunked if it exceeds the ring) and ring the doorbell;
         returns the first packet's id (the chunks are consecutive: the caller holds the
         lane's lock). `headers`: the header words, apart, when `block` holds INVALID
-        headers (a command buffer's reused block; see packets.Ring.publish_many)."""
-        n = len(block)
-        if headers is None and self.aql is not None and _TRACE.sink is None and n <= self.ring.size:
-            return self.aql.submit_block(block)  # the compiled Lane: one copy, one header
-        if headers is None and n == 1:  # the single-packet path is cheaper here
-            return self.ring.publish(block.tobytes())
-        if n <= self.ring.size:
-            return self.ring.publish_many(block, headers)
-        step = self.ring.size // 2
-        first = -1
-        for i in range(0, n, step):
-            chunk = block[i : i + step]
-            if headers is not None and i:  # publish_many wants the chunk's first INVALID
-                chunk = chunk.copy()
-                chunk.view(np.uint32).reshape(len(chunk), 16)[0, 0] = packets.INVALID_HEADER
-            idx = self.ring.publish_many(chunk, None if headers is None else headers[i : i + step])
-            first = idx if first < 0 else first
-        return first
+        headers (a command buffer's reused block; see packets.Ring.publish_many). While a
+        trace sink is active the block is recorded (`record(queue_id, first, reserve_ns,
+        publish_ns, doorbell_ns, *record_args)` where given: packets.ring.record_published)."""
+        n = len(block) >> 6 if isinstance(block, (bytes, bytearray)) else len(block)
+        if headers is not None and not isinstance(headers, np.ndarray):
+            headers = np.asarray(headers, np.uint32)
+        size = self.queue.size
+        if n > size:
+            step = size // 2
+            first = -1
+            for i in range(0, n, step):
+                chunk = block[i : i + step]
+                if headers is not None and i:  # each chunk's first header INVALID in it
+                    chunk = chunk.copy()
+                    chunk.view(np.uint32).reshape(len(chunk), 16)[0, 0] = packets.INVALID_HEADER
+                idx = self.publish_block(chunk, None if headers is None else headers[i : i + step])
+                first = idx if first < 0 else first
+            return first
+        sink = _TRACE.sink
+        if sink is None:
+            return self.aql.submit_block(block, None, headers)
+        idx, *times = self.aql.submit_timed(block, None, headers)
+        packets.ring.record_published(sink, self.queue.id, idx, times,
+                                      packets.ring.block_view(block), headers, record,
+                                      record_args)
+        return idx
 
     def destroy(self) -> None:
         p = self.provider

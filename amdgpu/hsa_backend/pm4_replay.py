@@ -406,18 +406,16 @@ class Pm4Program:
         if inst is None:
             return None
         pre, proxies = lane.prepare_waits(wait) if wait else (None, None)
-        with lane.lock:
-            value = lane.submitted + 1
+        with lane.aql as value:  # the lock, the timeline value; the counter moves on success
             if pre is not None:
                 lane.publish_block(pre)
             if sink is not None:  # packet-trace: the IB rides as the record's payload
                 announce_all(sink, self.seg.kernels)
-                lane.ring.publish(inst.packet, kernarg=bytes(inst.ib_bytes))
+                lane.publish(inst.packet, kernarg=bytes(inst.ib_bytes))
             else:
                 lane.submit_block(inst.view, self.header_list[0])  # one copy, one header
             if proxies:
                 lane.hold_proxies(value, proxies)
-            lane.submitted = value
             inst.value = value
         return TimelinePoint(lane.index, value, lane)
 

@@ -116,26 +116,21 @@ class DeviceSubmission(DeviceParts):
         # Waits on other lanes are built outside this lane's lock (they may publish a proxy
         # barrier on the other lane, under that lane's lock: never two locks at once).
         pre, proxies = ln.prepare_waits(wait) if wait else (None, None)
-        with ln.lock:
-            value = ln.submitted + 1
-            off = ln.kernargs.allocate(size, value)
+        with ln.aql as value:  # the lock, the timeline value; the counter moves on success
+            off = ln.aql.allocate(size, value)
             ln.kernarg_view[off : off + size] = data  # the whole block in one store
             words[5] = ln.kernarg_address + off  # the launch's packet template, in place
             if proxies:
                 ln.hold_proxies(value, proxies)
-            if pre is None and self.timer is None and _TRACE.sink is None:
-                ln.ring.publish_parts(body, header)  # (tracing switched off meanwhile)
-            else:
-                pkt = header.to_bytes(4, "little") + body.tobytes()
-                if self.timer is not None:  # per-dispatch device time (hsa_backend.timing)
-                    self.timer.publish(ln, kernel, pkt, pre)
-                elif _TRACE.sink is not None:
-                    self._publish_traced(ln, kernel, pkt, data, pre)
-                else:
-                    assert pre is not None  # no timer or sink: the waits made us come here
-                    ln.publish_block(
-                        np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
-            ln.submitted = value
+            pkt = header.to_bytes(4, "little") + body.tobytes()
+            if self.timer is not None:  # per-dispatch device time (hsa_backend.timing)
+                self.timer.publish(ln, kernel, pkt, pre)
+            elif _TRACE.sink is not None:
+                self._publish_traced(ln, kernel, pkt, data, pre)
+            elif pre is not None:  # the waits and the dispatch: one block, one doorbell
+                ln.publish_block(np.concatenate([pre, np.frombuffer(pkt, dtype=pre.dtype)]))
+            else:  # (tracing switched off meanwhile)
+                ln.publish(pkt)
         return TimelinePoint(ln.index, value, ln)
 
     def _publish_traced(
@@ -154,7 +149,7 @@ class DeviceSubmission(DeviceParts):
             announce(sink, kernel)
         if pre is not None:  # the waits first (their own doorbell), then the dispatch
             ln.publish_block(pre)
-        ln.ring.publish(pkt, kernarg=kernarg, symbol=kernel.name)
+        ln.publish(pkt, kernarg=kernarg, symbol=kernel.name)
 
     def command_buffer(self, mode: str | None = None):
         """A command buffer to record. `mode`: "auto" (PM4 replays on CDNA gfx9, AQL
@@ -201,12 +196,10 @@ class DeviceSubmission(DeviceParts):
             if pre is None
             else np.concatenate([pre, last.view(packets.PACKET)])
         )
-        with ln.lock:
-            value = ln.submitted + 1
+        with ln.aql as value:
             if proxies:
                 ln.hold_proxies(value, proxies)
             ln.publish_block(block)
-            ln.submitted = value
         return TimelinePoint(ln.index, value, ln)
 
     # --- device timestamps ---------------------------------------------------------------

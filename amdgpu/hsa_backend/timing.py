@@ -138,7 +138,7 @@ class DispatchTimer:
         if sink is not None:
             announce(sink, kernel)  # packet-trace names the packet by its kernel_object
         host_ns = time.monotonic_ns()
-        first = ln.ring.publish_many(block)  # a handful of packets: always fits the ring
+        first = ln.publish_block(block)  # a handful of packets: always fits the ring
         count = len(block) // 64 if type(block) is bytes else len(block)
         self._pending.append(_Pending(ln, sig, kernel.name, first + count - 2, host_ns))
 

@@ -86,9 +86,8 @@ class DeviceTransfers(DeviceParts):
         last = packets.barrier_and_batch(
             dep_signals=(done,), completion_signal=ln.signal, barrier=True, count=1
         ).view(packets.PACKET)
-        with ln.lock:  # the lane's proxy, the copy and its timeline value: one step
-            value = ln.submitted + 1
-            if ln.completed() < ln.submitted:
+        with ln.aql as value:  # the lane's proxy, the copy and its timeline value: one step
+            if ln.completed() < value - 1:
                 mine = self.signal_pool.take(1)
                 ln.publish(
                     packets.barrier_and(dep_signals=(), completion_signal=mine, barrier=True)
@@ -102,7 +101,6 @@ class DeviceTransfers(DeviceParts):
                 raise
             ln.hold_proxies(value, [*deps, done])
             ln.publish_block(last)
-            ln.submitted = value
         return TimelinePoint(ln.index, value, ln)
 
     def _staging(self, nbytes: int) -> np.ndarray:

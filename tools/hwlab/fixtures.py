@@ -147,7 +147,7 @@ def hold_lane(device, lane: int) -> Callable[[], None]:
         import packets
 
         gate = device.provider.signal_create(1)
-        device.lanes_[lane].ring.publish(packets.barrier_and(dep_signals=[gate], barrier=True))
+        device.lanes_[lane].publish(packets.barrier_and(dep_signals=[gate], barrier=True))
 
         def release() -> None:
             device.provider.signal_store(gate, 0)
