@@ -145,12 +145,10 @@ def test_a_freed_block_is_not_reused_while_the_gpu_may_still_use_it():
     with amdgpu.open("amdgpu:virtual", suballocate=MAX_BLOCK) as dev:
         ln = dev._timeline(0)  # the QueueLane behind dev.lane(0)
         gate = dev.provider.signal_create(1)
-        with ln.lock:  # lane 0 stays busy until `gate` reaches 0
-            value = ln.submitted + 1
+        with ln.aql:  # one submission: lane 0 stays busy until `gate` reaches 0
             ln.publish_block(packets.barrier_and_batch(
                 dep_signals=(gate,), completion_signal=ln.signal, barrier=True, count=1,
             ).view(packets.PACKET))
-            ln.submitted = value
         buf = dev.buffer(256)
         address = buf.address
         buf.free()
