@@ -559,6 +559,191 @@ def replay_host(args, paths: list[str], compiled) -> int:
     return 0
 
 
+class _Submit10:
+    """vkQueueSubmit (Vulkan 1.0) of one command buffer on a lane's queue, signalling the
+    lane's timeline with a VkTimelineSemaphoreSubmitInfo: the same submission as the
+    lane's vkQueueSubmit2, through the older entry point."""
+
+    def __init__(self, lane):
+        from amdgpu.vulkan.instance import vk
+
+        ffi = vk.ffi
+        self.vk, self.lane = vk, lane
+        self.values = ffi.new("uint64_t[1]")
+        self.sems = ffi.new("VkSemaphore[1]", [lane.semaphore])
+        self.cbs = ffi.new("VkCommandBuffer[1]")
+        self.timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*")
+        self.timeline.sType = vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO
+        self.timeline.signalSemaphoreValueCount = 1
+        self.timeline.pSignalSemaphoreValues = self.values
+        self.info = ffi.new("VkSubmitInfo*")
+        self.info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self.info.pNext = self.timeline
+        self.info.commandBufferCount = 1
+        self.info.pCommandBuffers = self.cbs
+        self.info.signalSemaphoreCount = 1
+        self.info.pSignalSemaphores = self.sems
+
+    def submit(self, command_buffer) -> int:
+        lane = self.lane
+        value = lane.submitted + 1
+        self.values[0] = value
+        self.cbs[0] = command_buffer
+        with lane.queue_lock:
+            result = self.vk.lib.vkQueueSubmit(lane.queue, 1, self.info, self.vk.ffi.NULL)
+        if result != 0:
+            raise SystemExit(f"vkQueueSubmit returned {result}")
+        lane.submitted = value
+        return value
+
+
+def vk_ffi():
+    from amdgpu.vulkan.instance import vk
+
+    return vk.ffi
+
+
+def _handle(cb):
+    """The VkCommandBuffer of a command buffer's last submission."""
+    return next(i for pool in cb._instances.values() for i in pool
+                if i.handle == cb.last_handle).command_buffer
+
+
+def submit_forms(args, compiled) -> int:
+    """Issue 31: why the driver's own vkQueueSubmit2 of a recorded 10,000-dispatch buffer
+    took 67-69 us in one call and 10 us in another. The same recorded VkCommandBuffer is
+    submitted alone (no binding work) under each condition, interleaved in --rounds rounds
+    of --reps, median host time of the submit call:
+    - drained, blocking wait: the last replay waited for as the backend does (spin
+      `tuning.spin_us`, then vkWaitSemaphores sleeps): the vk2 / lead figure;
+    - drained, spin wait: polled to completion, the thread never sleeps (CPU idle states);
+    - drained, then 5 ms host busy / 5 ms host sleep: the GPU idle for 5 ms before it;
+    - pending: submitted again at once while the previous replay still runs (a second
+      submission of the same SIMULTANEOUS_USE buffer, waiting on the first: a driver may
+      copy or patch a pending buffer);
+    - recorded without SIMULTANEOUS_USE, drained;
+    - vkQueueSubmit (1.0) instead of vkQueueSubmit2, drained;
+    - 100 and 1000 dispatches, drained: does the submit grow with the buffer?
+    - with 2000 more live buffers on the device (residency tracking?), drained.
+    Then `dev.submit` of the full replay (same buffers) with the blocking and the spin
+    wait. Each replay's result is checked once at the end."""
+    n, reps, rounds = args.submit_forms, args.reps, args.rounds or 2
+    for path in [p for p in args.paths.split(",") if p]:
+        bench = PathBench(args.device, path, compiled, True)
+        try:
+            _submit_forms_on(bench, path, n, reps, rounds)
+        finally:
+            bench.close()
+    return 0
+
+
+def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int) -> None:
+    dev = bench.dev
+    lane = dev._timeline(0)
+    pair = bench.buffers(2)
+    spin_default = dev.tuning.spin_us
+    cbs = {}
+    sizes: dict = {}  # VkCommandBuffer address -> its dispatches
+    added = [0]  # x+1 steps that reached a[0]: each replay of an even chain adds its size
+    for label, size, simultaneous in (("sim", n, True), ("plain", n, False),
+                                      ("100", 100, True), ("1000", 1000, True)):
+        dev.tuning.simultaneous_use = simultaneous
+        cb = bench.record(size)
+        dev.submit(cb, pair).wait(120)
+        added[0] += size
+        cbs[label] = (cb, _handle(cb))
+        sizes[int(vk_ffi().cast("uintptr_t", cbs[label][1]))] = size
+    dev.tuning.simultaneous_use = True
+    old = _Submit10(lane)
+
+    def spin_wait(value):
+        dev.tuning.spin_us = 1e8
+        lane.wait(value, 120)
+        dev.tuning.spin_us = spin_default
+
+    def count(handle, times=1):
+        added[0] += times * sizes[int(vk_ffi().cast("uintptr_t", handle))]
+
+    def drained(handle, wait="block", idle=None):
+        count(handle)
+        t = time.perf_counter()
+        p = lane.submit(handle)
+        took = time.perf_counter() - t
+        if wait == "spin":
+            spin_wait(p.value)
+        else:
+            p.wait(120)
+        if idle == "busy":
+            end = time.perf_counter() + 0.005
+            while time.perf_counter() < end:
+                pass
+        elif idle == "sleep":
+            time.sleep(0.005)
+        return took
+
+    def pending(handle):
+        count(handle, 2)
+        lane.submit(handle)
+        t = time.perf_counter()
+        p = lane.submit(handle)
+        took = time.perf_counter() - t
+        p.wait(120)
+        return took
+
+    def v10(handle):
+        count(handle)
+        t = time.perf_counter()
+        value = old.submit(handle)
+        took = time.perf_counter() - t
+        lane.wait(value, 120)
+        return took
+
+    def replay(wait):
+        added[0] += n
+        t = time.perf_counter()
+        p = dev.submit(cbs["sim"][0], pair)
+        took = time.perf_counter() - t
+        spin_wait(p.value) if wait == "spin" else p.wait(120)
+        return took
+
+    h = cbs["sim"][1]
+    forms = {
+        f"{n}, drained, blocking wait": lambda: drained(h),
+        f"{n}, drained, spin wait": lambda: drained(h, "spin"),
+        f"{n}, drained (spin), then 5 ms host busy": lambda: drained(h, "spin", "busy"),
+        f"{n}, drained (spin), then 5 ms host sleep": lambda: drained(h, "spin", "sleep"),
+        f"{n}, pending (resubmitted while the last runs)": lambda: pending(h),
+        f"{n}, no SIMULTANEOUS_USE, drained (spin)":
+            lambda: drained(cbs["plain"][1], "spin"),
+        f"{n}, vkQueueSubmit 1.0, drained (spin)": lambda: v10(h),
+        "100, drained (spin)": lambda: drained(cbs["100"][1], "spin"),
+        "1000, drained (spin)": lambda: drained(cbs["1000"][1], "spin"),
+        f"{n}, dev.submit same buffers, blocking wait": lambda: replay("block"),
+        f"{n}, dev.submit same buffers, spin wait": lambda: replay("spin"),
+    }
+    samples: dict[str, list[float]] = {k: [] for k in forms}
+    for _ in range(rounds):
+        for name, fn in forms.items():
+            fn()  # one unmeasured: the state the last form left
+            samples[name].extend(fn() for _ in range(reps))
+    extra = bench.buffers(2000)
+    live = f"{n}, drained (spin), 2000 more live buffers"
+    samples[live] = [drained(h, "spin") for _ in range(reps)]
+    for b in extra:
+        b.free()
+    dev.synchronize(120)
+    a = pair[0].to_numpy(np.float32)[0]
+    ok = a == added[0]
+    for name, xs in samples.items():
+        q = np.percentile(np.array(xs) * 1e6, [10, 50, 90])
+        print(f"[{path}] submit {name}: median {q[1]:.1f} us (p10 {q[0]:.1f}, "
+              f"p90 {q[2]:.1f}, n={len(xs)})", flush=True)
+    print(f"[{path}] a[0] = {a:.0f} ({'ok' if ok else f'WRONG, expected {added[0]}'}); "
+          f"spin_us default {spin_default:g}", flush=True)
+    for cb, _h in cbs.values():
+        cb.release()
+
+
 def compile_vmfb(n: int, abi: str, vmfb: Path) -> str:
     """Compile chain-n for IREE's runtime with the same Vulkan flags; '' or the problem."""
     source = vmfb.with_suffix(".mlir")
@@ -642,7 +827,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, help="--variants: interleaved rounds")
     parser.add_argument("--replay-host", type=int, metavar="N",
                         help="only the host time of replaying an N-dispatch chain, per path")
-    parser.add_argument("--reps", type=int, default=200, help="--replay-host: replays")
+    parser.add_argument("--reps", type=int, default=200,
+                        help="--replay-host, --submit-forms: replays")
+    parser.add_argument("--submit-forms", type=int, metavar="N",
+                        help="only the driver's submit of a recorded N-dispatch chain under "
+                        "several conditions (issue 31; see submit_forms)")
+    parser.add_argument("--paths", default="bda",
+                        help="--submit-forms: paths, comma-separated (default bda)")
     parser.add_argument("--families", action="store_true",
                         help="--variants --only: run them on the other queue families too")
     parser.add_argument(
@@ -681,6 +872,8 @@ def main() -> int:
             return run_variants(args, paths, compiled)
         if args.replay_host:
             return replay_host(args, paths, compiled)
+        if args.submit_forms:
+            return submit_forms(args, compiled)
         if args.bundle_dir is not None:
             for vmfb in args.bundle_dir.glob("chain100_*.vmfb"):
                 (workdir / vmfb.name).write_bytes(vmfb.read_bytes())
