@@ -628,7 +628,7 @@ def submit_forms(args, compiled) -> int:
     Then `dev.submit` of the full replay (same buffers) with the blocking and the spin
     wait. Each replay's result is checked once at the end."""
     n, reps, rounds = args.submit_forms, args.reps, args.rounds or 2
-    for path in [p for p in args.paths.split(",") if p]:
+    for path in [p for p in (args.paths or "bda").split(",") if p]:
         bench = PathBench(args.device, path, compiled, True)
         try:
             _submit_forms_on(bench, path, n, reps, rounds)
@@ -832,8 +832,8 @@ def main() -> int:
     parser.add_argument("--submit-forms", type=int, metavar="N",
                         help="only the driver's submit of a recorded N-dispatch chain under "
                         "several conditions (issue 31; see submit_forms)")
-    parser.add_argument("--paths", default="bda",
-                        help="--submit-forms: paths, comma-separated (default bda)")
+    parser.add_argument("--paths", help="--submit-forms (default bda), --replay-host "
+                        "(default all): the paths, comma-separated")
     parser.add_argument("--families", action="store_true",
                         help="--variants --only: run them on the other queue families too")
     parser.add_argument(
@@ -871,7 +871,9 @@ def main() -> int:
         if args.variants:
             return run_variants(args, paths, compiled)
         if args.replay_host:
-            return replay_host(args, paths, compiled)
+            chosen = [p for p in (args.paths or "").split(",") if p]
+            return replay_host(args, [p for p in paths if p in chosen] if chosen else paths,
+                               compiled)
         if args.submit_forms:
             return submit_forms(args, compiled)
         if args.bundle_dir is not None:
