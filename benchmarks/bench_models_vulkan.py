@@ -6,7 +6,8 @@ same compiled program, its Vulkan driver) vs PyTorch eager on CUDA.
 
 `--save` exports each model (amdgpu.model_zoo), compiles it once for a Vulkan device with the
 features NVIDIA's driver reports (compiler.iree.vulkan_target_for) into our bundle and, from
-the same iree-compile device target, IREE's .vmfb (bda ABI), and copies PyTorch's inputs
+the same iree-compile device target, IREE's .vmfb (both for the bda ABI, the path
+our driver takes on NVIDIA: one copy of the weights each), and copies PyTorch's inputs
 and reference outputs beside them, one folder per model (DIR/NAME). On the GPU machine each
 model found there is timed per call, inputs already on the device, the result read back to
 the host each call (the KV cache of gpt2-decode stays on the device: a call is one decode
@@ -23,7 +24,7 @@ cannot compile it for Vulkan: amdgpu-run refuses it in one line). minilm in f32 
 its weights (90 MB, in our bundle and again in IREE's module) exceed what one device-tool
 call carries (64 MiB). minilm-f16 is exported with `--prune-vocab` (the embedding rows of
 the sentences' tokens only, ids renumbered: the same function of the same sentences, the
-same per-call work, 23 MB of weights instead of 45); its PyTorch column is the same
+same per-call work, about 22 MB of f16 weights instead of 45); its PyTorch column is the same
 encoder (examples/models/minilm.py's SentenceEncoder over transformers' BertModel) built
 from the pretrained config with seeded random weights in f16, as the pretrained weights are
 not carried a third time: its time is the same work, its result is not checked.
