@@ -22,6 +22,7 @@ that with whole-array numpy instead of a Python loop per lane:
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 
@@ -142,6 +143,7 @@ def _f32_from_keys(keys: np.ndarray, first: np.ndarray) -> np.ndarray:
     return np.where(np.abs(keys) == _NAN_KEY, first, bits)
 
 
+@cache
 def _plan(op: str) -> tuple[str, np.ufunc | None, np.dtype | None]:
     """How `atomic_rmw` combines colliding lanes of `op`: ("sum" | "sub" | "xor" | "swap"
     | "ufunc" | "fkey" | "generic", the ufunc, the dtype to view the words as for it);
@@ -217,22 +219,22 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
         if first.all():
             return _distinct(old_read, write, addresses, values, fn, compare, float_compare)
     starts = np.flatnonzero(first)
-    gid = np.cumsum(first) - 1
     ends = np.empty_like(starts)
     ends[:-1] = starts[1:] - 1
     ends[-1] = n - 1
+    counts = ends - starts + 1
     keys = sa[starts]
     init = np.asarray(old_read(keys), dtype)
     sv = values if order is None else values[order]
     if compare is not None:
         cmp = compare if order is None else compare[order]
+        gid = np.repeat(np.arange(starts.size), counts)  # each sorted lane's group
         old_sorted, final = _cmpswap(init, sv, cmp, gid, starts, float_compare)
     elif how in ("sum", "sub", "xor"):
         if how == "xor":
             run = np.bitwise_xor.accumulate(sv)
             before = run ^ sv  # xor of the lanes before, over all groups
-            within = before ^ before[starts][gid]
-            old_sorted = init[gid] ^ within
+            old_sorted = np.repeat(init ^ before[starts], counts) ^ before
             final = init ^ before[starts] ^ run[ends]
         else:
             run = np.cumsum(sv, dtype=dtype)  # wraps modulo the word size
@@ -241,16 +243,21 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
             # before it in the group added, i.e. before - before[group start]
             start_before = before[starts]
             total = run[ends] - start_before
-            if how == "sum":
-                old_sorted, final = before + (init - start_before)[gid], init + total
+            if how == "sum":  # (np.repeat spreads a group's value over its lanes)
+                old_sorted = before
+                old_sorted += np.repeat(init - start_before, counts)
+                final = init + total
             else:
-                old_sorted, final = (init + start_before)[gid] - before, init - total
+                old_sorted = np.repeat(init + start_before, counts)
+                old_sorted -= before
+                final = init - total
     elif how == "swap":
         old_sorted = np.empty(n, dtype)
         old_sorted[1:] = sv[:-1]
         old_sorted[starts] = init
         final = sv[ends]
     else:
+        gid = np.repeat(np.arange(starts.size), counts)
         old_sorted, final = _table(init, sv, gid, starts, ends, fn, ufunc, view)
     write(keys, np.asarray(final, dtype))
     if not returns:
@@ -270,20 +277,36 @@ def _stable_order(addresses: np.ndarray) -> np.ndarray:
     diff = addresses - lo
     either = int(np.bitwise_or.reduce(diff))
     shift = min((either & -either).bit_length() - 1, 3) if either else 0
-    if shift:  # the offsets' common alignment (up to 8) takes no key bits
-        diff = diff >> type(lo)(shift)
-    span = int(diff.max())
     # one unstable sort of unique (offset, lane) keys is the stable order, and numpy's
-    # SIMD sort of 32/64-bit keys is several times faster than a stable argsort
+    # SIMD sort of 32/64-bit keys is several times faster than a stable argsort; the
+    # offsets' OR bounds their largest (no pass for the max), their common alignment (up
+    # to 8) takes no key bits
     n = addresses.size
     lane_bits = max(1, (n - 1).bit_length())
-    bits = lane_bits + max(1, span.bit_length())
-    if bits <= 64:
-        ut = np.uint32 if bits <= 32 else np.uint64
-        keys = (diff.astype(ut) << ut(lane_bits)) | np.arange(n, dtype=ut)
-        keys.sort()
-        return (keys & ut((1 << lane_bits) - 1)).astype(np.intp)
-    return np.argsort(addresses, kind="stable")
+    bits = lane_bits + max(1, (either >> shift).bit_length())
+    if bits > 64:
+        return np.argsort(addresses, kind="stable")
+    ut = np.uint32 if bits <= 32 else np.uint64
+    keys = diff.astype(ut)
+    if shift:
+        keys >>= ut(shift)
+    keys <<= ut(lane_bits)
+    keys |= _lanes(n, ut)
+    keys.sort()
+    keys &= ut((1 << lane_bits) - 1)
+    return keys.astype(np.intp)  # (an intp index: numpy converts any other per use)
+
+
+@cache
+def _lanes_cached(n: int, dtype: type) -> np.ndarray:
+    lanes = np.arange(n, dtype=dtype)
+    lanes.flags.writeable = False
+    return lanes
+
+
+def _lanes(n: int, dtype: type) -> np.ndarray:
+    """0..n-1 as `dtype` (kept for the usual lane counts)."""
+    return _lanes_cached(n, dtype) if n <= 1 << 20 else np.arange(n, dtype=dtype)
 
 
 _DENSE_PER_LANE = 4  # a dense table of addresses may be this many times the lanes
