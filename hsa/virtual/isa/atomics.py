@@ -299,7 +299,7 @@ def _stable_order(addresses: np.ndarray) -> np.ndarray:
 
 @cache
 def _lanes_cached(n: int, dtype: type) -> np.ndarray:
-    lanes = np.arange(n, dtype=dtype)
+    lanes: np.ndarray = np.arange(n, dtype=dtype)
     lanes.flags.writeable = False
     return lanes
 
