@@ -393,7 +393,7 @@ class BatchContext:
                              align=self.private_size & -self.private_size)
 
     def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
-                  idx: np.ndarray | None):
+                  idx: np.ndarray | None) -> mem.Space:
         if seg == "SCRATCH":
             return self.scratch_space(g, inst, idx)
         if seg == "FLAT" and addr.size:
@@ -403,11 +403,11 @@ class BatchContext:
             if not apertures:
                 return mem.GlobalSpace(self, inst)
             lanes = (np.arange(g.count * g.lanes) if idx is None else idx)
-            parts: list[tuple[np.ndarray, object]] = []
+            parts: list[tuple[np.ndarray, mem.Space]] = []
             for ap in kinds:
                 mask = hi == ap
                 sub = lanes[mask]
-                space: object
+                space: mem.Space
                 if ap == SHARED_APERTURE_HI:
                     space, _ = self.lds_space(g, inst, addr[mask], sub)
                 elif ap == PRIVATE_APERTURE_HI:

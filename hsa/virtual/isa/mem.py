@@ -10,7 +10,7 @@ it: an LDS access out of range reads 0 and drops stores; scratch out of range fa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -21,6 +21,17 @@ from hsa.virtual.isa.atomics import atomic_fn as _atomic_fn
 from hsa.virtual.isa.atomics import atomic_rmw
 from hsa.virtual.isa.state import WaveGroup
 from hsa.virtual.memory import MemoryMap
+
+
+class Space(Protocol):
+    """Where the lanes of one memory instruction read and write: global memory (GlobalSpace),
+    LDS or scratch (ByteSpace), or a flat access's mix of them (MixedSpace)."""
+
+    def gather(self, addr: np.ndarray, dtype: np.dtype) -> np.ndarray: ...
+
+    def gather_words(self, addr: np.ndarray, n: int) -> np.ndarray: ...
+
+    def scatter(self, addr: np.ndarray, values: np.ndarray) -> None: ...
 
 
 class MemoryContext(Protocol):
@@ -40,7 +51,7 @@ class MemoryContext(Protocol):
                       idx: np.ndarray | None) -> ByteSpace: ...
 
     def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
-                  idx: np.ndarray | None) -> Any: ...
+                  idx: np.ndarray | None) -> Space: ...
 
 u32, u64 = np.uint32, np.uint64
 _U32 = np.dtype(u32)
@@ -393,11 +404,11 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
             if typed is not None:
                 space.scatter(addr, typed)
                 return
-            where = (space.word_index(addr, tuple(range(0, 4 * len(words), 4)))
-                     if isinstance(space, ByteSpace) else None)
-            if where is not None:  # scratch/LDS, all in range: one scatter of every dword
-                space.data.view(u32)[where] = np.stack(words)
-                return
+            if isinstance(space, ByteSpace):
+                where = space.word_index(addr, tuple(range(0, 4 * len(words), 4)))
+                if where is not None:  # scratch/LDS, all in range: one scatter of every dword
+                    space.data.view(u32)[where] = np.stack(words)
+                    return
             for k, w in enumerate(words):
                 space.scatter(addr + type(addr[0])(4 * k) if addr.size else addr, w)
         else:
@@ -424,7 +435,7 @@ class MixedSpace:
     """A flat access whose lanes point into different apertures (global, LDS, scratch):
     each part serves its own lanes, in lane order of the access."""
 
-    def __init__(self, parts: list[tuple[np.ndarray, object]]) -> None:
+    def __init__(self, parts: list[tuple[np.ndarray, Space]]) -> None:
         self.parts = parts
 
     def _check(self, addr) -> None:
