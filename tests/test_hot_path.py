@@ -760,3 +760,46 @@ def test_no_module_writes_another_objects_private_fields():
                                 and a.attr not in own):
                             bad.append(f"{path.relative_to(root)}:{node.lineno} {ast.unparse(t)}")
     assert bad == []
+
+
+# --- modes chosen once (issue 30) -------------------------------------------------------------
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_the_publish_mode_changes_when_a_timer_or_sink_starts_and_stops(code, monkeypatch,
+                                                                         compiled):
+    """Plain, traced, timed: a lane's mode is set by set_sink / set_timer (not looked up on
+    each dispatch), and each mode's dispatches and replays go through its publisher: a
+    traced dispatch is recorded, a timed one is timed, a plain one neither."""
+    dev = _open(compiled, monkeypatch)
+    ln = dev.lanes_[0]
+    k = dev.load(code).kernel("saxpy_hidden")
+    x, y = dev.buffer(N * 4), dev.buffer(N * 4)
+    args = (y, x, np.float32(1.0), N)
+    cb = dev.command_buffer(mode="aql")
+    cb.dispatch(k, N, 64, (cb.binding(0), cb.binding(1), np.float32(1.0), N))
+    cb.finalize()
+    for _ in range(3):  # the kept instance exists: the compiled short way from here on
+        dev.submit(cb, [y, x])
+    assert (ln.aql.mode, ln.aql.watched) == ("plain", False)
+    sink = packets.trace.MemorySink()
+    previous = packets.trace.set_sink(sink)
+    try:
+        assert (ln.aql.mode, ln.aql.watched) == ("traced", True)
+        dev.dispatch(k, N, 64, args)
+        dev.submit(cb, [y, x])
+    finally:
+        packets.trace.set_sink(previous)
+    recorded = [r for r in sink.records if isinstance(r, packets.trace.PacketRecord)]
+    assert len(recorded) == 2  # the dispatch and the replay's one packet, recorded
+    assert ln.aql.mode == "plain"
+    count = len(sink.records)
+    dev.dispatch(k, N, 64, args)
+    dev.submit(cb, [y, x])
+    assert len(sink.records) == count  # plain again: nothing recorded
+    with dev.time_dispatches() as timer:
+        assert (ln.aql.mode, ln.aql.timed) == ("timed", True)
+        dev.dispatch(k, N, 64, args)
+        dev.submit(cb, [y, x])
+    assert (ln.aql.mode, ln.aql.timed, ln.aql.watched) == ("plain", False, False)
+    assert len(timer.times) == 2  # one immediate, one replayed dispatch timed
+    dev.synchronize()
+    dev.close()

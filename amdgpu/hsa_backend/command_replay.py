@@ -66,7 +66,7 @@ class CommandReplay(CommandBuffer):
         seg = self._only
         program = self.pm4_program
         if program is not None:
-            if self.device.timer is None:  # one PM4_IB packet
+            if not lane.aql.timed:  # one PM4_IB packet
                 keys = program.seg.param_keys
                 table = addrs + tuple(derive(k, values) for k in keys) if keys else addrs
                 with self._replay_lock:
@@ -74,8 +74,8 @@ class CommandReplay(CommandBuffer):
                 if point is not None:
                     return point  # else every PM4 instance of the lane is in flight
             seg = None  # the AQL packets, segment by segment (`_only` is the program)
-        if (seg is not None and not values and not wait and self.device.timer is None
-                and _TRACE.sink is None):  # the short way: one kept instance, published
+        if (seg is not None and not values and not wait
+                and not lane.aql.watched):  # the short way: one kept instance, published
             with self._replay_lock, lane.aql as value:
                 self._publish_segment(lane, seg, addrs, value, None)
             return TimelinePoint(lane.index, value, lane)
@@ -114,8 +114,9 @@ class CommandReplay(CommandBuffer):
                          pre: np.ndarray | None) -> None:
         """One segment's packets for `value`: a kept instance's (the instance path) or a
         fresh kernarg block's (the ring path)."""
-        # no waits in front, no timer, no trace sink: what submit_rows can do alone
-        plain = pre is None and self.device.timer is None and _TRACE.sink is None
+        # no waits in front, the lane's mode plain (no timer, no trace sink): what
+        # submit_rows can do alone
+        plain = pre is None and not lane.aql.watched
         if plain and seg.dispatches and self._publish_instance(lane, seg, addrs, value):
             return
         seg.last_block = seg.last_rows = None

@@ -371,10 +371,9 @@ def _compiled_class(hot: ModuleType) -> type[HsaDevice]:
         or trace sink, a failed lane, arguments its converters refuse), so both give the
         same results."""
 
-        dispatch = hot.Dispatch(
-            DeviceSubmission.dispatch, HsaKernel, TimelinePoint, _TRACE, Lifetime)
+        dispatch = hot.Dispatch(DeviceSubmission.dispatch, HsaKernel, TimelinePoint, Lifetime)
         submit = hot.Submit(
-            DeviceSubmission.submit, HsaCommandBuffer, Buffer, TimelinePoint, _TRACE, Lifetime)
+            DeviceSubmission.submit, HsaCommandBuffer, Buffer, TimelinePoint, Lifetime)
 
     return CompiledHsaDevice
 

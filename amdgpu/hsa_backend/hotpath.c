@@ -114,7 +114,7 @@
 #define NATIVE_ROCR 2
 
 static PyObject *s_owner_token, *s_device, *s_launches, *s_failed, *s_last,
-    *s_args_cacheable, *s_timer, *s_sink, *s_lane, *s_value, *s_timeline, *s_index,
+    *s_args_cacheable, *s_lane, *s_value, *s_timeline, *s_index,
     *s_pack, *s_ends, *s_recorded_checked;
 
 /* ---- Python int helpers: the ids are u64 (ROCr's write index), the arithmetic Python's ---- */
@@ -599,6 +599,7 @@ typedef struct {
     PyObject_HEAD
     LaneLock *lock;
     uint64_t submitted;                          /* timeline value of the latest submission */
+    int timed;                                   /* a DispatchTimer is on (set_timed) */
     PyObject *completed, *wait;                  /* QueueLane.completed, QueueLane.wait */
     PyObject *ready_view, *rows_view, *many_view, *block_view; /* packets.ring's checks */
     Py_buffer kernarg;                           /* kernarg ring memory */
@@ -612,6 +613,16 @@ typedef struct {
 
 static PyTypeObject LaneType;
 static PyObject *KernelArgumentError, *SignalTimeout; /* ground.errors */
+
+/* The publish mode, chosen when it changes, never looked up per call: a trace sink is
+ * active (`traced`, set through set_traced, which hotpath.py registers with
+ * packets.trace.watch_sink: every set_sink and the AMDGPU_TRACE writer's creation call
+ * it), or the lane's device has a DispatchTimer (Lane.timed, set by
+ * HsaDevice.set_timer). A watched lane's dispatches and replays take the Python methods
+ * (the timed and traced publishers); Dispatch and Submit test this one pair of ints. */
+static int traced;
+
+static inline int lane_watched(const Lane *lane) { return lane->timed || traced; }
 
 /* ---- the kernarg ring (amdgpu.hsa_backend.kernargs.KernargRing is its Python form) ---- */
 
@@ -1173,6 +1184,15 @@ static PyObject *lane_kernarg_blocks(Lane *self, PyObject *unused) {
 
 static PyObject *lane_publisher(Lane *self, PyObject *const *args, Py_ssize_t nargs);
 
+/* set_timed(flag): the lane's device started (True) or stopped (False) a DispatchTimer */
+static PyObject *lane_set_timed(Lane *self, PyObject *flag) {
+    int t = PyObject_IsTrue(flag);
+    if (t < 0)
+        return NULL;
+    self->timed = t;
+    Py_RETURN_NONE;
+}
+
 static int lane_traverse(Lane *self, visitproc visit, void *arg) {
     Py_VISIT(self->lock);
     Py_VISIT(self->completed);
@@ -1269,6 +1289,8 @@ static PyMethodDef lane_methods[] = {
      "allocate(nbytes, timeline_value, timeout=10.0) -> offset: a kernarg block "
      "(KernargRing.allocate)"},
     {"reclaim", (PyCFunction)lane_reclaim, METH_NOARGS, "free the completed kernarg blocks"},
+    {"set_timed", (PyCFunction)lane_set_timed, METH_O,
+     "set_timed(flag): a DispatchTimer started or stopped on the lane's device"},
     {"kernarg_blocks", (PyCFunction)lane_kernarg_blocks, METH_NOARGS,
      "[(start, value)] of the kernarg blocks in use, oldest first"},
     {"__enter__", (PyCFunction)lane_enter, METH_NOARGS,
@@ -1288,6 +1310,13 @@ static PyObject *lane_get_hint(Lane *self, void *c) { return from_i128(self->por
 static PyObject *lane_get_head(Lane *self, void *c) { return PyLong_FromSsize_t(self->head); }
 static PyObject *lane_get_in_use(Lane *self, void *c) { return PyLong_FromSsize_t(self->count); }
 static PyObject *lane_get_lock(Lane *self, void *c) { return Py_NewRef(self->lock); }
+static PyObject *lane_get_watched(Lane *self, void *c) {
+    return PyBool_FromLong(lane_watched(self));
+}
+static PyObject *lane_get_timed(Lane *self, void *c) { return PyBool_FromLong(self->timed); }
+static PyObject *lane_get_mode(Lane *self, void *c) {
+    return PyUnicode_FromString(traced ? "traced" : self->timed ? "timed" : "plain");
+}
 
 static PyGetSetDef lane_getset[] = {
     {"submitted", (getter)lane_get_submitted, NULL, "timeline value of the latest submission"},
@@ -1296,6 +1325,10 @@ static PyGetSetDef lane_getset[] = {
     {"kernarg_head", (getter)lane_get_head, NULL, "the kernarg ring's next free offset"},
     {"in_use", (getter)lane_get_in_use, NULL, "kernarg blocks in use"},
     {"lock", (getter)lane_get_lock, NULL, "the lane's lock"},
+    {"watched", (getter)lane_get_watched, NULL,
+     "a trace sink or a DispatchTimer is on: the timed and traced publishers"},
+    {"mode", (getter)lane_get_mode, NULL, "'plain', 'timed' or 'traced'"},
+    {"timed", (getter)lane_get_timed, NULL, "a DispatchTimer is on (set_timed)"},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1474,60 +1507,34 @@ static PyObject *method_get(PyObject *self, PyObject *obj, PyObject *type) {
     return PyMethod_New(self, obj);
 }
 
-/* 1 when the device has a DispatchTimer (`timer`) or a trace sink is set (both take the
- * Python methods), 0 when neither, -1 on error. */
-static int timed_or_traced(PyObject *dev, Attrs *trace_a) {
-    /* HsaDevice.__init__ sets `timer` in the instance's __dict__: read it there first */
-    PyObject **dp = _PyObject_GetDictPtr(dev);
-    PyObject *timer = dp != NULL && *dp != NULL ? PyDict_GetItemWithError(*dp, s_timer) : NULL;
-    int timed = timer != NULL ? timer != Py_None : PyErr_Occurred() ? -1 : fast_true(dev, s_timer);
-    if (timed != 0)
-        return timed;
-    PyObject *sink = attr_get(trace_a, s_sink);
-    if (sink == NULL)
-        return -1;
-    int traced = sink != Py_None;
-    Py_DECREF(sink);
-    return traced;
-}
-
 /* ---- Dispatch and Submit: the device's two compiled entries ------------------------------ */
 
 /* What both entries hold, once for the class (HsaDevice's compiled class; the device is the
  * first argument of each call): the Python method for every call they do not take
- * (`slow`), TimelinePoint and its slots, the trace state and Lifetime (buffer.py), and the
- * trace state's attributes they read on each call. */
+ * (`slow`), TimelinePoint and its slots, and Lifetime (buffer.py). */
 typedef struct {
-    PyObject *slow, *point_type, *trace_state, *lifetime_type;
-    Attrs trace_a;
+    PyObject *slow, *point_type, *lifetime_type;
     Py_ssize_t lane_off, value_off, timeline_off; /* TimelinePoint's slots */
 } Entry;
 
 static int entry_traverse(Entry *e, visitproc visit, void *arg) {
     Py_VISIT(e->slow);
     Py_VISIT(e->point_type);
-    Py_VISIT(e->trace_state);
     Py_VISIT(e->lifetime_type);
-    Py_VISIT(e->trace_a.dict);
     return 0;
 }
 
 static void entry_clear(Entry *e) {
-    Py_CLEAR(e->trace_a.dict);
     Py_CLEAR(e->slow);
     Py_CLEAR(e->point_type);
-    Py_CLEAR(e->trace_state);
     Py_CLEAR(e->lifetime_type);
 }
 
-static int entry_init(Entry *e, PyObject *slow, PyObject *pt, PyObject *ts, PyObject *lt) {
+static int entry_init(Entry *e, PyObject *slow, PyObject *pt, PyObject *lt) {
     if (point_slots((PyTypeObject *)pt, &e->lane_off, &e->value_off, &e->timeline_off) < 0)
         return -1;
-    PyObject *tn[] = {s_sink};
-    attrs_init(&e->trace_a, ts, tn, 1);
     e->slow = Py_NewRef(slow);
     e->point_type = Py_NewRef(pt);
-    e->trace_state = Py_NewRef(ts);
     e->lifetime_type = Py_NewRef(lt);
     return 0;
 }
@@ -1701,12 +1708,6 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     Py_DECREF(owner);
     if (owner != dev)
         goto slow;
-    int watched = timed_or_traced(dev, &self->e.trace_a);
-    if (watched != 0) {
-        if (watched < 0)
-            goto error;
-        goto slow;
-    }
     PyObject *launches = attr_get(&kernel_a, s_launches);
     if (launches == NULL)
         goto error;
@@ -1732,6 +1733,12 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     }
     PyObject *ln = PyTuple_GET_ITEM(entry, LAUNCH_LANE);
     PyObject *publisher = PyTuple_GET_ITEM(entry, LAUNCH_PUBLISH);
+    /* the lane's compiled publisher, its lane plain: else the timed or traced publishers */
+    if (Py_TYPE(publisher) != &PublisherType || ((Publisher *)publisher)->lane == NULL ||
+        lane_watched(((Publisher *)publisher)->lane)) {
+        Py_DECREF(entry);
+        goto slow;
+    }
     PyObject *failed = PyObject_GetAttr(ln, s_failed);
     int bad = failed ? PyObject_IsTrue(failed) : -1;
     Py_XDECREF(failed);
@@ -1753,9 +1760,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
         return PyErr_Occurred() ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     }
     Py_INCREF(ln);
-    PyObject *value = Py_TYPE(publisher) == &PublisherType
-                          ? publish((Publisher *)publisher, data)
-                          : PyObject_CallOneArg(publisher, data);
+    PyObject *value = publish((Publisher *)publisher, data);
     Py_DECREF(data);
     Py_DECREF(entry);
     if (value == NULL) {
@@ -1774,17 +1779,16 @@ error:
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"slow", "kernel_type", "point_type", "trace_state",
-                            "lifetime_type", NULL};
-    PyObject *slow, *kt, *pt, *ts, *lt;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!OO!", names, &slow, &PyType_Type, &kt,
-                                     &PyType_Type, &pt, &ts, &PyType_Type, &lt))
+    static char *names[] = {"slow", "kernel_type", "point_type", "lifetime_type", NULL};
+    PyObject *slow, *kt, *pt, *lt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!", names, &slow, &PyType_Type, &kt,
+                                     &PyType_Type, &pt, &PyType_Type, &lt))
         return NULL;
     Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->vectorcall = dispatch_vectorcall;
-    if (entry_init(&self->e, slow, pt, ts, lt) < 0) {
+    if (entry_init(&self->e, slow, pt, lt) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -2111,9 +2115,6 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     }
     PyObject *ln = NULL, *queue = NULL, *cb_dict = NULL, *table = NULL, *key = NULL;
     PyObject *seg = NULL, *replay_lock = NULL, *aql = NULL, *value = NULL;
-    int watched = timed_or_traced(dev, &self->e.trace_a);
-    if (watched != 0)
-        return watched < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     PyObject *lanes = fast_attr(dev, s_lanes_);
     if (lanes == NULL)
         return NULL;
@@ -2160,7 +2161,8 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto error;
     if ((aql = fast_attr(ln, s_aql)) == NULL)
         goto error;
-    if (Py_TYPE(aql) != &LaneType) /* the lane has no compiled Lane: the Python method */
+    /* no compiled Lane, or a watched one (timed, traced): the Python method */
+    if (Py_TYPE(aql) != &LaneType || lane_watched((Lane *)aql))
         goto slow;
     /* with cb._replay_lock, lane.lock: */
     if (call_lock(replay_lock, s_acquire) < 0)
@@ -2225,18 +2227,18 @@ error:
 }
 
 static PyObject *submit_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"slow", "cb_type", "buffer_type", "point_type", "trace_state",
-                            "lifetime_type", NULL};
-    PyObject *slow, *cbt, *bt, *pt, *ts, *lt;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!OO!", names, &slow, &PyType_Type,
-                                     &cbt, &PyType_Type, &bt, &PyType_Type, &pt, &ts,
+    static char *names[] = {"slow", "cb_type", "buffer_type", "point_type", "lifetime_type",
+                            NULL};
+    PyObject *slow, *cbt, *bt, *pt, *lt;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!O!", names, &slow, &PyType_Type,
+                                     &cbt, &PyType_Type, &bt, &PyType_Type, &pt,
                                      &PyType_Type, &lt))
         return NULL;
     Submit *self = (Submit *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->vectorcall = submit_vectorcall;
-    if (entry_init(&self->e, slow, pt, ts, lt) < 0) {
+    if (entry_init(&self->e, slow, pt, lt) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -2254,8 +2256,24 @@ static PyTypeObject SubmitType = {
 
 /* ---- module ------------------------------------------------------------------------------ */
 
+/* set_traced(flag): a trace sink became active (True) or none is (False) */
+static PyObject *module_set_traced(PyObject *m, PyObject *flag) {
+    int t = PyObject_IsTrue(flag);
+    if (t < 0)
+        return NULL;
+    traced = t;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_traced", (PyCFunction)module_set_traced, METH_O,
+     "set_traced(flag): packets.trace.watch_sink's callback (a trace sink on or off)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_hotpath", "The HSA backend's immediate-dispatch hot path.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_hotpath", "The HSA backend's immediate-dispatch hot path.", -1,
+    module_methods,
 };
 
 #define INTERN(var, text)                              \
@@ -2271,8 +2289,6 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_failed, "failed");
     INTERN(s_last, "last");
     INTERN(s_args_cacheable, "args_cacheable");
-    INTERN(s_timer, "timer");
-    INTERN(s_sink, "sink");
     INTERN(s_lane, "lane");
     INTERN(s_value, "value");
     INTERN(s_timeline, "timeline");

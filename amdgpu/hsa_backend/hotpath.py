@@ -98,6 +98,10 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 MODULE, why_not = _load()
+if MODULE is not None:  # the compiled lanes' traced mode follows the trace sink
+    import packets.trace
+
+    packets.trace.watch_sink(MODULE.set_traced)
 
 
 def status() -> str:

@@ -18,6 +18,7 @@ import packets
 from amdgpu.hsa_backend.kernargs import KernargRing
 
 _now = time.monotonic_ns
+_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 
 
 class PythonLane:
@@ -27,6 +28,7 @@ class PythonLane:
     (call them under the lock). See hotpath.c's Lane for the contract."""
 
     native = 0  # the provider's callables (the compiled Lane may call the queue's natively)
+    timed = False  # a DispatchTimer is on (set_timed)
 
     def __init__(self, queue: Any, kernarg_address: int, kernarg_memory: np.ndarray,
                  completed: Callable[[], int], wait: Callable[[int, float], None]):
@@ -52,6 +54,19 @@ class PythonLane:
         if kind is None:
             self._submitted += 1
         self.lock.release()
+
+    def set_timed(self, flag: bool) -> None:
+        """A DispatchTimer started (True) or stopped on the lane's device."""
+        self.timed = bool(flag)
+
+    @property
+    def watched(self) -> bool:
+        """A trace sink or a DispatchTimer is on: the timed and traced publishers."""
+        return self.timed or _TRACE.sink is not None
+
+    @property
+    def mode(self) -> str:
+        return "traced" if _TRACE.sink is not None else "timed" if self.timed else "plain"
 
     @property
     def submitted(self) -> int:

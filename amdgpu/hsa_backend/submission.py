@@ -87,7 +87,7 @@ class DeviceSubmission(DeviceParts):
                     args, g, b, dims, dynamic_lds, ln.queue.handle, device=self))
             if type(args) is tuple and kernel.args_cacheable:  # immutable: reusable bytes
                 kernel.last = (args, launch, data, ends)
-        if wait or self.timer is not None or _TRACE.sink is not None:
+        if wait or ln.aql.watched:  # the mode, set when a timer or trace sink came or went
             return self._dispatch_slow(kernel, ln, data, size, words, body, header, wait)
         # One atomic step under the lane's lock: timeline value, kernarg block, packet,
         # counter (QueueLane.dispatcher: bound once per launch and lane).
@@ -214,8 +214,11 @@ class DeviceSubmission(DeviceParts):
 
     def set_timer(self, timer: DispatchTimer | None) -> None:
         """Start (a DispatchTimer) or stop (None) timing the immediate dispatches: what
-        DispatchTimer's `with` does; every dispatch then takes the timed path."""
+        DispatchTimer's `with` does; every lane's mode changes here (Lane.set_timed), so
+        its dispatches and replays take the timed path until it stops."""
         self.timer = timer
+        for ln in self.lanes_:
+            ln.aql.set_timed(timer is not None)
 
     def mark(self, lane: int = 0) -> int:
         """A timestamp mark on `lane`: a barrier-AND (barrier bit, no deps) whose completion

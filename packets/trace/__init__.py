@@ -75,7 +75,7 @@ from .records import (
     UnknownRecord,
     VulkanSubmissionRecord,
 )
-from .sinks import STATE, MemorySink, TraceSink, active_sink, set_sink
+from .sinks import STATE, MemorySink, TraceSink, active_sink, set_sink, watch_sink
 from .writer import TraceWriter, _pack, _packb
 
 __all__ = [
@@ -88,6 +88,6 @@ __all__ = [
     "QueueErrorRecord", "Record", "RecordKind", "TraceFormatError", "TraceReader",
     "TraceSink", "TraceWriter", "UnknownRecord", "VulkanSubmissionRecord", "_pack", "_packb",
     "active_sink", "check_checksum_record", "check_span", "damaged_between", "now_ns",
-    "parse_batch", "parse_record", "read_trace", "set_sink", "uncovered_tail",
+    "parse_batch", "parse_record", "read_trace", "set_sink", "uncovered_tail", "watch_sink",
     "unknown_kind",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -140,6 +141,21 @@ class _TraceState:
 
 STATE = _TraceState()
 _env_lock = threading.Lock()
+_watchers: list[Callable[[bool], None]] = []
+
+
+def watch_sink(callback: Callable[[bool], None]) -> None:
+    """Have `callback(active)` called now and whenever a sink is installed or removed (a
+    publisher that picks its traced form when tracing starts, not on each publish: the
+    HSA backend's compiled lanes)."""
+    _watchers.append(callback)
+    callback(STATE.sink is not None)
+
+
+def _changed() -> None:
+    active = STATE.sink is not None
+    for callback in _watchers:
+        callback(active)
 
 
 def set_sink(sink: TraceSink | None) -> TraceSink | None:
@@ -147,6 +163,7 @@ def set_sink(sink: TraceSink | None) -> TraceSink | None:
     previous = STATE.sink
     STATE.env_checked = True  # an explicit choice wins over AMDGPU_TRACE
     STATE.sink = sink
+    _changed()
     return previous
 
 
@@ -165,6 +182,7 @@ def _sink_from_env() -> None:
         if path:
             try:
                 STATE.sink = TraceWriter(path)
+                _changed()
             except OSError as e:
                 STATE.env_checked = True
                 raise AmdgpuError(
