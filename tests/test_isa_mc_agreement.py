@@ -124,6 +124,16 @@ def test_gfx942_register_operands_agree(tmp_path: Path):
     assert sum(c["no_regs"] for c in per_format.values()) == 0  # all compared
 
 
+def test_an_odd_sgpr_pair_is_the_aligned_pair(tmp_path: Path):
+    """src0 code 3 as a 64-bit source: LLVM reads s[2:3] (SGPR pairs are even-aligned);
+    the decoder names the same pair (before, s[3:4]: a wrong_regs)."""
+    from hsa.virtual.gfx9 import decoder as d9
+
+    got = _measure(tmp_path, "gfx940_odd.txt", ["0x03,0x08,0x08,0x08"], "gfx942")
+    assert got["file"]["right"] == 1, got["examples"]
+    assert d9.decode_one([0x08080803, 0, 0], 0, 0, "gfx942").f["src0"] == 2
+
+
 def test_a_wrong_register_is_counted(tmp_path: Path, monkeypatch):
     """A decoder that reads a register field wrong is caught by the register comparison
     (here: the gfx9 and gfx12 decoders with VOP2's vsrc1 one register off)."""

@@ -233,6 +233,13 @@ def decode_one(words, index: int, pc: int, target: str = "gfx942") -> Instructio
     why = _invalid(target, enc, op, f, w0) if info else None
     if why:  # LLVM's disassembler rejects it too: not an instruction of the target
         name, f["invalid"] = "<unknown>", why
+    elif info:
+        for field in _tuple_fields(target, enc, op):
+            # an odd SGPR code as a 64-bit source names the aligned pair below it: LLVM
+            # reads s1 as s[0:1] (warning "scalar reg isn't aligned"), SGPR pairs being
+            # even-aligned in the register file
+            if field in _SOURCE_CODES and f.get(field, VGPR0) < 102 and f[field] % 2:
+                f[field] -= 1
     return Instruction(pc, size, enc, op, name, f, literal,
                        tuple(word(k) for k in range(size // 4)))
 
