@@ -34,10 +34,20 @@ project error, one line, and leave the other work untouched):
   trace must read as its valid prefix, then at most one TraceFormatError.
 
 The parent prints one line per worker and interval: rounds, checked results, errors,
-faults reported/injected, RSS, open descriptors and threads; at the end, whether anything
-grew (descriptors and threads exactly, RSS beyond 64 MiB between the second interval and
-the last) and the exit status: 0 when every result was right, no unexpected error came and
-every fault was reported as one project error.
+faults reported/injected, RSS, open descriptors and threads (sampled while the worker
+injects no fault and writes no trace); on amdgpu:emulated also one line for the device
+server: its RSS, descriptors and threads sampled every 2 s, the least of each in the
+interval (the server with only the workers connected: killed clients and fault children
+come and go) and the most; its descriptors less those of the freed mappings it keeps for
+30 s after a client ends.
+
+Nothing grows, the rule: for every worker and the server, RSS, descriptors and threads
+over the last 3/4 of the run (the interval reports from minute T/4 on, at least 4 of them)
+have a least-squares slope of at most 0.2 MiB, 0.2 descriptors and 0.1 threads per minute
+(GROWTH_LIMITS: a leak of 1 KiB per round of one worker, or of one descriptor per
+injected fault, is above them). The exit status is 0 when every result was right, no
+unexpected error came, every fault was reported as one project error, every killed client
+was handled right and nothing grew; 1 otherwise.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +72,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 N = 256  # elements per buffer: small kernels, many rounds
+# most growth per minute over the last 3/4 of the run (least-squares slope) that still
+# counts as not growing: RSS MiB, open descriptors, threads
+GROWTH_LIMITS = {"rss_mb": 0.2, "fds": 0.2, "threads": 0.1}
+SERVER_SAMPLE_S = 2.0
 OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
           "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
 
@@ -287,7 +302,7 @@ class Worker:
             th.start()
         while any(th.is_alive() for th in threads):
             time.sleep(min(self.interval, max(0.1, self.deadline - time.monotonic() + 1)))
-            if any(th.is_alive() for th in threads):
+            if all(th.is_alive() for th in threads):  # not while they wind down at the end
                 self.report()
         self.dev.close()
         self.report(final=True)
@@ -405,6 +420,88 @@ def kill_a_client(spec: str, tmp: Path, n: int) -> tuple[bool, str]:
     return True, verdict
 
 
+# --- the device server (amdgpu:emulated) -------------------------------------------------
+class ServerWatch:
+    """Samples the node's device server from /proc every SERVER_SAMPLE_S seconds; per
+    interval, the least and the most of its RSS, descriptors and threads. Its descriptors
+    are counted less the freed mappings it keeps for 30 s (status's "buried": each holds a
+    descriptor), which follow how many clients ended in the last 30 s."""
+
+    def __init__(self, node: str, start: float, interval: float) -> None:
+        from hsa.emulated import protocol
+
+        self.node = node
+        self.status = protocol.request
+        self.lock_file = protocol.run_dir(node) / "lock"
+        self.start, self.interval = start, interval
+        self.reports: list[dict] = []
+        self.pids: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-server", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> tuple[int, dict] | None:
+        try:
+            pid = int(self.lock_file.read_text().split()[0])
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f)
+            fds = len(os.listdir(f"/proc/{pid}/fd"))
+            buried = int(self.status(self.node).get("buried", 0))
+            return pid, {"rss_mb": round(int(status["VmRSS"].split()[0]) / 1024, 1),
+                         "fds": fds - buried, "threads": int(status["Threads"])}
+        except (OSError, ValueError, IndexError, KeyError):
+            return None  # no server (yet), or it is ending
+
+    def _run(self) -> None:
+        window: list[dict] = []
+        next_report = self.start + self.interval
+        while not self._stop.wait(SERVER_SAMPLE_S):
+            got = self._sample()
+            if got is not None:
+                pid, sample = got
+                if not self.pids or self.pids[-1] != pid:
+                    self.pids.append(pid)
+                window.append(sample)
+            if time.monotonic() >= next_report:
+                if window:
+                    self._report(window, next_report)
+                window, next_report = [], next_report + self.interval
+
+    def _report(self, window: list[dict], at: float) -> None:
+        least = {k: min(w[k] for w in window) for k in GROWTH_LIMITS}
+        most = {k: max(w[k] for w in window) for k in GROWTH_LIMITS}
+        self.reports.append({"t": at, **least, "most": most, "pid": self.pids[-1]})
+        print(f"{(at - self.start) / 60:5.1f} min server pid {self.pids[-1]}: rss "
+              f"{least['rss_mb']} MiB (most {most['rss_mb']}), fds less buried "
+              f"{least['fds']} (most {most['fds']}), threads {least['threads']} (most "
+              f"{most['threads']}), {len(window)} samples", flush=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def growth(series: dict[str, list[dict]], start: float, seconds: float) -> tuple[list[str],
+                                                                                  list[str]]:
+    """The rule "nothing grows" (module docstring) over each named series of reports (each
+    with t, a time.monotonic(), and the GROWTH_LIMITS keys): (what grew, what was measured)."""
+    grew, measured = [], []
+    for name, reports in series.items():
+        late = [r for r in reports if r["t"] - start >= seconds / 4]
+        if len(late) < 4:
+            measured.append(f"{name}: not judged, {len(late)} reports in the last 3/4 of the "
+                            "run (4 needed)")
+            continue
+        minutes = [(r["t"] - start) / 60 for r in late]
+        slopes = {k: statistics.linear_regression(minutes, [float(r[k]) for r in late]).slope
+                  for k in GROWTH_LIMITS}
+        measured.append(f"{name} over minutes {minutes[0]:.1f}-{minutes[-1]:.1f}: " + ", ".join(
+            f"{k} {late[0][k]} -> {late[-1][k]} ({slopes[k]:+.3f}/min)" for k in GROWTH_LIMITS))
+        grew += [f"{name} {k} grows {slopes[k]:+.3f}/min (limit {GROWTH_LIMITS[k]})"
+                 for k in GROWTH_LIMITS if slopes[k] > GROWTH_LIMITS[k]]
+    return grew, measured
+
+
 # --- the parent ----------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -442,6 +539,12 @@ def main(argv: list[str] | None = None) -> int:
                               stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
     reports: dict[int, list[dict]] = {i: [] for i in range(args.processes)}
     start = time.monotonic()
+    server = None
+    if args.device.startswith("amdgpu:emulated"):
+        from hsa.emulated import protocol
+
+        server = ServerWatch(os.environ.get(protocol.NODE_ENV) or protocol.DEFAULT_NODE, start,
+                             args.interval)
 
     def read(i: int, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
@@ -476,11 +579,15 @@ def main(argv: list[str] | None = None) -> int:
         pr.wait()
     for r in readers:
         r.join()
-    return verdict(reports, kills, [pr.returncode for pr in procs])
+    if server is not None:
+        server.stop()
+    return verdict(reports, kills, [pr.returncode for pr in procs], start, seconds, server)
 
 
-def verdict(reports: dict[int, list[dict]], kills: dict, codes: list[int]) -> int:
+def verdict(reports: dict[int, list[dict]], kills: dict, codes: list[int], start: float,
+            seconds: float, server: ServerWatch | None = None) -> int:
     bad = []
+    series = {f"worker {i}": [r for r in recs if not r["final"]] for i, recs in reports.items()}
     for i, recs in reports.items():
         if codes[i] != 0 or not recs or not recs[-1]["final"]:
             bad.append(f"worker {i} ended with status {codes[i]} without a final report")
@@ -491,21 +598,25 @@ def verdict(reports: dict[int, list[dict]], kills: dict, codes: list[int]) -> in
         if last["faults"]["reported"] != last["faults"]["injected"]:
             bad.append(f"worker {i}: faults reported {last['faults']['reported']} of "
                        f"{last['faults']['injected']}")
-        live = [r for r in recs if not r["final"]]
-        if len(live) >= 3:  # the first interval warms up; compare the second with the last
-            a, b = live[1], live[-1]
-            if b["fds"] != a["fds"] or b["threads"] != a["threads"]:
-                bad.append(f"worker {i}: fds {a['fds']} -> {b['fds']}, threads "
-                           f"{a['threads']} -> {b['threads']}")
-            if b["rss_mb"] - a["rss_mb"] > 64:
-                bad.append(f"worker {i}: rss {a['rss_mb']} -> {b['rss_mb']} MiB")
+    if server is not None:
+        series["server"] = server.reports
+        if len(server.pids) > 1:
+            bad.append(f"the device server was replaced: pids {server.pids}")
+    grew, measured = growth(series, start, seconds)
+    print("growth (least-squares slope per minute over the last 3/4 of the run; limits "
+          + ", ".join(f"{k} {v}" for k, v in GROWTH_LIMITS.items()) + "):", flush=True)
+    for line in measured:
+        print(f"    {line}", flush=True)
+    bad += grew
     if kills["right"] != kills["done"]:
         bad.append(f"killed clients handled right: {kills['right']} of {kills['done']}")
     total = sum(r[-1]["checked"] for r in reports.values() if r)
     faults = sum(r[-1]["faults"]["injected"] for r in reports.values() if r)
     print(f"soak: {total} results checked, {faults} faults injected, {kills['done']} clients "
           f"killed: "
-          + ("PASS" if not bad else "FAIL: " + "; ".join(bad)), flush=True)
+          + ("FAIL: " + "; ".join(bad) if bad else "PASS" + (
+              " (growth not judged: too short a run)" if any(
+                  "not judged" in m for m in measured) else "")), flush=True)
     return 0 if not bad else 1
 
 

@@ -1192,6 +1192,9 @@ class Server:
         with self._lock:
             clients = list(self.clients.values())
         return {"node": self.spec, "pid": os.getpid(),
+                # freed mappings kept for GRACE_S (each holds a descriptor: Python's mmap
+                # keeps a duplicate of the memfd)
+                "buried": len(self._graveyard),
                 "clients": [{"pid": c.pid, "allocations": len(c.bos),
                              "bytes": sum(b.size for b in c.bos.values()),
                              "queues": len(c.queues),
@@ -1237,6 +1240,7 @@ class Server:
                 with self._lock:
                     self.clients.pop(id(client), None)
                 log.info(client.close())
+                _give_back_freed_memory()
             with self._lock:
                 self._connections -= 1
                 if self._connections == 0:
@@ -1407,6 +1411,17 @@ def _one_malloc_arena() -> None:
         ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
     except (OSError, AttributeError):
         pass  # not glibc: its allocator, its rules
+
+
+def _give_back_freed_memory() -> None:
+    """A client has gone: the heap pages its work freed go back to the kernel
+    (malloc_trim), which the executor's raised trim threshold otherwise keeps for good. The
+    threshold is for the page faults of one dispatch's temporaries; a client going is the
+    server's idle point."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 def _serve(spec: str, run: Path, idle_exit_s: float, ready_fd: int | None = None) -> int:
