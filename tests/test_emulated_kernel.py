@@ -824,15 +824,25 @@ def _rss_after_clients(node: str, pid: int) -> int:
         return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
 
 
+def _server_memory_line(node: str, pid: int) -> str:
+    """The server's `kill -USR2` report, from its log."""
+    log_file = protocol.run_dir(node) / "server.log"
+    seen = log_file.read_text().count(" memory: ")
+    os.kill(pid, signal.SIGUSR2)
+    return _wait_for(lambda: log_file.read_text().count(" memory: ") > seen and [
+        line for line in log_file.read_text().splitlines() if " memory: " in line][-1], 30)
+
+
 @pytest.mark.slow
-def test_the_server_keeps_no_memory_per_thread_it_once_ran():
+def test_the_server_keeps_nothing_of_threads_and_clients_gone():
     """The device server runs a thread per connection and per queue. Before, glibc gave each
     thread working alongside others an arena of its own, and with the executor's raised trim
     threshold every arena kept its peak: a soak's server grew 73 -> 269 MiB in an hour, its
     Python objects flat. Eight devices open at once, dispatching one after another (each on
     its own queues, so its own server threads), now cost the server ~6 MiB more than one
-    device did (33 MiB before, on this 2-core VM: an arena per thread); the bound is 16. A
-    node of its own: the server runs this checkout."""
+    device did (33 MiB before, on this 2-core VM: an arena per thread); the bound is 16. And
+    once the clients are gone, none of their objects is left in the server. A node of its
+    own: the server runs this checkout."""
     node = "1XgFX90A"
     _start(node)
     pid = _pid_of_server(node)
@@ -852,3 +862,7 @@ def test_the_server_keeps_no_memory_per_thread_it_once_ran():
           f"after 1 again {again >> 20} MiB")
     assert eight - one < 16 << 20, f"the server grew {(eight - one) >> 20} MiB for 7 more devices"
     assert again - eight < 4 << 20
+    # nothing of the clients gone stays (their objects hold each other: before, they waited
+    # for a full collection, with the mappings and descriptors they view)
+    line = _server_memory_line(node, pid)
+    assert "objects: Client 0, ServerQueue 0, _RingQueue 0, Bo 0" in line, line
