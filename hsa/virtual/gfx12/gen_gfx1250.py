@@ -184,6 +184,25 @@ def build() -> dict[str, dict[str, dict]]:
         tables.setdefault(enc, {}).setdefault(str(inst.op), {"name": name, "sample": text})
     for enc, table in sorted(tables.items()):
         print(f"{enc}: {len(table)} opcodes")
+    return with_gfx1201_operands(tables)
+
+
+def with_gfx1201_operands(tables: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
+    """Give an entry gfx1201's operand list where clang printed gfx1201's own probe sample
+    back unchanged (same mnemonic, same registers in the same fields); VOPD halves are
+    matched half by half. Other entries (gfx1250's own, or reworded) get none: their
+    registers are not compared."""
+    gfx1201 = json.loads((HERE / "opcodes.json").read_text())
+    by_sample = {(enc, info["sample"]): info["operands"] for enc, table in gfx1201.items()
+                 for info in table.values() if "operands" in info}
+    for enc, table in tables.items():
+        for info in table.values():
+            text = info["sample"]
+            if enc in ("VOPDX", "VOPDY"):
+                text = text.split("::")[0 if enc == "VOPDX" else 1].strip()
+            operands = by_sample.get((enc, text))
+            if operands is not None and text.split()[0] == info["name"]:
+                info["operands"] = operands
     return tables
 
 
