@@ -207,15 +207,10 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
             return None
     if addresses[0] == addresses[-1] and bool(np.all(addresses == addresses[0])):
         order = None  # one address (a counter): lane order is already group order
-        sa = addresses
         first = np.zeros(n, bool)
         first[0] = True
     else:
-        order = _stable_order(addresses)
-        sa = addresses[order]
-        first = np.empty(n, bool)
-        first[0] = True
-        np.not_equal(sa[1:], sa[:-1], out=first[1:])
+        order, first = _stable_order(addresses)
         if first.all():
             return _distinct(old_read, write, addresses, values, fn, compare, float_compare)
     starts = np.flatnonzero(first)
@@ -223,7 +218,7 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
     ends[:-1] = starts[1:] - 1
     ends[-1] = n - 1
     counts = ends - starts + 1
-    keys = sa[starts]
+    keys = addresses[starts] if order is None else addresses[order[starts]]
     init = np.asarray(old_read(keys), dtype)
     sv = values if order is None else values[order]
     if compare is not None:
@@ -269,10 +264,11 @@ def atomic_rmw(old_read: Callable[[np.ndarray], np.ndarray],
     return old
 
 
-def _stable_order(addresses: np.ndarray) -> np.ndarray:
-    """Lanes sorted by address, lane order kept among equal ones: (offset, lane) keys in
-    one 32- or 64-bit word sorted, when they fit (offsets scaled by their common
-    alignment), else a merge sort of the addresses."""
+def _stable_order(addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lanes sorted by address, lane order kept among equal ones, and where in that order
+    each address's group begins (a bool per sorted lane): (offset, lane) keys in one 32-
+    or 64-bit word sorted, when they fit (offsets scaled by their common alignment), else
+    a merge sort of the addresses."""
     lo = addresses.min()
     diff = addresses - lo
     either = int(np.bitwise_or.reduce(diff))
@@ -284,8 +280,13 @@ def _stable_order(addresses: np.ndarray) -> np.ndarray:
     n = addresses.size
     lane_bits = max(1, (n - 1).bit_length())
     bits = lane_bits + max(1, (either >> shift).bit_length())
+    first = np.empty(n, bool)
+    first[0] = True
     if bits > 64:
-        return np.argsort(addresses, kind="stable")
+        order = np.argsort(addresses, kind="stable")
+        sa = addresses[order]
+        np.not_equal(sa[1:], sa[:-1], out=first[1:])
+        return order, first
     ut = np.uint32 if bits <= 32 else np.uint64
     keys = diff.astype(ut)
     if shift:
@@ -293,8 +294,10 @@ def _stable_order(addresses: np.ndarray) -> np.ndarray:
     keys <<= ut(lane_bits)
     keys |= _lanes(n, ut)
     keys.sort()
+    offsets = keys >> ut(lane_bits)
+    np.not_equal(offsets[1:], offsets[:-1], out=first[1:])
     keys &= ut((1 << lane_bits) - 1)
-    return keys.astype(np.intp)  # (an intp index: numpy converts any other per use)
+    return keys.astype(np.intp), first  # (an intp index: numpy converts others per use)
 
 
 @cache
