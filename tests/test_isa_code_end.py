@@ -57,3 +57,24 @@ def test_running_off_the_end_is_one_clear_line():
     assert "kernel no_end at code-object offset 0x" in text
     assert "execution ran past the end of the code object's code" in text
     assert "no s_endpgm" in text and "\n" not in text
+
+
+@pytest.mark.slow
+def test_irees_empty_lstm_dispatch_on_cdna_is_one_line(capsys):
+    """The issue's real case: ONNX's backend test `test_lstm_defaults` as IREE's ONNX
+    importer writes it (tests/data/iree/onnx_lstm_defaults.mlir), compiled by IREE for
+    gfx942, whose dispatch 7 (matmul_3x3x2_f32) IREE leaves without a body; amdgpu-run stops
+    with the one line. On gfx1100 IREE emits the body and the program is right."""
+    from pathlib import Path
+
+    from amdgpu.cli import main
+
+    path = Path(__file__).parent / "data" / "iree" / "onnx_lstm_defaults.mlir"
+    rc = main([str(path), "--device", "amdgpu:virtual:gfx942", "--json"])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and "\n" not in err, err
+    assert "matmul_3x3x2_f32 at code-object offset 0x" in err
+    assert "execution ran past the end of the code object's code" in err
+    rc = main([str(path), "--device", "amdgpu:virtual:gfx1100", "--json"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and '"correct": true' in out[-1], out
