@@ -55,7 +55,7 @@ def _open(compiled: bool, monkeypatch, **kw):
     if compiled and hotpath.MODULE is None:
         pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
     monkeypatch.setattr(hotpath, "MODULE", hotpath.MODULE if compiled else None)
-    dev = amdgpu.open("amdgpu:virtual", lanes=1, **kw)
+    dev = amdgpu.open("amdgpu:virtual", **{"lanes": 1, **kw})
     # chosen once, for the device's class: no method is installed on the instance
     assert "dispatch" not in vars(dev) and "submit" not in vars(dev)
     entries = (type(dev).dispatch, type(dev).submit)
@@ -263,13 +263,28 @@ def _ready_sequence(dev) -> tuple:
     return (ids, q.ring.tobytes(), q.load_write_index(), ln.doorbells, ln.aql.hint, errors)
 
 
-def test_publish_ready_is_the_same_on_both_paths(monkeypatch):
+@pytest.mark.parametrize("rows", ["avx2", "plain"])
+def test_publish_ready_is_the_same_on_both_paths(monkeypatch, rows):
+    """Each kept-block form through the compiled Lane and packets.Ring: with the row copy
+    of publish_rows in both of its forms (two 32-byte moves a row where the CPU has AVX2,
+    memcpy otherwise)."""
+    if hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    module = hotpath.MODULE
+    was = module.copy_rows()
+    try:
+        module.copy_rows(rows)
+    except ValueError:
+        pytest.skip(f"this CPU has no {rows}")
     got = []
-    for compiled in (True, False):
-        dev = _paused(_open(compiled, monkeypatch, queue_size=64))
-        assert (type(dev.lanes_[0].aql).__name__ == "Lane") == compiled
-        got.append(_ready_sequence(dev))
-        dev.close(timeout=0)
+    try:
+        for compiled in (True, False):
+            dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+            assert (type(dev.lanes_[0].aql).__name__ == "Lane") == compiled
+            got.append(_ready_sequence(dev))
+            dev.close(timeout=0)
+    finally:
+        module.copy_rows(was)
     (cids, cring, cw, cd, ch, cerr), (pids, pring, pw, pd, ph, perr) = got
     assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173, 177, 180, 220, 250,
                             251, 252, 255, 295, 328]
@@ -803,3 +818,26 @@ def test_the_publish_mode_changes_when_a_timer_or_sink_starts_and_stops(code, mo
     assert len(timer.times) == 2  # one immediate, one replayed dispatch timed
     dev.synchronize()
     dev.close()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_one_argument_tuple_on_two_lanes_and_shapes(code, monkeypatch, compiled):
+    """The same argument tuple again with another lane or shape: its kept bytes serve only
+    the launch they were packed for (kernel.last's plan must match the call's key)."""
+    dev = _open(compiled, monkeypatch, lanes=2)
+    for ln in dev.lanes_:  # nothing consumes: the ring keeps what was published
+        ln.queue.processor.stop()
+    k = dev.load(code).kernel("saxpy_hidden")
+    x, y = dev.buffer(N * 4), dev.buffer(N * 4)
+    args = (y, x, np.float32(1.0), N)
+    calls = [(N, 64, 0), (N, 64, 1), (N, 64, 1), (N, 128, 1), (2 * N, 128, 1), (N, 64, 0)]
+    got = []
+    for grid, block, lane in calls:
+        p = dev.dispatch(k, grid, block, args, lane)
+        ln = dev.lanes_[lane]
+        slot = (ln.queue.load_write_index() - 1) % ln.queue.size
+        words = ln.queue.ring[slot * 64:(slot + 1) * 64].view(np.uint16)
+        got.append((p.lane, p.value, int(words[2]), int(words[6])))  # block x, grid x
+    assert got == [(0, 1, 64, N), (1, 1, 64, N), (1, 2, 64, N), (1, 3, 128, N),
+                   (1, 4, 128, 2 * N), (0, 2, 64, N)]
+    dev.close(timeout=0)

@@ -38,6 +38,7 @@ class LaunchPlan(NamedTuple):
     geometry: tuple  # (grid, block, dims), normalised
     lane: Any  # the QueueLane it publishes on
     publish: Any  # lane.dispatcher(...): the untraced publish step, (kernarg bytes) -> value
+    key: Any  # its launch-cache key (grid, block, dynamic_lds, lane index[, cluster]) or None
 
 
 class HsaKernel:
@@ -216,10 +217,10 @@ class HsaKernel:
             hidden = layout.hidden_bytes(g, b, dims, dynamic_lds, lane.queue.handle)
             entry = LaunchPlan(layout.size, layout.explicit_struct, layout._fast,
                                layout.hidden_start, hidden, words, body, header, (g, b, dims),
-                               lane, publish)
+                               lane, publish, key)
         else:
             entry = LaunchPlan(layout.size, None, None, 0, b"", words, body, header,
-                               (g, b, dims), lane, publish)
+                               (g, b, dims), lane, publish, key)
         if key is not None:
             if len(self._launches) > 1024:
                 self._launches.clear()

@@ -103,6 +103,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -249,6 +251,7 @@ typedef struct {
     Py_buffer index_mem, bell_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
     PyObject *queue, *bell, *processor, *rung, *raise_to;
+    int raise_to_is_heappushpop;                 /* raise_to is heapq.heappushpop */
     Attrs queue_a, bell_a, processor_a;
 } RingPort;
 
@@ -347,10 +350,23 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
         if (!unusual) {
             int64_t *word = (int64_t *)((char *)self->bell_mem.buf + self->bell_off);
             __atomic_store_n(word, (int64_t)idx, __ATOMIC_RELEASE);
-            PyObject *argv[2] = {self->rung, idx_obj};
-            if ((r = PyObject_Vectorcall(self->raise_to, argv, 2, NULL)) == NULL)
-                return -1;
-            Py_DECREF(r);
+            /* raise_to(rung, id): heappushpop on the processor's one-element heap, i.e.
+             * rung[0] = max(rung[0], id), one step under the GIL either way */
+            PyObject *top = PyList_CheckExact(self->rung) && PyList_GET_SIZE(self->rung) == 1
+                                ? PyList_GET_ITEM(self->rung, 0) : NULL;
+            int overflow = 1;
+            long long was = top && PyLong_CheckExact(top)
+                                ? PyLong_AsLongLongAndOverflow(top, &overflow) : 0;
+            if (self->raise_to_is_heappushpop && !overflow) {
+                if ((__int128)was < idx)
+                    PyList_SetItem(self->rung, 0, Py_NewRef(idx_obj)); /* steals the new ref */
+            } else {
+                PyErr_Clear();
+                PyObject *argv[2] = {self->rung, idx_obj};
+                if ((r = PyObject_Vectorcall(self->raise_to, argv, 2, NULL)) == NULL)
+                    return -1;
+                Py_DECREF(r);
+            }
             int sleeping = attr_true(&self->processor_a, s_needs_wake);
             if (sleeping < 0)
                 return -1;
@@ -431,6 +447,13 @@ static int port_native(RingPort *self, PyObject *native) {
     self->processor = Py_NewRef(proc);
     self->rung = Py_NewRef(rung);
     self->raise_to = Py_NewRef(raise_to);
+    PyObject *heapq = PyImport_ImportModule("heapq");
+    PyObject *hpp = heapq ? PyObject_GetAttrString(heapq, "heappushpop") : NULL;
+    Py_XDECREF(heapq);
+    if (hpp == NULL)
+        return -1;
+    self->raise_to_is_heappushpop = raise_to == hpp;
+    Py_DECREF(hpp);
     PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
     attrs_init(&self->queue_a, q, qn, 2);
     attrs_init(&self->bell_a, bell, bn, 2);
@@ -480,26 +503,42 @@ static int port_init(RingPort *self, PyObject *rview, Py_ssize_t size, PyObject 
 
 /* ---- LaneLock: the lane's lock ------------------------------------------------------------- */
 
-/* A plain mutex the Lane owns (QueueLane.lock is it): taken from C without a Python call,
- * and from Python with `with lane.lock:` (or acquire/release, as threading.Lock). A
- * blocked acquire releases the GIL while it waits. */
+/* A plain mutex the Lane owns (QueueLane.lock is it): taken from C without a Python call
+ * (a pthread mutex: an uncontended take is one atomic, where CPython's lock also reads the
+ * clock), and from Python with `with lane.lock:` (or acquire/release, as threading.Lock;
+ * released by the thread that took it). A blocked acquire releases the GIL while it
+ * waits. */
 typedef struct {
     PyObject_HEAD
-    PyThread_type_lock lock;
-    int held;
+    pthread_mutex_t mutex;
+    int ready, held;
 } LaneLock;
 
 static PyTypeObject LaneLockType;
 
-static int lock_take(LaneLock *self, PY_TIMEOUT_T us) { /* 1 taken, 0 timed out */
-    PyLockStatus r = PyThread_acquire_lock_timed(self->lock, 0, 0);
-    if (r != PY_LOCK_ACQUIRED && us != 0) {
-        Py_BEGIN_ALLOW_THREADS
-        r = PyThread_acquire_lock_timed(self->lock, us, 0);
-        Py_END_ALLOW_THREADS
+/* 1 taken, 0 not within `us` microseconds (0: do not wait; negative: wait for good) */
+static int lock_take(LaneLock *self, long long us) {
+    if (pthread_mutex_trylock(&self->mutex) != 0) {
+        if (us == 0)
+            return 0;
+        int r;
+        if (us < 0) {
+            Py_BEGIN_ALLOW_THREADS
+            r = pthread_mutex_lock(&self->mutex);
+            Py_END_ALLOW_THREADS
+        } else {
+            struct timespec at;
+            clock_gettime(CLOCK_REALTIME, &at);
+            long long ns = at.tv_nsec + (us % 1000000) * 1000;
+            at.tv_sec += (time_t)(us / 1000000 + ns / 1000000000);
+            at.tv_nsec = (long)(ns % 1000000000);
+            Py_BEGIN_ALLOW_THREADS
+            r = pthread_mutex_timedlock(&self->mutex, &at);
+            Py_END_ALLOW_THREADS
+        }
+        if (r != 0)
+            return 0;
     }
-    if (r != PY_LOCK_ACQUIRED)
-        return 0;
     self->held = 1;
     return 1;
 }
@@ -510,28 +549,31 @@ static int lock_give(LaneLock *self) {
         return -1;
     }
     self->held = 0;
-    PyThread_release_lock(self->lock);
+    pthread_mutex_unlock(&self->mutex);
     return 0;
 }
 
 static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    if (!_PyArg_NoPositional("LaneLock", args) || !_PyArg_NoKeywords("LaneLock", kw))
+    if (PyTuple_GET_SIZE(args) || (kw && PyDict_GET_SIZE(kw))) {
+        PyErr_SetString(PyExc_TypeError, "LaneLock() takes no arguments");
         return NULL;
+    }
     LaneLock *self = (LaneLock *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    if ((self->lock = PyThread_allocate_lock()) == NULL) {
+    if (pthread_mutex_init(&self->mutex, NULL) != 0) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
+    self->ready = 1;
     return (PyObject *)self;
 }
 
 static void lock_dealloc(LaneLock *self) {
-    if (self->lock != NULL) {
+    if (self->ready) {
         if (self->held)
-            PyThread_release_lock(self->lock);
-        PyThread_free_lock(self->lock);
+            pthread_mutex_unlock(&self->mutex);
+        pthread_mutex_destroy(&self->mutex);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -542,7 +584,7 @@ static PyObject *lock_acquire(LaneLock *self, PyObject *args, PyObject *kw) {
     double timeout = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|pd:acquire", names, &blocking, &timeout))
         return NULL;
-    PY_TIMEOUT_T us = !blocking ? 0 : timeout < 0 ? -1 : (PY_TIMEOUT_T)(timeout * 1e6);
+    long long us = !blocking ? 0 : timeout < 0 ? -1 : (long long)(timeout * 1e6);
     return PyBool_FromLong(lock_take(self, us));
 }
 
@@ -784,6 +826,58 @@ typedef struct {
     Py_ssize_t k, signal_row;
 } RowPatch;
 
+/* Rows 1..n-1 of a kept replay's block into the ring from id idx + 1 on, the kernarg
+ * address (u64 word 5) of each of the first k rows set on its way: one pass over the
+ * block, in runs that do not wrap. The stores are plain (the first header's release store
+ * publishes them). Each row is two 32-byte moves where the CPU has AVX2 (chosen once, at
+ * import), else 64-byte memcpys gcc inlines; rows past k go as one memcpy. A memcpy of
+ * the whole block and then a pass for the fields costs ~1.5x this, and a memcpy call per
+ * row ~4x (a 10,000-row replay, measured). */
+#define COPY_ROWS_BODY(ROW_COPY)                                                            \
+    Py_ssize_t i = 1;                                                                       \
+    while (i < n) {                                                                         \
+        const Py_ssize_t start = (Py_ssize_t)((idx + (uint64_t)i) & mask);                  \
+        Py_ssize_t run = (Py_ssize_t)(mask + 1) - start;                                    \
+        if (run > n - i)                                                                    \
+            run = n - i;                                                                    \
+        char *dst = mem + (start << 6);                                                     \
+        const char *from = src + (i << 6);                                                  \
+        Py_ssize_t patched = p->k - i;                                                      \
+        patched = patched < 0 ? 0 : patched > run ? run : patched;                          \
+        for (Py_ssize_t j = 0; j < patched; j++) {                                          \
+            ROW_COPY(dst + (j << 6), from + (j << 6));                                      \
+            ((uint64_t *)(dst + (j << 6)))[5] = p->base + p->offsets[i + j];                \
+        }                                                                                   \
+        if (run > patched)                                                                  \
+            memcpy(dst + (patched << 6), from + (patched << 6), (size_t)(run - patched) << 6); \
+        i += run;                                                                           \
+    }
+
+#define ROW_MEMCPY(d, s) memcpy((d), (s), 64)
+static void copy_rows_plain(char *mem, uint64_t mask, uint64_t idx, const char *src,
+                            Py_ssize_t n, const RowPatch *p) {
+    COPY_ROWS_BODY(ROW_MEMCPY)
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ROW_AVX2(d, s)                                                                      \
+    do {                                                                                    \
+        __m256i lo_ = _mm256_loadu_si256((const __m256i *)(s));                             \
+        __m256i hi_ = _mm256_loadu_si256((const __m256i *)((s) + 32));                      \
+        _mm256_storeu_si256((__m256i *)(d), lo_);                                           \
+        _mm256_storeu_si256((__m256i *)((d) + 32), hi_);                                    \
+    } while (0)
+__attribute__((target("avx2"))) static void copy_rows_avx2(char *mem, uint64_t mask,
+                                                          uint64_t idx, const char *src,
+                                                          Py_ssize_t n, const RowPatch *p) {
+    COPY_ROWS_BODY(ROW_AVX2)
+}
+#endif
+
+static void (*copy_rows)(char *, uint64_t, uint64_t, const char *, Py_ssize_t,
+                         const RowPatch *) = copy_rows_plain;
+
 static int64_t now_ns(void) { /* time.monotonic_ns() */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -854,20 +948,13 @@ static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes
         const Py_ssize_t off = (Py_ssize_t)((idx & port->mask) << 6);
         const Py_ssize_t tail = ring_bytes - off; /* >= 64: slots are whole */
         char *mem = (char *)port->mem.buf;
-        if (patch != NULL) { /* row by row: each one copied, then its fields set */
-            for (Py_ssize_t i = 0; i < (Py_ssize_t)n; i++) {
-                char *row = mem + (Py_ssize_t)(((idx + i) & port->mask) << 6);
-                /* constant sizes, which gcc inlines: a memcpy call per 64-byte row made
-                 * a 10,000-row replay ~4x a copy of the whole block */
-                if (i == 0)
-                    memcpy(row + 4, src + 4, 60);
-                else
-                    memcpy(row, src + (i << 6), 64);
-                if (i < patch->k)
-                    ((uint64_t *)row)[5] = patch->base + patch->offsets[i];
-                if (i == patch->signal_row)
-                    ((uint64_t *)row)[7] = patch->signal;
-            }
+        if (patch != NULL) { /* row by row, each row's fields set on its way in */
+            memcpy(mem + off + 4, src + 4, 60); /* the first row: its header stays apart */
+            if (patch->k > 0)
+                ((uint64_t *)(mem + off))[5] = patch->base + patch->offsets[0];
+            copy_rows(mem, (uint64_t)port->mask, (uint64_t)idx, src, (Py_ssize_t)n, patch);
+            ((uint64_t *)(mem + (Py_ssize_t)(((idx + patch->signal_row) & port->mask) << 6)))[7] =
+                patch->signal;
         } else if (nbytes <= tail) {
             memcpy(mem + off + 4, src + 4, (size_t)(nbytes - 4));
         } else {
@@ -1462,6 +1549,9 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     return m->type == T_OBJECT_EX ? m->offset : -1;
 }
 
+static PyObject *fast_attr(PyObject *obj, PyObject *name);
+static int fast_true(PyObject *obj, PyObject *name);
+
 /* TimelinePoint's three slots (lane, value, timeline), filled without its __init__. */
 static int point_slots(PyTypeObject *pt, Py_ssize_t *lane, Py_ssize_t *value,
                        Py_ssize_t *timeline) {
@@ -1481,7 +1571,7 @@ static int point_slots(PyTypeObject *pt, Py_ssize_t *lane, Py_ssize_t *value,
 static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t value_off,
                            Py_ssize_t timeline_off, PyObject *ln, PyObject *value) {
     PyObject *point = pt->tp_alloc(pt, 0);
-    PyObject *index = point ? PyObject_GetAttr(ln, s_index) : NULL;
+    PyObject *index = point ? fast_attr(ln, s_index) : NULL;
     if (index == NULL) {
         Py_XDECREF(point);
         Py_DECREF(value);
@@ -1494,8 +1584,6 @@ static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t val
     return point;
 }
 
-static PyObject *fast_attr(PyObject *obj, PyObject *name);
-static int fast_true(PyObject *obj, PyObject *name);
 
 /* A method of a class (Dispatch, Submit) read from an instance: bound to it, as a function
  * is; calls through the class (dev.dispatch(...)) skip this: the interpreter passes the
@@ -1546,6 +1634,34 @@ static PyObject *entry_slow(Entry *e, PyObject *const *args, size_t nargsf, PyOb
 
 /* ---- Dispatch ---------------------------------------------------------------------------- */
 
+/* 1 when the exact ints (or None) `a` and `b` are equal */
+static int same_int(PyObject *a, PyObject *b) {
+    if (a == b)
+        return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b))
+        return 0;
+    int oa = 0, ob = 0;
+    long long x = PyLong_AsLongLongAndOverflow(a, &oa), y = PyLong_AsLongLongAndOverflow(b, &ob);
+    if (oa || ob) {
+        int r = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (r < 0)
+            PyErr_Clear();
+        return r == 1;
+    }
+    return x == y;
+}
+
+/* 1 when a LaunchPlan's key is (grid, block, 0, lane): what the launch cache would look up
+ * for this call (dynamic_lds 0, lane 0 when not given) */
+static int plan_key_is(PyObject *key, PyObject *grid, PyObject *block, PyObject *lane) {
+    if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 4)
+        return 0;
+    PyObject *lds = PyTuple_GET_ITEM(key, 2), *ln = PyTuple_GET_ITEM(key, 3);
+    return same_int(PyTuple_GET_ITEM(key, 0), grid) && same_int(PyTuple_GET_ITEM(key, 1), block) &&
+           PyLong_CheckExact(lds) && PyLong_AsLong(lds) == 0 && PyLong_CheckExact(ln) &&
+           (lane ? same_int(ln, lane) : PyLong_AsLong(ln) == 0);
+}
+
 /* The fields of executable.LaunchPlan (a NamedTuple) this file reads, by position. */
 enum {
     LAUNCH_EXPLICIT = 1,
@@ -1553,7 +1669,8 @@ enum {
     LAUNCH_HIDDEN = 4,
     LAUNCH_LANE = 9,
     LAUNCH_PUBLISH = 10,
-    LAUNCH_FIELDS = 11,
+    LAUNCH_KEY = 11,
+    LAUNCH_FIELDS = 12,
 };
 
 typedef struct {
@@ -1708,51 +1825,76 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     Py_DECREF(owner);
     if (owner != dev)
         goto slow;
-    PyObject *launches = attr_get(&kernel_a, s_launches);
-    if (launches == NULL)
+    PyObject *empty = NULL;
+    if (call_args == NULL && (call_args = empty = PyTuple_New(0)) == NULL)
         goto error;
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *key = PyTuple_Pack(4, grid, block, zero, lane ? lane : zero);
-    Py_DECREF(zero);
-    if (key == NULL) {
-        Py_DECREF(launches);
+    /* The same argument tuple and shape as the kernel's last dispatch, no buffer freed
+     * since: its plan and bytes (kernel.last), without the launch cache's key and lookup. */
+    PyObject *entry = NULL, *data = NULL;
+    PyObject *last = attr_get(&kernel_a, s_last);
+    if (last == NULL) {
+        Py_XDECREF(empty);
         goto error;
     }
-    PyObject *entry = PyDict_Check(launches) ? PyDict_GetItemWithError(launches, key) : NULL;
-    Py_DECREF(key);
-    Py_XINCREF(entry);
-    Py_DECREF(launches);
-    if (entry == NULL) {
-        if (PyErr_Occurred())
+    PyObject *ends = _PyType_Lookup((PyTypeObject *)self->e.lifetime_type, s_ends);
+    if (ends != NULL && PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) >= 4 &&
+        PyTuple_GET_ITEM(last, 0) == call_args && PyTuple_GET_ITEM(last, 3) == ends) {
+        PyObject *plan = PyTuple_GET_ITEM(last, 1);
+        if (PyTuple_Check(plan) && PyTuple_GET_SIZE(plan) == LAUNCH_FIELDS &&
+            plan_key_is(PyTuple_GET_ITEM(plan, LAUNCH_KEY), grid, block, lane) &&
+            PyBytes_CheckExact(PyTuple_GET_ITEM(last, 2))) {
+            entry = Py_NewRef(plan);
+            data = Py_NewRef(PyTuple_GET_ITEM(last, 2));
+        }
+    }
+    Py_DECREF(last);
+    if (entry == NULL) { /* the launch cache: kernel._launches[(grid, block, 0, lane)] */
+        PyObject *launches = attr_get(&kernel_a, s_launches);
+        if (launches == NULL) {
+            Py_XDECREF(empty);
             goto error;
-        goto slow;
-    }
-    if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != LAUNCH_FIELDS) {
-        Py_DECREF(entry);
-        goto slow;
+        }
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *key = PyTuple_Pack(4, grid, block, zero, lane ? lane : zero);
+        Py_DECREF(zero);
+        if (key == NULL) {
+            Py_DECREF(launches);
+            Py_XDECREF(empty);
+            goto error;
+        }
+        entry = PyDict_Check(launches) ? PyDict_GetItemWithError(launches, key) : NULL;
+        Py_DECREF(key);
+        Py_XINCREF(entry);
+        Py_DECREF(launches);
+        if (entry == NULL) {
+            Py_XDECREF(empty);
+            if (PyErr_Occurred())
+                goto error;
+            goto slow;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != LAUNCH_FIELDS) {
+            Py_DECREF(entry);
+            Py_XDECREF(empty);
+            goto slow;
+        }
     }
     PyObject *ln = PyTuple_GET_ITEM(entry, LAUNCH_LANE);
     PyObject *publisher = PyTuple_GET_ITEM(entry, LAUNCH_PUBLISH);
     /* the lane's compiled publisher, its lane plain: else the timed or traced publishers */
-    if (Py_TYPE(publisher) != &PublisherType || ((Publisher *)publisher)->lane == NULL ||
-        lane_watched(((Publisher *)publisher)->lane)) {
-        Py_DECREF(entry);
-        goto slow;
-    }
-    PyObject *failed = PyObject_GetAttr(ln, s_failed);
-    int bad = failed ? PyObject_IsTrue(failed) : -1;
-    Py_XDECREF(failed);
+    int bad = Py_TYPE(publisher) != &PublisherType || ((Publisher *)publisher)->lane == NULL ||
+              lane_watched(((Publisher *)publisher)->lane);
+    if (!bad) /* set by the queue's error callback, and by close */
+        bad = fast_true(ln, s_failed);
     if (bad != 0) {
         Py_DECREF(entry);
+        Py_XDECREF(data);
+        Py_XDECREF(empty);
         if (bad < 0)
             goto error;
         goto slow;
     }
-    PyObject *empty = NULL;
-    if (call_args == NULL)
-        call_args = empty = PyTuple_New(0);
-    PyObject *data = call_args ? kernarg_bytes(&kernel_a, entry, call_args, dev,
-                                               self->e.lifetime_type) : NULL;
+    if (data == NULL)
+        data = kernarg_bytes(&kernel_a, entry, call_args, dev, self->e.lifetime_type);
     Py_XDECREF(empty);
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
@@ -2265,7 +2407,36 @@ static PyObject *module_set_traced(PyObject *m, PyObject *flag) {
     Py_RETURN_NONE;
 }
 
+/* copy_rows(name=None) -> name: the row copy in use ("avx2" or "plain"); `name` picks one
+ * (tests run the replay sequences through both) */
+static PyObject *module_copy_rows(PyObject *m, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "copy_rows(name=None)");
+        return NULL;
+    }
+    if (nargs == 1 && args[0] != Py_None) {
+        const char *name = PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8(args[0]) : NULL;
+        if (name != NULL && strcmp(name, "plain") == 0)
+            copy_rows = copy_rows_plain;
+#if defined(__x86_64__) && defined(__GNUC__)
+        else if (name != NULL && strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2"))
+            copy_rows = copy_rows_avx2;
+#endif
+        else {
+            PyErr_SetString(PyExc_ValueError, "copy_rows: 'plain', or 'avx2' where the CPU has it");
+            return NULL;
+        }
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (copy_rows == copy_rows_avx2)
+        return PyUnicode_FromString("avx2");
+#endif
+    return PyUnicode_FromString("plain");
+}
+
 static PyMethodDef module_methods[] = {
+    {"copy_rows", (PyCFunction)(void (*)(void))module_copy_rows, METH_FASTCALL,
+     "copy_rows(name=None) -> the kept replay's row copy in use ('avx2' or 'plain')"},
     {"set_traced", (PyCFunction)module_set_traced, METH_O,
      "set_traced(flag): packets.trace.watch_sink's callback (a trace sink on or off)"},
     {NULL, NULL, 0, NULL},
@@ -2333,6 +2504,11 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
         PyType_Ready(&LaneType) < 0 || PyType_Ready(&SubmitType) < 0 ||
         PyType_Ready(&LaneLockType) < 0)
         return NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        copy_rows = copy_rows_avx2;
+#endif
     PyObject *errors = PyImport_ImportModule("ground.errors");
     if (errors == NULL)
         return NULL;

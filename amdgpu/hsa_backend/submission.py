@@ -68,7 +68,7 @@ class DeviceSubmission(DeviceParts):
                 ln.check()
             if wait:
                 self.check_wait(wait)
-        size, explicit, fast, _start, hidden, words, body, header, geom, _ln, publish = launch
+        size, explicit, fast, _start, hidden, words, body, header, geom, _ln, publish, _key = launch
         # The kernarg bytes first: a refused argument raises before anything is reserved.
         # (args, launch, bytes, Lifetime.ends): one tuple, so threads see a whole one; its
         # buffers were checked live while no buffer's lifetime has ended since
