@@ -373,12 +373,17 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
             if f["sve"]:
                 a = a + g.v[f["addr"]].astype(np.int64) * scale
             return _sel(np.broadcast_to(a + off, (g.count, g.lanes)).copy(), idx)
+        # the active lanes' registers first: a few lanes of a big group (a divergent
+        # branch, clang's one-lane-a-wave atomics) cost a few lanes' arithmetic
         if seg == "GLOBAL" and f["saddr"] != d.NULL:
             base = g.s[:, f["saddr"]].astype(u64) | (g.s[:, f["saddr"] + 1].astype(u64) << u64(32))
-            a = base[:, None] + g.v[f["addr"]].astype(u64) * u64(scale)
+            if idx is None:
+                a = (base[:, None] + g.v[f["addr"]].astype(u64) * u64(scale)).reshape(-1)
+            else:
+                a = base[idx // g.lanes] + _sel(g.v[f["addr"]], idx).astype(u64) * u64(scale)
         else:
-            a = g.v[f["addr"]].astype(u64) | (g.v[f["addr"] + 1].astype(u64) << u64(32))
-        a = _sel(a, idx)
+            a = _sel(g.v[f["addr"]], idx).astype(u64) | (
+                _sel(g.v[f["addr"] + 1], idx).astype(u64) << u64(32))
         return (a.astype(np.int64) + off).astype(u64) if off else a
 
     def run(g: WaveGroup, ctx: MemoryContext) -> None:
