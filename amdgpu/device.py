@@ -19,7 +19,7 @@ import numpy as np
 from amdgpu.buffer import Buffer, HostBuffer, host_bytes
 from amdgpu.fill import check_fill_length, fill_pattern
 from ground.errors import BufferRangeError, DeviceError, KernelArgumentError
-from hsa.provider import Capability
+from hsa.provider import Capability, LinkInfo
 from hsa.virtual.topology import compact_gpus, expand_gpus
 
 DEFAULT_VIRTUAL_GPUS = ("gfx1100",)
@@ -364,9 +364,64 @@ class Device(abc.ABC):
         """Free a staging HostBuffer whose transfer completed (no wait for the lanes)."""
         raise DeviceError(f"{self.spec} ({type(self).__name__}) offers no host buffers")
 
+    def copy_async(self, dst: Buffer, src: Buffer, nbytes: int | None = None, *,
+                   lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
+        """Copy `nbytes` (default: the smaller buffer's size) from `src` to `dst`, ordered
+        on `lane`, without waiting; returns the point the copy completes at. Either buffer
+        may be a HostBuffer of this device, or a peer's buffer after `enable_peer_access`.
+        HSA copies on a copy engine (hsa_amd_memory_async_copy); Vulkan records a copy."""
+        self._check_open()
+        nbytes = self.check_copy(dst, src, nbytes)
+        self.check_lane(lane)
+        self.check_wait(wait)
+        self._check_peers(dst, src, "copy_async")
+        if not nbytes:
+            return self.barrier(lane, list(wait))
+        return self._copy_async(dst.view(0, nbytes), src.view(0, nbytes), nbytes, lane,
+                                list(wait))
+
     def _copy_async(self, dst: Buffer, src: Buffer, nbytes: int, lane: int,
                     wait: Sequence[TimelinePoint]) -> TimelinePoint:
         return self.copy(dst, src, nbytes, lane, wait)
+
+    # --- several devices of one system: peer access ---------------------------------------
+    # A backend whose devices reach each other's memory (HSA: GPU agents of one system)
+    # overrides these four; elsewhere a device reaches only its own memory, and asking for
+    # more is a DeviceError that says what to do instead.
+    def enable_peer_access(self, peer: Device) -> None:
+        """Let this device and `peer` reach each other's memory, so copies between them run
+        without a host bounce."""
+        self._check_open()
+        if peer is not self:
+            raise DeviceError(
+                f"{self.spec}: the {self.backend} backend has no peer access (to "
+                f"{getattr(peer, 'spec', peer)!r}): copy through the host (b.to_numpy, "
+                f"a.buffer), or open both as GPU agents of one HSA system (amdgpu:N)"
+            )
+
+    def can_access_peer(self, peer: Any) -> bool:
+        """Whether this device reaches `peer`'s memory (its own: always)."""
+        return peer is self
+
+    def links(self, peer: Device | None = None) -> list[LinkInfo]:
+        """The hops from this device to `peer`'s memory (to host memory when None)."""
+        raise DeviceError(
+            f"{self.spec}: the {self.backend} backend reports no link topology: open the GPU "
+            f"as an HSA agent (amdgpu:N) to see its links (hwlab devices lists them)"
+        )
+
+    def _check_peers(self, dst: Buffer, src: Buffer, what: str) -> None:
+        """Refuse a copy with a buffer of a device this one cannot reach."""
+        for buf in (dst, src):
+            if not self.can_access_peer(buf.device):
+                raise DeviceError(
+                    f"{what}: {buf!r} is on {buf.device.spec}, which {self.spec} cannot "
+                    f"reach: copy through the host (to_numpy, then write)"
+                )
+
+    def _check_open(self) -> None:
+        if self.__dict__.get("_closed", False):
+            raise DeviceError(f"{self.spec} was closed: open it again")
 
     def _held_transfers(self) -> list:
         held = self.__dict__.get("_transfers")

@@ -453,6 +453,25 @@ def test_copy_is_byte_exact_direct(device, doff, soff, length):
 
 
 @pytest.mark.generic
+def test_copy_async_is_byte_exact_on_its_lane(device):
+    """Device.copy_async on every backend (HSA: the copy engine; Vulkan: a copy command):
+    the point is on the lane asked for, and a peer-access request for the device itself
+    is accepted on every backend."""
+    data = np.arange(128, dtype=np.uint8)
+    src, dst = device.buffer(data), _sentinel_buffer(device, 128)
+    lane = device.lanes - 1
+    point = device.copy_async(dst.view(4, 32), src.view(8, 32), lane=lane)
+    assert point.lane == lane
+    point.wait(WAIT_S)
+    want = np.full(128, SENTINEL, np.uint8)
+    want[4:36] = data[8:40]
+    np.testing.assert_array_equal(dst.to_numpy(), want)
+    device.enable_peer_access(device)
+    assert device.can_access_peer(device)
+    src.free(), dst.free()
+
+
+@pytest.mark.generic
 @pytest.mark.parametrize("doff,soff,length", [(0, 0, 64), (4, 8, 32), (12, 0, 4)])
 def test_copy_is_byte_exact_in_slots(device, doff, soff, length):
     cb = device.command_buffer()

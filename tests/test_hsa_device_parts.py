@@ -28,7 +28,9 @@ def test_every_call_between_parts_is_defined_by_a_part():
 def test_each_public_method_comes_from_the_part_of_its_concern():
     where = {"buffer": memory.DeviceMemory, "pin": memory.DeviceMemory,
              "enable_peer_access": memory.DeviceMemory, "copy": transfers.DeviceTransfers,
-             "fill": transfers.DeviceTransfers, "copy_async": transfers.DeviceTransfers,
+             "fill": transfers.DeviceTransfers, "_copy_async": transfers.DeviceTransfers,
+             "_check_peers": transfers.DeviceTransfers, "links": memory.DeviceMemory,
+             "can_access_peer": memory.DeviceMemory,
              "load": loading.DeviceLoading, "dispatch": submission.DeviceSubmission,
              "submit": submission.DeviceSubmission, "barrier": submission.DeviceSubmission,
              "time_dispatches": submission.DeviceSubmission}

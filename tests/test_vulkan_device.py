@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from amdgpu.errors import KernelArgumentError, SignalTimeout, VulkanError
+from amdgpu.errors import DeviceError, KernelArgumentError, SignalTimeout, VulkanError
 from amdgpu.vulkan import TimelinePoint, VulkanDevice, list_devices
 from hsa.provider import Capability
 
@@ -134,6 +134,36 @@ def test_unknown_path_is_refused():
 
 
 @pytest.mark.vulkan
+@needs_vulkan
+def test_peer_access_links_and_copy_async_are_the_device_api_here_too():
+    """The Device surface amdgpu.open returns is the same on Vulkan: copy_async is a copy
+    command on its lane; there is no peer access or link topology, which is the API's
+    one-line DeviceError naming the backend, never an AttributeError."""
+    with VulkanDevice(0) as a, VulkanDevice(0) as b:
+        data = np.arange(256, dtype=np.uint8)
+        src, dst = a.buffer(data), a.buffer(256)
+        point = a.copy_async(dst, src, lane=1)
+        assert isinstance(point, TimelinePoint) and point.lane == 1
+        point.wait(10.0)
+        np.testing.assert_array_equal(dst.to_numpy(), data)
+        host = a.host_buffer(256)
+        host.array[:] = 0
+        a.copy_async(host, src, 100, lane=2).wait(10.0)
+        assert (host.array[:100] == data[:100]).all() and not host.array[100:].any()
+        a.enable_peer_access(a)  # itself: nothing to do
+        assert a.can_access_peer(a) and not a.can_access_peer(b)
+        for call in (lambda: a.enable_peer_access(b), lambda: a.links(b), a.links):
+            with pytest.raises(DeviceError) as e:
+                call()
+            assert "\n" not in str(e.value) and "vulkan backend" in str(e.value)
+        other = b.buffer(256)
+        with pytest.raises(DeviceError, match="cannot reach: copy through the host"):
+            a.copy_async(dst, other)
+        a.close()
+        with pytest.raises(VulkanError, match="closed"):
+            a.copy_async(dst, src)
+
+
 @needs_vulkan
 def test_device_attributes_follow_the_contract():
     with VulkanDevice() as device:

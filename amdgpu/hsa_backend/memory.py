@@ -19,6 +19,7 @@ from amdgpu.buffer import (
 from amdgpu.hsa_backend.parts import DeviceParts
 from amdgpu.suballoc import MIN_BLOCK, Block, SlabAllocator
 from ground.errors import DeviceError, KernelArgumentError
+from hsa.provider import LinkInfo
 
 
 class DeviceMemory(DeviceParts):
@@ -164,7 +165,7 @@ class DeviceMemory(DeviceParts):
         return isinstance(peer, DeviceParts) and peer.provider is self.provider and (
             peer.agent.handle == self.agent.handle or peer.agent.handle in self._peers)
 
-    def links(self, peer: Any = None) -> list:
+    def links(self, peer: Any = None) -> list[LinkInfo]:
         """The hops from this agent to `peer`'s device memory (or to host memory when
         `peer` is None), as hsa_amd_agent_memory_pool_get_info reports them."""
         pool = self.host_pool if peer is None else peer.buffer_pool

@@ -21,22 +21,9 @@ from ground.errors import DeviceError
 
 
 class DeviceTransfers(DeviceParts):
-    def copy_async(self, dst: Buffer, src: Buffer, nbytes: int | None = None, *,
-                   lane: int = 0, wait: Sequence[TimelinePoint] = ()) -> TimelinePoint:
-        """Copy `nbytes` from `src` to `dst` on a copy engine (hsa_amd_memory_async_copy),
-        ordered on this device's `lane`; either buffer may live on a peer device (after
-        enable_peer_access) or be a HostBuffer. Returns the point the copy completes at."""
-        self._check_open()
-        nbytes = self.check_copy(dst, src, nbytes)
-        self.check_lane(lane)
-        self.check_wait(wait)
-        self._check_peers(dst, src, "copy_async")
-        if not nbytes:
-            return self.barrier(lane, list(wait))
-        return self._copy_async(dst.view(0, nbytes), src.view(0, nbytes), nbytes, lane,
-                                list(wait))
-
     def _check_peers(self, dst: Buffer, src: Buffer, what: str) -> None:
+        """A buffer of another device (copy_async, peer-to-peer copy) must be a peer's
+        after enable_peer_access, or host memory of this system."""
         for buf in (dst, src):
             owner = buf.device
             if owner is self:

@@ -162,8 +162,8 @@ def peer_specs(lab_device, pair: str | None) -> list[tuple[str, str]]:
 def _peer_copy(src_spec: str, dst_spec: str, n: int, repeat: int) -> float:
     import amdgpu
 
-    a: Any = amdgpu.open(src_spec)  # HSA devices: peer access, copy_async
-    b: Any = amdgpu.open(dst_spec)
+    a = amdgpu.open(src_spec)
+    b = amdgpu.open(dst_spec)
     try:
         b.enable_peer_access(a)
         data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)

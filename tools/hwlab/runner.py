@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from ground.errors import AmdgpuError
 from tools.hwlab import fixtures
@@ -89,7 +89,7 @@ class _Collector:
         self.results: dict[str, CellResult] = {}
         self.order: dict[str, tuple] = {}  # test name -> where it is defined
         self.progress = progress
-        self.task = None
+        self.task: TaskID | None = None  # the progress bar's task, once collected
 
     @pytest.hookimpl
     def pytest_configure(self, config):
@@ -135,8 +135,7 @@ class _Collector:
     def pytest_collectreport(self, report):
         if report.failed:  # a suite file that does not import: one error row, not silence
             name = f"{Path(report.nodeid.split('::')[0]).stem or 'suite'}::<collection>"
-            for dev in self.devices or [None]:
-                key = dev.key if dev else "-"
+            for key in [d.key for d in self.devices] or ["-"]:
                 self.results[f"{report.nodeid}@{key}"] = CellResult(
                     name, key, "error", 0.0, str(report.longrepr)
                 )

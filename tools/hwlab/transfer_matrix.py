@@ -16,12 +16,15 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ground.errors import AmdgpuError
 from tools.hwlab.levels import size_text
+
+if TYPE_CHECKING:
+    from amdgpu.device import Device
 
 WAIT_S = 300.0
 HOST_PINNED, HOST_PAGEABLE = "host pinned", "host pageable"
@@ -98,7 +101,7 @@ def gpu_specs(lab_device, pair: str | None) -> list[str]:
 
 
 class _Runner:
-    def __init__(self, devices: dict[str, Any], nbytes: int, repeat: int):
+    def __init__(self, devices: dict[str, Device], nbytes: int, repeat: int):
         self.devices = devices
         self.n = nbytes
         self.repeat = repeat
@@ -139,7 +142,7 @@ def measure(lab_device, nbytes: int, repeat: int = 3, pair: str | None = None) -
     return matrix
 
 
-def _host_cells(r: _Runner, m: Matrix, gpu: str, dev) -> None:
+def _host_cells(r: _Runner, m: Matrix, gpu: str, dev: Device) -> None:
     n, data = r.n, r.data
     buf = dev.buffer(n)
     out = np.empty(n, np.uint8)
@@ -181,7 +184,7 @@ def _host_cells(r: _Runner, m: Matrix, gpu: str, dev) -> None:
         buf.free()
 
 
-def _device_cells(r: _Runner, m: Matrix, gpu: str, dev) -> None:
+def _device_cells(r: _Runner, m: Matrix, gpu: str, dev: Device) -> None:
     src, dst = dev.buffer(r.data), dev.buffer(r.n)
     try:
         if dev.backend == "vulkan":
@@ -198,7 +201,8 @@ def _device_cells(r: _Runner, m: Matrix, gpu: str, dev) -> None:
         dst.free()
 
 
-def _peer_cell(r: _Runner, m: Matrix, a_name: str, b_name: str, a, b) -> None:
+def _peer_cell(r: _Runner, m: Matrix, a_name: str, b_name: str, a: Device,
+               b: Device) -> None:
     try:
         b.enable_peer_access(a)
     except AmdgpuError as e:
