@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,18 @@ import packets
 from amdgpu.hsa_backend.kernargs import KernargRing
 
 _now = time.monotonic_ns
-_TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
+_LANES: weakref.WeakSet[PythonLane] = weakref.WeakSet()  # whose `watched` a sink change sets
+_TRACED = [False]
+
+
+def _sink_changed(active: bool) -> None:
+    """packets.trace.watch_sink's callback: every lane's mode, set once per change."""
+    _TRACED[0] = active
+    for lane in list(_LANES):
+        lane.watched = lane.timed or active
+
+
+packets.trace.watch_sink(_sink_changed)
 
 
 class PythonLane:
@@ -29,6 +41,9 @@ class PythonLane:
 
     native = 0  # the provider's callables (the compiled Lane may call the queue's natively)
     timed = False  # a DispatchTimer is on (set_timed)
+    # a trace sink or a DispatchTimer is on (the timed and traced publishers): set when
+    # either starts or stops (set_timed, _sink_changed), read by each dispatch
+    watched = False
 
     def __init__(self, queue: Any, kernarg_address: int, kernarg_memory: np.ndarray,
                  completed: Callable[[], int], wait: Callable[[int, float], None]):
@@ -44,6 +59,8 @@ class PythonLane:
         self.allocate = self.kernargs.allocate
         self.reclaim = self.kernargs.reclaim
         self.submit_rows = self.ring.publish_rows
+        self.watched = _TRACED[0]
+        _LANES.add(self)
 
     # --- one submission's frame ----------------------------------------------------------
     def __enter__(self) -> int:
@@ -58,15 +75,11 @@ class PythonLane:
     def set_timed(self, flag: bool) -> None:
         """A DispatchTimer started (True) or stopped on the lane's device."""
         self.timed = bool(flag)
-
-    @property
-    def watched(self) -> bool:
-        """A trace sink or a DispatchTimer is on: the timed and traced publishers."""
-        return self.timed or _TRACE.sink is not None
+        self.watched = self.timed or _TRACED[0]
 
     @property
     def mode(self) -> str:
-        return "traced" if _TRACE.sink is not None else "timed" if self.timed else "plain"
+        return "traced" if _TRACED[0] else "timed" if self.timed else "plain"
 
     @property
     def submitted(self) -> int:
