@@ -180,9 +180,13 @@ def bench_replay(code, n: int, reps: int, rerecord: bool, distinct: bool = False
     if drained:
         queue = DRAINED_QUEUE
     else:
-        queue = 1 << max(10, (per_submit_packets * (reps + 1)).bit_length())
+        # room for the warm-up, the replays and, when `copies` is asked for, one replay's
+        # bytes more (the copy into this queue's ring after them: without it the floor was
+        # never measured, `nan`)
+        spare = 2 if copies is not None else 1
+        queue = 1 << max(10, (per_submit_packets * (reps + spare)).bit_length())
         queue = min(queue, 0x20000)
-        reps = min(reps, queue // per_submit_packets - 1)
+        reps = min(reps, queue // per_submit_packets - spare)
     kernarg_mib = max(8, (n * 288 * (reps + 1) >> 20) + 8)
     dev = _gated_device(queue, kernarg_mib)
     k = _kernel(dev, code)
