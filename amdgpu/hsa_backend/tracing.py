@@ -8,11 +8,13 @@ Packet records alone carry raw packets. The driver adds, while a sink is active
   been told about (a sink installed after the load), so packet-trace names replayed
   packets from their kernel_object and decodes kernarg bytes by name and type;
 - on immediate dispatches, the kernarg block bytes and the kernel name in the packet
-  record itself (`Ring.publish(pkt, kernarg=..., symbol=...)`);
+  record itself (`QueueLane.publish(pkt, kernarg=..., symbol=...)`: the lane's
+  `submit_timed`, then `sink.record_packet`);
 - on command buffer replays, a BLOCK_TEMPLATE record per segment (once per sink:
   `announce_template`) and one BLOCK_REPLAY record per submit (written from
-  `Ring.publish_many(..., record=...)`): the replay costs a small fixed record, not a
-  copy of the packet block, and readers rebuild each packet and its kernarg values.
+  `QueueLane.publish_block(..., record=...)`, through packets.ring.record_published): the
+  replay costs a small fixed record, not a copy of the packet block, and readers rebuild
+  each packet and its kernarg values.
 """
 
 from __future__ import annotations
