@@ -24,6 +24,8 @@
  *                                   a kept replay, each row's kernarg address and the
  *                                   completion signal set on the way
  *         publisher(size, words, header) -> Publisher    one launch's immediate dispatch
+ *         set_timed(flag)           the lane's mode: a DispatchTimer on or off (with the
+ *                                   module's set_traced, the trace sink's: see `traced`)
  *       `lane_publish` is the ONE reserve / body / header / doorbell sequence; every packet
  *       of the lane goes through it. What a method refuses goes to packets.ring's check of
  *       that form (ready_view, rows_view, many_view), which raises the one-line
