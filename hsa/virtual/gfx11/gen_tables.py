@@ -157,7 +157,8 @@ def disassemble_many(items: list[list[int]], mcpu: str = "gfx1100") -> list[str 
     return result
 
 
-_REG = re.compile(r"^(v|s)(?:(\d+)|\[(\d+):(\d+)\])$")
+# a[..] (gfx9's AccVGPRs) reads like a VGPR: the instruction's acc bits say which file
+_REG = re.compile(r"^(v|s|a)(?:(\d+)|\[(\d+):(\d+)\])$")
 
 
 def operand_fields(text: str, sregs: dict[int, str], vregs: dict[int, str]) -> list:
@@ -172,7 +173,7 @@ def operand_fields(text: str, sregs: dict[int, str], vregs: dict[int, str]) -> l
         if m:
             lo = int(m.group(2) or m.group(3))
             hi = int(m.group(2) or m.group(4))
-            table = vregs if m.group(1) == "v" else sregs
+            table = sregs if m.group(1) == "s" else vregs
             result.append([table.get(lo, tok), hi - lo + 1])
         else:
             result.append([tok])

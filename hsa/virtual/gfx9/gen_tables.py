@@ -16,13 +16,13 @@ opcode values LLVM rejects are left out. Data only.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 # One llvm-mc batch and the cleared-field retries, as for gfx11 (same s_nop markers on gfx9).
 from hsa.virtual.gfx11.gen_tables import _variants, disassemble_many
+from hsa.virtual.gfx11.gen_tables import operand_fields as gfx11_operand_fields
 
 TARGETS = ("gfx90a", "gfx942")
 SDST, SSRC0, SSRC1 = 16, 32, 48
@@ -106,7 +106,6 @@ PROBE_FIELDS: dict[str, tuple[dict[int, str], dict[int, str]]] = {
     "VOP3P": ({}, _V3), "DS": ({}, {VDST: "vdst", VSRC0: "addr", VSRC1: "data0",
                                     VSRC2: "data1"}),
     "FLAT": _FLAT, "GLOBAL": _FLAT, "SCRATCH": _FLAT, "MUBUF": _BUF, "MTBUF": _BUF}
-_REG = re.compile(r"^(v|s|a)(?:(\d+)|\[(\d+):(\d+)\])$")
 
 
 def operand_fields(enc: str, text: str) -> list[list]:
@@ -114,19 +113,7 @@ def operand_fields(enc: str, text: str) -> list[list]:
     a[..] is read back like a VGPR: the instruction's acc bits say which file), [token] for
     anything else."""
     sregs, vregs = PROBE_FIELDS[enc]
-    body = text.split(None, 1)[1] if " " in text else ""
-    out: list[list] = []
-    for part in body.split(","):
-        tok = part.strip().split(" ")[0]
-        if not tok:
-            continue
-        m = _REG.match(tok)
-        if m:
-            lo, hi = int(m.group(2) or m.group(3)), int(m.group(2) or m.group(4))
-            out.append([(sregs if m.group(1) == "s" else vregs).get(lo, tok), hi - lo + 1])
-        else:
-            out.append([tok])
-    return out
+    return gfx11_operand_fields(text, sregs, vregs)
 
 
 def with_operands(tables: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
