@@ -863,6 +863,7 @@ def test_the_server_keeps_nothing_of_threads_and_clients_gone():
     assert eight - one < 16 << 20, f"the server grew {(eight - one) >> 20} MiB for 7 more devices"
     assert again - eight < 4 << 20
     # nothing of the clients gone stays (their objects hold each other: before, they waited
-    # for a full collection, with the mappings and descriptors they view)
+    # for a full collection, with the mappings and descriptors they view; and the one
+    # executor every client shared kept each client's programs, cached by code address)
     line = _server_memory_line(node, pid)
-    assert "objects: Client 0, ServerQueue 0, _RingQueue 0, Bo 0" in line, line
+    assert "objects: Client 0, ServerQueue 0, _RingQueue 0, Bo 0, Program 0" in line, line

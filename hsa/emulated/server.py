@@ -44,6 +44,7 @@ from ground.status import (
     HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION,
 )
 from hsa.provider import AgentInfo, DeviceType
+from hsa.virtual import executor as executor_registry
 from hsa.virtual.agents import Agent
 from hsa.virtual.memory import Allocation, MemoryMap
 from hsa.virtual.queues import DeviceSide, PacketProcessor
@@ -330,7 +331,7 @@ class ServerQueue:
         agent = Agent(info=AgentInfo(handle=node.index, name=node.model.target,
                                       device_type=DeviceType.GPU, isa=node.model.target),
                        family=_family(node.model.target), lds_size=node.model.lds_bytes)
-        self.processor = _Processor(client.side, agent, self)
+        self.processor = _Processor(client.side, agent, self, client.executor(agent.family))
         self.processor.check_kernarg_alignment = False  # the hardware CP does not check it
 
     @property
@@ -744,8 +745,21 @@ class Client:
         self.evicted_nodes: set[int] = set()  # gpu_ids whose queues a VM fault evicted
         self.signals = ClientSignals(self)
         self.svm = SvmRanges()
+        self._executors: dict[str, Any] = {}
         self.side = DeviceSide(self.signals, self.memory, lambda ko: f"0x{ko:x}",
                                lambda ko: None)
+
+    def executor(self, family: str) -> Any:
+        """This process's ISA executor of `family` (None: the queue finds none and says so
+        at its first dispatch): one of its own, so the programs it caches by code address
+        go with the client (the shared one kept every client's, ~0.5 MiB a minute in a
+        soak)."""
+        if family not in self._executors:
+            try:
+                self._executors[family] = executor_registry.new_executor(family)
+            except Exception:  # a broken executor package: the queue reports it
+                self._executors[family] = None
+        return self._executors[family]
 
     # events
     def fire(self, event_id: int) -> None:
@@ -1503,8 +1517,10 @@ def _memory_report() -> str:
     except (OSError, AttributeError) as exc:
         parts.append(f"no malloc_info: {exc}")
     objects = gc.get_objects()
+    from hsa.virtual.isa.executor import Program
+
     count = {kind: sum(isinstance(o, kind) for o in objects)
-             for kind in (Client, ServerQueue, _RingQueue, Bo)}
+             for kind in (Client, ServerQueue, _RingQueue, Bo, Program)}
     parts.append("objects: " + ", ".join(f"{k.__name__} {n}" for k, n in count.items()))
     del objects
     if tracemalloc.is_tracing():
@@ -1513,7 +1529,16 @@ def _memory_report() -> str:
         parts.append(f"traced {sum(s.size for s in stats) >> 20} MiB; top: " + "; ".join(
             f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno} "
             f"{s.size >> 10} KiB x{s.count}" for s in stats[:12]))
+        first = _FIRST_SNAPSHOT.setdefault("snapshot", snap)
+        if first is not snap:
+            parts.append("grown since the first report: " + "; ".join(
+                f"{s.traceback[0].filename.rsplit('/', 2)[-1]}:{s.traceback[0].lineno} "
+                f"{s.size_diff / 1024:+.0f} KiB {s.count_diff:+d}"
+                for s in snap.compare_to(first, "lineno")[:12]))
     return " | ".join(parts)
+
+
+_FIRST_SNAPSHOT: dict[str, Any] = {}  # _memory_report's first tracemalloc snapshot
 
 
 def _log_termination(sock: Path) -> None:

@@ -85,10 +85,15 @@ class IsaExecutor(Protocol):
 
 # family name -> factory. Executors register themselves on import (see hsa/virtual/gfx11).
 _EXECUTORS: dict[str, Callable[[], IsaExecutor]] = {}
+_FRESH: dict[str, Callable[[], IsaExecutor]] = {}  # family -> a new executor of its own
 
 
-def register_executor(family: str, factory: Callable[[], IsaExecutor]) -> None:
+def register_executor(family: str, factory: Callable[[], IsaExecutor],
+                      fresh: Callable[[], IsaExecutor] | None = None) -> None:
+    """`factory`: the process's shared executor; `fresh`: makes one of its own."""
     _EXECUTORS[family] = factory
+    if fresh is not None:
+        _FRESH[family] = fresh
 
 
 def _import_family(family: str) -> None:
@@ -108,6 +113,17 @@ def executor_for(family: str) -> IsaExecutor | None:
         _import_family(family)
     factory = _EXECUTORS.get(family)
     return factory() if factory else None
+
+
+def new_executor(family: str) -> IsaExecutor | None:
+    """An executor of its own for `family`, whose program cache (keyed by code address) dies
+    with it: the emulated kernel gives one to each client process, whose code addresses
+    are its own (a shared one kept every client's programs for good). executor_for's shared
+    one where the family registered no `fresh`."""
+    if family not in _EXECUTORS:
+        _import_family(family)
+    fresh = _FRESH.get(family)
+    return fresh() if fresh else executor_for(family)
 
 
 def supported_families() -> list[str]:

@@ -256,7 +256,10 @@ class PacketProcessor:
     # which does not check (tinygrad's 8-byte-aligned kernargs run on real GPUs).
     check_kernarg_alignment = True
 
-    def __init__(self, side: DeviceSide, agent: Agent, queue: Any) -> None:
+    def __init__(self, side: DeviceSide, agent: Agent, queue: Any,
+                 executor: Any = None) -> None:
+        """`executor`: the ISA executor to run kernels on; None: the family's shared one
+        (hsa.virtual.executor.executor_for), at the first dispatch."""
         self.side = side
         self.memory = side.memory
         self.agent = agent
@@ -277,7 +280,7 @@ class PacketProcessor:
         self._failed = False
         self._failure_note = ""
         self._thread: threading.Thread | None = None
-        self._executor: Any = None
+        self._executor: Any = executor
         self._pm4: Pm4Processor | None = None  # this queue's PM4 register state, on first use
         self._ring64 = memoryview(queue.ring).cast("Q")
         self._ring16 = memoryview(queue.ring).cast("H")

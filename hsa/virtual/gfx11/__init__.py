@@ -26,6 +26,6 @@ def shared_executor() -> Executor:
     return _SHARED
 
 
-register_executor("gfx11", shared_executor)
+register_executor("gfx11", shared_executor, fresh=lambda: Executor(GFX11))
 
 __all__ = ["GFX11", "shared_executor"]

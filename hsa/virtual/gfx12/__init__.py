@@ -84,6 +84,6 @@ def shared_executor() -> Gfx12Executor:
     return _SHARED
 
 
-register_executor("gfx12", shared_executor)
+register_executor("gfx12", shared_executor, fresh=Gfx12Executor)
 
 __all__ = ["FAMILIES", "Gfx12Executor", "shared_executor"]

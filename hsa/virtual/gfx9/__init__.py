@@ -79,6 +79,6 @@ def shared_executor() -> Gfx9Executor:
     return _SHARED
 
 
-register_executor("gfx9", shared_executor)
+register_executor("gfx9", shared_executor, fresh=Gfx9Executor)
 
 __all__ = ["Gfx9Executor", "family", "shared_executor"]
