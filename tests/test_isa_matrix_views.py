@@ -151,3 +151,58 @@ def test_wmma_respects_exec_on_the_view_path():
     vop3p.run_wmma(g, inst, name)
     np.testing.assert_array_equal(g.v[32:40, 1, 16:], v[32:40, 1, 16:])
     assert not np.array_equal(g.v[32:40, 0, 16:], v[32:40, 0, 16:])
+
+
+def test_reused_operands_follow_every_register_change(monkeypatch):
+    """A/B conversions are kept per wave group while their registers hold the same bits
+    (strided.converted): the same MFMA/WMMA run again after one lane's A word, one lane's
+    B word, or all of A changed gives the index path's result each time (and a result that
+    differs from the run before, so a stale operand would show)."""
+    rng = np.random.default_rng(5)
+    name = "v_mfma_f32_16x16x16_f16"
+    sample = f"{name} v[0:3], v[0:1], v[2:3], v[4:7]"
+    op = next(op for op, n, _ in _mfma_opcodes("gfx942") if n == name)
+    f = {"src0": d.VGPR0, "src1": d.VGPR0 + 16, "src2": d.VGPR0 + 32, "vdst": 40,
+         "acc": 0, "acc_cd": 0, "cbsz": 0, "abid": 0, "blgp": 0, "neg": 0}
+    inst = d.Instruction(0, 8, "VOP3P", op, name, f, None, (0, 0))
+    with monkeypatch.context() as m:
+        m.setattr(mfma, "_fast_plans", lambda *a: None)
+        slow_fn = mfma.compile_mfma(inst, sample, "gfx942")
+    fast_fn = mfma.compile_mfma(inst, sample, "gfx942")
+    assert slow_fn is not None and fast_fn is not None
+    v = _values("f16", (AGPR_ROW + 96, 3, 64), rng)
+    s = np.zeros((3, 128), u32)
+    s[:, d.EXEC_LO] = s[:, d.EXEC_HI] = 0xFFFFFFFF
+    slow = WaveGroup(s.copy(), v.copy(), np.zeros(3, bool), np.arange(3), 0)
+    fast = WaveGroup(s.copy(), v.copy(), np.zeros(3, bool), np.arange(3), 0)
+    new_a = _values("f16", (2, 3, 64), rng)
+    changes = [lambda x: x.__setitem__((1, 2, 17), 0x3C004000),  # one lane of A
+               lambda x: x.__setitem__((16, 0, 40), 0x3C004000),  # one lane of B
+               lambda x: x.__setitem__(slice(0, 2), new_a)]  # all of A
+    before = None
+    for change in [None] + changes:
+        if change is not None:
+            change(fast.v)
+            change(slow.v)
+        fast_fn(fast)
+        slow_fn(slow)
+        np.testing.assert_array_equal(fast.v, slow.v)
+        assert before is None or not np.array_equal(fast.v[40:44], before)
+        before = fast.v[40:44].copy()
+    assert len(fast.memo["matrix_operands"]) == 2  # A and B, kept
+
+    wname = "v_wmma_f32_16x16x16_f16"
+    wf = {"src0": d.VGPR0, "src1": d.VGPR0 + 16, "src2": d.VGPR0 + 32, "vdst": 40,
+          "opsel": 0, "neg": 0, "neg_hi": 0, "clamp": 0}
+    winst = d.Instruction(0, 8, "VOP3P", 0, wname, wf, None, (0, 0))
+    w = _values("f16", (64, 4, 32), rng)
+    slow, fast = _wmma_group(w, False), _wmma_group(w, True)
+    before = None
+    for reg, wave, lane in ((None, 0, 0), (3, 1, 5), (20, 3, 0)):
+        if reg is not None:
+            fast.v[reg, wave, lane] = slow.v[reg, wave, lane] = 0x3C004000
+        vop3p.run_wmma(slow, winst, wname)
+        vop3p.run_wmma(fast, winst, wname)
+        np.testing.assert_array_equal(fast.v, np.asarray(slow.v))
+        assert before is None or not np.array_equal(fast.v[40:48], before)
+        before = fast.v[40:48].copy()

@@ -296,10 +296,15 @@ def _fast_operand(g: WaveGroup, r: int, rows: int, kind: str, plan: tuple,
                   ocp: bool) -> np.ndarray:
     """A or B as float64 (W, B, rows, cols) tiles, read through plan `p` (contiguous, or
     its transpose)."""
-    p, transposed = plan
     words = g.v[r: r + rows]  # (rows, W, 64)
+    return strided.converted(g.memo, ("mfma", r, rows, kind, plan, ocp), words,
+                             lambda: _convert_operand(words, kind, plan, ocp))
+
+
+def _convert_operand(words: np.ndarray, kind: str, plan: tuple, ocp: bool) -> np.ndarray:
+    p, transposed = plan
     dt = np.dtype(_VIEW_DTYPE[kind])
-    x = words.view(dt).reshape(rows, words.shape[1], 64, 4 // dt.itemsize)
+    x = words.view(dt).reshape(words.shape[0], words.shape[1], 64, 4 // dt.itemsize)
     src = strided.view(x, p, 1, 0)
     if kind in ("fp8", "bf8"):
         out = fp8_values(kind, ocp)[src]

@@ -12,6 +12,7 @@ arithmetic that follows makes the only copy, with contiguous output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,4 +99,28 @@ def view(x: np.ndarray, p: Plan, batch_axis: int, batch_at: int) -> np.ndarray:
     return as_strided(origin, tuple(shape), tuple(steps), writeable=False)
 
 
-__all__ = ["Plan", "plan", "view"]
+# converted operands a wave group keeps (by register, layout and type), each with the
+# register bits it was converted from
+_KEPT = 16
+
+
+def converted(memo: dict, key: tuple, words: np.ndarray,
+              convert: Callable[[], np.ndarray]) -> np.ndarray:
+    """convert() of the registers `words`, or the array an earlier call with the same `key`
+    returned when `words` still hold the same bits as then (compared in full, so the reuse
+    is exact): a GEMM's matrix instructions read each A (or B) fragment several times, and
+    comparing the words costs a tenth of converting them again. `memo` is the wave group's;
+    the result is shared, read-only."""
+    kept = memo.setdefault("matrix_operands", {})
+    hit = kept.get(key)
+    if hit is not None and hit[0].shape == words.shape and np.array_equal(hit[0], words):
+        return hit[1]
+    out = convert()
+    out.flags.writeable = False
+    if key not in kept and len(kept) >= _KEPT:
+        kept.pop(next(iter(kept)))
+    kept[key] = (words.copy(), out)
+    return out
+
+
+__all__ = ["Plan", "converted", "plan", "view"]

@@ -246,14 +246,13 @@ def run_wmma(g: WaveGroup, inst: d.Instruction, name: str) -> None:
         # 8-bit floats in the 8-bit integer layout (gfx12: A/B as the iu8 WMMA's), OCP codes
         kinds = typ.split("_")
         if fast:
-            a, b = (np.take(_fp8_table_f32(kind), _ab_words(g, reg, gfx12, k, np.uint8))
+            a, b = (_ab_values(g, reg, gfx12, k, np.uint8, kind)
                     for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
         else:
             a, b = (fp8_values(kind, True)[_operand_int_gfx12(g, reg, 8, False, k)].astype(f32)
                     for kind, reg in zip(kinds, (a_reg, b_reg), strict=True))
     elif fast and typ in ("f16", "bf16") and (gfx12 or k == 16):
-        a, b = (_ab_words(g, reg, gfx12, k, np.uint16) for reg in (a_reg, b_reg))
-        a, b = ((_bf16_to_f32(x) if bf16 else np.take(_f16_table_f32(), x)) for x in (a, b))
+        a, b = (_ab_values(g, reg, gfx12, k, np.uint16, typ) for reg in (a_reg, b_reg))
     elif typ == "f32":
         a, b = _operand32_gfx12(g, a_reg), _operand32_gfx12(g, b_reg)
     elif gfx12:
@@ -319,6 +318,21 @@ def _ab_words(g: WaveGroup, reg: int, gfx12: bool, k: int, dtype) -> np.ndarray:
     p, nreg = _ab_plan(gfx12, k, dt.itemsize)
     words = np.array(strided.view(g.v[reg:reg + nreg], p, 1, 0), order="C")
     return words.view(dt).reshape(g.count, 16, k)
+
+
+def _ab_values(g: WaveGroup, reg: int, gfx12: bool, k: int, dtype, kind: str) -> np.ndarray:
+    """A/B of type `kind` (f16, bf16, fp8 or bf8) as a contiguous f32 (W, 16, k) array,
+    reused while its registers hold the same bits (strided.converted)."""
+    nreg = _ab_plan(gfx12, k, np.dtype(dtype).itemsize)[1]
+
+    def convert() -> np.ndarray:
+        x = _ab_words(g, reg, gfx12, k, dtype)
+        if kind == "bf16":
+            return _bf16_to_f32(x)
+        return np.take(_f16_table_f32() if kind == "f16" else _fp8_table_f32(kind), x)
+
+    return strided.converted(g.memo, ("wmma", reg, gfx12, k, kind), g.v[reg:reg + nreg],
+                             convert)
 
 
 @cache
