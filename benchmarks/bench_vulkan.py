@@ -597,6 +597,37 @@ class _Submit10:
         return value
 
 
+class _DriverClock:
+    """While entered, vkQueueSubmit2 is called through a wrapper that notes when the
+    driver's call began and ended (perf_counter): the rest of a submit's host time is ours."""
+
+    def __init__(self):
+        from amdgpu.vulkan.instance import vk
+
+        self.vk, self.real = vk, vk.lib
+        self.entered = self.left = 0.0
+        clock, real = self, vk.lib
+
+        class Lib:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            @staticmethod
+            def vkQueueSubmit2(*args):
+                clock.entered = time.perf_counter()
+                result = real.vkQueueSubmit2(*args)
+                clock.left = time.perf_counter()
+                return result
+
+        self.lib = Lib()
+
+    def __enter__(self):
+        self.vk.lib = self.lib
+
+    def __exit__(self, *exc):
+        self.vk.lib = self.real
+
+
 def vk_ffi():
     from amdgpu.vulkan.instance import vk
 
@@ -631,13 +662,14 @@ def submit_forms(args, compiled) -> int:
     for path in [p for p in (args.paths or "bda").split(",") if p]:
         bench = PathBench(args.device, path, compiled, True)
         try:
-            _submit_forms_on(bench, path, n, reps, rounds)
+            _submit_forms_on(bench, path, n, reps, rounds, args.forms)
         finally:
             bench.close()
     return 0
 
 
-def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int) -> None:
+def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int,
+                     only: str | None = None) -> None:
     dev = bench.dev
     lane = dev._timeline(0)
     pair = bench.buffers(2)
@@ -706,6 +738,45 @@ def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int) -> None:
         spin_wait(p.value) if wait == "spin" else p.wait(120)
         return took
 
+    clock = _DriverClock()
+    split: dict[str, list[float]] = {}
+
+    def split_submit(how, delay_us=0.0):
+        # dev.submit (how "dev") or the lane's submit alone ("lane"), drained (spin wait),
+        # split around the one vkQueueSubmit2 it makes: our Python before it, the driver's
+        # call, our Python after it
+        added[0] += n
+        if delay_us:
+            end = time.perf_counter() + delay_us * 1e-6
+            while time.perf_counter() < end:
+                pass
+        with clock:
+            t = time.perf_counter()
+            p = dev.submit(cbs["sim"][0], pair) if how == "dev" else lane.submit(h)
+            took = time.perf_counter() - t
+        name = f"{n}, {how}.submit split (spin)" + (f", {delay_us:g} us busy first"
+                                                     if delay_us else "")
+        for part, value in (("before the driver call", clock.entered - t),
+                            ("the driver call", clock.left - clock.entered),
+                            ("after the driver call", t + took - clock.left)):
+            split.setdefault(f"{name}: {part}", []).append(value)
+        spin_wait(p.value)
+        return took
+
+    def probe():
+        # a fixed piece of pure Python (the fast path's binding check, 5 times): is the host
+        # slower right after a replay's wait than in a loop?
+        t = time.perf_counter()
+        for _ in range(5):
+            tuple(b.address for b in pair)
+            all(x is y for x, y in zip(pair, pair, strict=False))
+        return time.perf_counter() - t
+
+    def probe_after_wait():
+        added[0] += n
+        spin_wait(lane.submit(h).value)
+        return probe()
+
     h = cbs["sim"][1]
     forms = {
         f"{n}, drained, blocking wait": lambda: drained(h),
@@ -720,18 +791,33 @@ def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int) -> None:
         "1000, drained (spin)": lambda: drained(cbs["1000"][1], "spin"),
         f"{n}, dev.submit same buffers, blocking wait": lambda: replay("block"),
         f"{n}, dev.submit same buffers, spin wait": lambda: replay("spin"),
+        f"{n}, dev.submit split (spin)": lambda: split_submit("dev"),
+        f"{n}, lane.submit split (spin)": lambda: split_submit("lane"),
+        f"{n}, dev.submit split (spin), 200 us busy first":
+            lambda: split_submit("dev", 200.0),
+        "a pure-Python probe, right after a replay's spin wait": probe_after_wait,
+        "the same probe, in a loop": probe,
     }
+    live = f"{n}, drained (spin), 2000 more live buffers"
+    if only:  # --forms: those whose name holds one of these pieces
+        pieces = [p for p in only.split(";") if p]
+        forms = {k: f for k, f in forms.items() if any(p in k for p in pieces)}
+        live = live if any(p in live for p in pieces) else ""
     samples: dict[str, list[float]] = {k: [] for k in forms}
     for _ in range(rounds):
         for name, fn in forms.items():
             fn()  # one unmeasured: the state the last form left
+            for key, values in split.items():
+                if key.startswith(name + ":"):
+                    values.pop()
             samples[name].extend(fn() for _ in range(reps))
-    extra = bench.buffers(2000)
-    live = f"{n}, drained (spin), 2000 more live buffers"
-    samples[live] = [drained(h, "spin") for _ in range(reps)]
-    for b in extra:
-        b.free()
+    if live:
+        extra = bench.buffers(2000)
+        samples[live] = [drained(h, "spin") for _ in range(reps)]
+        for b in extra:
+            b.free()
     dev.synchronize(120)
+    samples.update(split)
     a = pair[0].to_numpy(np.float32)[0]
     ok = a == added[0]
     for name, xs in samples.items():
@@ -832,6 +918,8 @@ def main() -> int:
     parser.add_argument("--submit-forms", type=int, metavar="N",
                         help="only the driver's submit of a recorded N-dispatch chain under "
                         "several conditions (issue 31; see submit_forms)")
+    parser.add_argument("--forms", help="--submit-forms: only the forms whose name holds "
+                        "one of these ';'-separated pieces (e.g. 'dev.submit;lane.submit')")
     parser.add_argument("--paths", help="--submit-forms (default bda), --replay-host "
                         "(default all): the paths, comma-separated")
     parser.add_argument("--families", action="store_true",

@@ -273,6 +273,33 @@ def test_repeated_replay_still_refuses_a_freed_buffer(dev, kernels):
 
 
 @pytest.mark.vulkan
+@needs_vulkan
+def test_repeated_replay_after_a_refused_submit_rebinds(dev, kernels):
+    """A replay with the same buffers as the last reuses the last submission's instance as
+    it is (its table or descriptors already hold those buffers). A submit refused after it
+    bound other buffers into a second instance (the first one in flight) must not leave the
+    first one standing as "the last": the next replay of those other buffers lands in them,
+    not in the first instance's."""
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    cb = _chain(dev, k, grid, 2)
+    gate = TimelinePoint(1, 1)  # lane 1 never reaches 1 until the host signals
+    x = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+    y = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+    p = dev.submit(cb, x, wait=[gate])  # in flight until the gate opens
+    try:
+        with pytest.raises(DeviceError, match="has lanes 0"):
+            dev.submit(cb, y, lane=10_000)  # bound into a second instance, then refused
+    finally:
+        dev.signal(gate)
+    p.wait()
+    dev.submit(cb, y).wait()
+    dev.submit(cb, y).wait()
+    np.testing.assert_array_equal(x[0].to_numpy(np.float32), np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 4, np.float32))
+
+
+@pytest.mark.vulkan
 @pytest.mark.vulkan_bda
 @pytest.mark.skipif(not BDA, reason="device lacks bufferDeviceAddress")
 def test_bda_in_flight_submissions_use_separate_tables(kernels):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,6 +94,8 @@ class CommandBuffer(CommandBufferAPI):
         self._barrier_keep: list = []
         # (Lifetime.ends, bindings, instance key, aliased) of the last submit's checks
         self._last_checked: tuple | None = None
+        # (key, instance) of the last submission: its table/descriptors hold its bindings
+        self._last_instance: tuple | None = None
 
     # --- recording ------------------------------------------------------------------------
     def _ref(self, arg) -> BufferRef:
@@ -308,10 +311,20 @@ class CommandBuffer(CommandBufferAPI):
         last = self._last_checked
         if last is not None and params is None and last[0] == Lifetime.ends and \
                 isinstance(bindings, (list, tuple)) and len(bindings) == len(last[1]) and \
-                all(a is b for a, b in zip(bindings, last[1], strict=False)):
+                all(map(is_, bindings, last[1])):
             # The same buffer objects as the last submit, and no buffer's lifetime ended
             # since: every check below would pass again, with the same key.
             with self._submit_lock:
+                recent = self._last_instance
+                if recent is not None and recent[0] is last[2]:
+                    inst = recent[1]
+                    p = inst.point
+                    if p is None or p.value <= p.timeline.reached or \
+                            p.value <= p.timeline.poll():
+                        # The last submission's instance, idle: its address table (or late
+                        # descriptors) already holds these same buffers, and its key is the
+                        # most recently used one: nothing to pick, patch or reorder.
+                        return self._submit_to_lane(inst, bindings, lane, wait)
                 return self._submit_instance(last[2], bindings, lane, wait, (), None,
                                              last[3])
         if not self.finalized:
@@ -352,6 +365,7 @@ class CommandBuffer(CommandBufferAPI):
     def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
                          wait, words: tuple = (), groups=None,
                          aliased: bool = False) -> TimelinePoint:
+        self._last_instance = None  # until this submission is made (it may raise below)
         inst = self._acquire(key, bindings, words, aliased)
         plan = self._plan
         if groups is not None:
@@ -363,11 +377,17 @@ class CommandBuffer(CommandBufferAPI):
             write_late_sets(self.device, inst, bindings)
         if plan.bda_patches:
             patch_table(inst, plan, bindings)
+        point = self._submit_to_lane(inst, bindings, lane, wait)
+        self._last_instance = None if words else (key, inst)
+        return point
+
+    def _submit_to_lane(self, inst: Instance, bindings: Sequence[Buffer], lane: int,
+                        wait) -> TimelinePoint:
         lanes = self.device._lanes
         timeline = lanes[lane] if type(lane) is int and 0 <= lane < len(lanes) else None
         if timeline is None:  # not opened yet, or not a lane (checked there)
             timeline = self.device._timeline(lane)
-        point = timeline.submit(inst.command_buffer, wait, plan.details)
+        point = timeline.submit(inst.command_buffer, wait, self._plan.details)
         inst.point = point
         inst.keepalive = bindings
         self.last_handle = inst.handle
@@ -376,6 +396,7 @@ class CommandBuffer(CommandBufferAPI):
     def release(self) -> None:
         """Free every recorded instance (waits for those in flight)."""
         self._last_checked = None  # it holds the last bindings (and so their device)
+        self._last_instance = None
         with self._submit_lock:
             for pool in self._instances.values():
                 for inst in pool:
