@@ -370,15 +370,43 @@ class BatchContext:
 
     def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
                   idx: np.ndarray | None) -> tuple[mem.ByteSpace, np.ndarray]:
-        base = g.memo.get("lds_base")
-        if base is None:
-            base = g.memo["lds_base"] = np.repeat(self.wave_wg[g.waves] * self.lds_size,
-                                                  g.lanes)
+        base = self._lds_base(g)
         if idx is not None:
             base = base[idx]
         return mem.ByteSpace(self, inst, self.lds, base, self.lds_size, fault=False,
                              wrap32=True, align=self.lds_size & -self.lds_size
                              ), np.asarray(addr, dtype=np.int64)
+
+    def _lds_base(self, g: WaveGroup) -> np.ndarray:
+        """Each lane's workgroup's LDS byte offset (computed once per group)."""
+        base = g.memo.get("lds_base")
+        if base is None:
+            base = g.memo["lds_base"] = np.repeat(self.wave_wg[g.waves] * self.lds_size,
+                                                  g.lanes)
+        return base
+
+    def lds_gather(self, g: WaveGroup, addr: np.ndarray, offset: int,
+                   dtype: np.dtype) -> np.ndarray | None:
+        """The `dtype` element at every lane's addr + offset (`addr`: all the group's lanes'
+        32-bit address words) when each is in range and aligned to its size: one OR of the
+        addresses bounds and aligns them all, then one shift, one add of the lanes' bases
+        (kept per group and offset) and one gather. None otherwise: ByteSpace.gather then
+        wraps, zeroes out-of-range lanes and reads unaligned elements."""
+        size = dtype.itemsize
+        either = int(np.bitwise_or.reduce(addr, axis=None)) if addr.size else 0
+        if (offset < 0 or (either | offset) & (size - 1) or self.lds_size % size
+                or either + offset + size > self.lds_size or size & (size - 1)):
+            return None
+        shift = size.bit_length() - 1
+        bases = g.memo.setdefault("lds_element_bases", {})
+        base = bases.get((shift, offset))
+        if base is None:
+            base = (self._lds_base(g) + offset) >> shift
+            if len(bases) < 32:  # a program's few distinct offsets
+                bases[shift, offset] = base
+        pos = np.right_shift(addr.reshape(-1), shift, dtype=np.int64)
+        pos += base
+        return np.take(self.lds.view(dtype), pos)
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:

@@ -47,6 +47,9 @@ class MemoryContext(Protocol):
     def lds_space(self, g: WaveGroup, inst: d.Instruction, addr: np.ndarray,
                   idx: np.ndarray | None) -> tuple[ByteSpace, np.ndarray]: ...
 
+    def lds_gather(self, g: WaveGroup, addr: np.ndarray, offset: int,
+                   dtype: np.dtype) -> np.ndarray | None: ...
+
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> ByteSpace: ...
 
@@ -808,8 +811,15 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
         if load_kind is None:
             return None
 
+        load_dtype, _, load_d16 = load_kind
+
         def load(g: WaveGroup, ctx: MemoryContext) -> None:
             idx = _active(g)
+            if idx is None and load_dtype is not None:  # every lane: the common case
+                values = ctx.lds_gather(g, g.v[f["addr"]], offset, np.dtype(load_dtype))
+                if values is not None:
+                    _put_typed(g, f["vdst"], None, load_dtype, load_d16, values)
+                    return
             # the offset added in the same pass as the widening
             space, a = ctx.lds_space(
                 g, inst, np.add(_sel(g.v[f["addr"]], idx), offset, dtype=np.int64), idx)
