@@ -2,7 +2,8 @@
 all addresses, then one shift, add and gather); anything it cannot prove in range and
 aligned goes to ByteSpace.gather. Both must read the same: every typed ds_load (the
 canonical names; gfx9's ds_read_* decode to them) runs both ways on the same LDS over
-in-range, last-element, out-of-range, 32-bit-wrapping and unaligned addresses."""
+in-range, last-element, out-of-range, 32-bit-wrapping and unaligned addresses; the
+two-address loads, which gather straight into the VGPRs, against the words themselves."""
 
 from __future__ import annotations
 
@@ -74,3 +75,33 @@ def test_fast_lds_loads_equal_the_general_path(name):
         assert not np.all(want == 0xA5A5A5A5), why  # the load wrote its register
     # the fast path read the in-range and last-element cases, the general one the rest
     assert FAST == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize("name, width", [("ds_load_2addr_b32", 4), ("ds_load_2addr_b64", 8),
+                                         ("ds_load_2addr_stride64_b64", 512)])
+def test_two_address_loads_read_each_lanes_words(name, width):
+    """ds_load_2addr with every lane active writes its one gather straight into the VGPRs:
+    each lane's words at its workgroup's LDS + addr + offset0/1 * stride."""
+    rng = np.random.default_rng(2)
+    lds = rng.integers(0, 256, 2 * LDS, dtype=np.uint8)
+    ctx = BatchContext(SimpleNamespace(agent=0, kernel_name="k"), None, LDS, 2, 0, 0)
+    ctx.lds[:lds.size] = lds
+    ctx.wave_wg = np.array([0, 1, 1])
+    f = {"addr": 1, "vdst": 2, "data0": 0, "data1": 0, "offset0": 1, "offset1": 3, "gds": 0}
+    fn = mem.compile_ds(d.Instruction(0, 8, "DS", 0, name, f, None, (0, 0)))
+    assert fn is not None
+    s = np.zeros((3, 128), u32)
+    s[:, d.EXEC_LO] = s[:, d.EXEC_HI] = 0xFFFFFFFF
+    v = np.zeros((8, 3, 64), u32)
+    stride = width if width < 512 else 8 * 64
+    v[1] = rng.integers(0, (LDS - 3 * stride - 8) // 8, (3, 64)) * 8
+    g = WaveGroup(s, v, np.zeros(3, bool), np.arange(3), 0)
+    fn(g, ctx)
+    words = lds.view(u32)
+    nw = 2 if "b64" in name else 1
+    for w in range(3):
+        base = ctx.wave_wg[w] * LDS + v[1, w].astype(np.int64)
+        for k, off in enumerate((1, 3)):
+            for j in range(nw):
+                want = words[(base + off * stride + 4 * j) // 4]
+                np.testing.assert_array_equal(g.v[2 + k * nw + j, w], want, err_msg=f"{w} {k} {j}")

@@ -786,6 +786,10 @@ def compile_ds(inst: d.Instruction) -> Callable | None:
             if where is not None:  # one gather / scatter of every dword of every lane
                 words = space.data.view(u32)
                 if is_load:
+                    dst = g.v[f["vdst"]: f["vdst"] + len(offsets)]
+                    if idx is None and dst.flags.c_contiguous:  # straight into the VGPRs
+                        np.take(words, where, out=dst.reshape(where.shape), mode="clip")
+                        return
                     got = words[where]
                     for k in range(len(offsets)):
                         _put(g, f["vdst"] + k, idx, got[k])
