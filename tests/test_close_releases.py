@@ -85,7 +85,16 @@ def _hsa_tables(keep) -> dict:
         "memory map entries": len(p.memory.allocations()),
         "executables": len(p._loader._executables),
         "devices alive": devices,
+        "executor programs": _executor_programs(),
     }
+
+
+def _executor_programs() -> int:
+    """Programs in the process's shared gfx11 executor: an unloaded code object's go with
+    it (before the fix every load at a new address added some for good)."""
+    from hsa.virtual.executor import executor_for
+
+    return executor_for("gfx11").cached_programs()  # type: ignore[union-attr]
 
 
 VK_ADDONE = f"""func.func @addone(%x: tensor<{N}xf32>) -> tensor<{N}xf32> {{
@@ -248,3 +257,35 @@ def test_closing_a_device_under_a_waiting_thread_is_one_error(spec, target):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("DeviceError: ") and "was closed" in proc.stdout, proc.stdout
+
+
+# --- the ISA executor's program cache forgets unloaded code ------------------------------
+@pytest.mark.hsa_virtual
+def test_unloaded_code_leaves_the_shared_executor_cache():
+    """In one process every amdgpu:virtual device shares the gfx11 executor; a closed
+    device's code (its executable destroyed, its code allocation freed) must leave its
+    programs in that executor's cache no more (issue 35: a soak grew 1.3-3.4 MiB/min, every
+    load at a new address adding programs for good). Only the open device's program stays."""
+    code = _hsa_code("amdgpu:virtual")
+    from hsa.virtual.executor import executor_for
+
+    executor = executor_for("gfx11")
+    try:
+        keep = amdgpu.open("amdgpu:virtual")
+    except AmdgpuError as e:
+        pytest.skip(f"amdgpu:virtual: {e}")
+    try:
+        fill = keep.load(code).kernel("fill")
+        out = keep.buffer(N * 4)
+        keep.dispatch(fill, N, N, (out, np.float32(1), N))
+        keep.synchronize()
+        gc.collect()
+        live = executor.cached_programs()  # type: ignore[union-attr]
+        assert live >= 1
+        for i in range(5):
+            _hsa_cycle("amdgpu:virtual", code)
+            gc.collect()
+            assert executor.cached_programs() == live, (  # type: ignore[union-attr]
+                f"cycle {i}: the executor still holds a closed device's programs")
+    finally:
+        keep.close()

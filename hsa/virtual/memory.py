@@ -28,7 +28,7 @@ HOST = None  # the "agent" of accesses made by the host itself: never checked
 OWN_MAPPING_BYTES = 256 << 10
 
 
-@dataclass
+@dataclass(eq=False)  # identity: the ISA executor keys its program cache weakly by it
 class Allocation:
     base: int
     size: int

@@ -5,13 +5,15 @@ up every wave of a batch of workgroups the way the hardware initialises them (us
 kernel_code_properties order, workgroup ids after `user_sgpr_count`, packed work-item ids in
 v0, EXEC for partial waves), then executes instruction by instruction for all waves that
 share a program counter. Decoded and compiled instructions are cached per code address
-and checked against the code bytes on each dispatch. A `Family` supplies the decoder
+within its code allocation (dropped when the code is unloaded and its allocation freed) and
+checked against the code bytes on each dispatch. A `Family` supplies the decoder
 (and the family's name for messages); everything else here is shared by the families.
 """
 
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +30,7 @@ from hsa.virtual.isa import gws, mem, salu, sfloat, valu, vop3p
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.heap import keep_freed_memory
 from hsa.virtual.isa.state import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, WaveGroup
-from hsa.virtual.memory import MemoryMap
+from hsa.virtual.memory import Allocation, MemoryMap
 
 NSGPR = 128
 BATCH_BYTES = 256 << 20  # VGPR and scratch state per batch of workgroups
@@ -457,7 +459,11 @@ class Executor:
         keep_freed_memory()  # wide temporaries: no page faults on every instruction
         self.isa = family
         self.family = family.name
-        self._programs: dict[int, Program] = {}
+        # code allocation -> entry -> Program, weakly keyed: the programs of code that was
+        # unloaded (its allocation freed from the memory map) go with it, so a long run that
+        # loads code at new addresses does not grow (issue 35).
+        self._programs: weakref.WeakKeyDictionary[Allocation, dict[int, Program]] = (
+            weakref.WeakKeyDictionary())
         self.last_lane_instructions = 0
         self.last_instructions = 0
 
@@ -475,14 +481,21 @@ class Executor:
         end = min(alloc.end, entry + CODE_WINDOW)
         n = (end - start) // 4
         snapshot = alloc.data[start - alloc.base: start - alloc.base + 4 * n].view("<u4")
-        prog = self._programs.get(entry)
+        programs = self._programs.get(alloc)
+        if programs is None:
+            programs = self._programs[alloc] = {}
+        prog = programs.get(entry)
         if prog is not None and prog.snapshot.size == n and np.array_equal(prog.snapshot,
                                                                              snapshot):
             return prog
         snap = snapshot.copy()
         prog = Program(self.isa, entry, start, snap, tuple(snap.tolist()), code_base=alloc.base)
-        self._programs[entry] = prog
+        programs[entry] = prog
         return prog
+
+    def cached_programs(self) -> int:
+        """How many compiled programs the cache holds (those of live code allocations)."""
+        return sum(len(p) for p in list(self._programs.values()))
 
     def run(self, dispatch: Dispatch, memory: MemoryMap) -> None:
         if dispatch.registers is not None:  # PM4: the shader registers, no descriptor
