@@ -733,8 +733,13 @@ def _traced_sequence(dev) -> tuple:
         assert r.reserve_ns <= r.publish_ns <= r.doorbell_ns
         fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)
                   if not f.name.endswith("_ns")}
+        # the queue's id is process-wide (which other devices opened first), not the path's
+        assert fields["queue_id"] == q.id
+        fields["queue_id"] = "this lane's queue"
         records.append(sorted((k, bytes(v) if isinstance(v, np.ndarray) else v)
                               for k, v in fields.items()))
+    assert all(c[0] == q.id for c in calls)  # the caller's record: (queue_id, first, ...)
+    calls = [("this lane's queue", *c[1:]) for c in calls]
     return ids, q.ring.tobytes(), ln.doorbells, records, calls
 
 
