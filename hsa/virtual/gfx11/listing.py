@@ -24,19 +24,30 @@ _INVALID = re.compile(r"^v(32|48|64)/\*Invalid")
 _PROBE_FIELDS = {32: "src0", 48: "src1", 64: "src2"}  # the VGPRs gen_tables put there
 
 
-def _range(prefix: str, lo: int, width: int) -> str:
+def register_range(prefix: str, lo: int, width: int) -> str:
     return f"{prefix}{lo}" if width == 1 else f"{prefix}[{lo}:{lo + width - 1}]"
+
+
+_range = register_range
+
+
+def scalar_spelling(code: int, width: int, sgprs: int, special: dict[int, str],
+                    special64: dict[int, str]) -> str | None:
+    """A scalar operand code in LLVM's spelling for a family with `sgprs` SGPRs (codes 0 ..
+    sgprs-1), trap temporaries at 108-123 and its own named codes, or None for a constant.
+    gfx9's listing uses it with its own numbers."""
+    if code < sgprs:
+        return _range("s", code, width)
+    if 108 <= code <= 123:
+        return _range("ttmp", code - 108, width)
+    if width == 2 and code in special64:
+        return special64[code]
+    return special.get(code)
 
 
 def scalar_name(code: int, width: int = 1) -> str | None:
     """The spelling of a scalar operand code, or None for a constant."""
-    if code < 106:
-        return _range("s", code, width)
-    if 108 <= code <= 123:
-        return _range("ttmp", code - 108, width)
-    if width == 2 and code in _SPECIAL64:
-        return _SPECIAL64[code]
-    return _SPECIAL.get(code)
+    return scalar_spelling(code, width, 106, _SPECIAL, _SPECIAL64)
 
 
 def source_name(code: int, width: int = 1) -> str | None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 
 from hsa.virtual.gfx9 import decoder as d
+from hsa.virtual.gfx11.listing import register_range as _range
+from hsa.virtual.gfx11.listing import scalar_spelling
 from hsa.virtual.isa.operands import DPP16, NULL, SDWA, VGPR0, Instruction
 
 REGISTER_TOKEN = re.compile(
@@ -35,20 +37,10 @@ def token_is_vcc(inst: Instruction, field: str) -> bool:
     return field == "vcc" and inst.encoding == "VOPC" and "sdwa" in inst.f
 
 
-def _range(prefix: str, lo: int, width: int) -> str:
-    return f"{prefix}{lo}" if width == 1 else f"{prefix}[{lo}:{lo + width - 1}]"
-
-
 def scalar_name(code: int, width: int = 1) -> str | None:
     """The spelling of a scalar operand code (after the decoder's renames), or None for a
     constant."""
-    if code < 102:
-        return _range("s", code, width)
-    if 108 <= code <= 123:
-        return _range("ttmp", code - 108, width)
-    if width == 2 and code in _SPECIAL64:
-        return _SPECIAL64[code]
-    return _SPECIAL.get(code)
+    return scalar_spelling(code, width, 102, _SPECIAL, _SPECIAL64)
 
 
 def _vector(number: int, width: int) -> str:
