@@ -6,9 +6,9 @@ through T# descriptors written here bit for bit as ROCr's image managers write t
 swizzle, PITCH-1 for 1D/2D, DEPTH-1 for 3D and arrays), gfx12's (resource_gfx12.h: FORMAT
 at word 1 [24:17], PITCH-1 in word 4's DEPTH for 1D/2D) and gfx9's (image_manager_ai.cpp:
 DATA/NUM_FORMAT, PITCH-1 beside DEPTH-1 in word 4), against numpy's reading of the same
-texels; point samples against numpy's nearest texel; HIP 6.4's tex2D for gfx1201 too. What
-is not modelled (bilinear filtering, D16, atomics) stops the queue with one line naming it
-and its offset."""
+texels; point samples against numpy's nearest texel, bilinear samples against Vulkan's
+linear filter formula; HIP 6.4's tex2D for gfx1201 too. What is not modelled (anisotropic
+filtering, D16) stops the queue with one line naming it and its offset."""
 
 from __future__ import annotations
 
@@ -270,25 +270,84 @@ def test_point_sample_unnormalized_rgba8_and_1d_array(target):
     np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
 
 
+def _bilinear(texels: np.ndarray, u: np.ndarray, v: np.ndarray, mode: int, border: float
+              ) -> np.ndarray:
+    """Vulkan's "Texel Filtering" (linear, 2D) of texel coordinates u, v: i0 = floor(u - 0.5),
+    alpha = frac(u - 0.5) kept to 8 bits (D3D11's sub-texel precision), the 2x2 texels placed
+    by the clamp mode (border texels take the border colour), weighted (1-a)(1-b), a(1-b),
+    (1-a)b, ab."""
+    ht, w = texels.shape[:2]
+    out = np.zeros(u.shape + (4,))
+    cu, cv = np.round((u - 0.5) * 256) / 256, np.round((v - 0.5) * 256) / 256
+    i0, j0 = np.floor(cu).astype(np.int64), np.floor(cv).astype(np.int64)
+    a, b = cu - i0, cv - j0
+    for di, wi in ((0, 1 - a), (1, a)):
+        x, bx = _nearest(i0 + di, w, mode)
+        for dj, wj in ((0, 1 - b), (1, b)):
+            y, by = _nearest(j0 + dj, ht, mode)
+            value = np.where((bx | by)[:, None], border, texels[y, x].astype(np.float64))
+            out += (wi * wj)[:, None] * value
+    return out
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_bilinear_sampler_is_one_line(target):
-    """Bilinear filtering (the hardware's 8-bit weights) is not modelled: one line."""
+@pytest.mark.parametrize("mode", [WRAP, CLAMP_LAST, CLAMP_BORDER])
+def test_bilinear_sample_2d(target, mode):
+    """Bilinear filtering (S# XY_MAG/MIN_FILTER 1, as ROCr's PopulateSamplerSrd writes for
+    HSA_EXT_SAMPLER_FILTER_MODE_LINEAR): normalised coordinates whose texel positions are
+    multiples of 1/256 (the weights are then exact on any 8-bit-or-finer filter) from -1.5
+    to 2.5 image sizes, against `_bilinear`; float32 accumulation order allowed 2 ulp. Then
+    unnormalised coordinates anywhere: within half a weight step (1/512 of the texel range)
+    of the unquantised filter."""
+    h, code = _harness(target)
+    w, ht, n = 9, 6, 256
+    rng = np.random.default_rng(40 + mode)
+    texels = rng.standard_normal((ht, w, 4)).astype(np.float32)
+    src, _ = _image(h, texels, 63, (w, ht), "2D")
+    tu = rng.integers(int(-1.5 * w * 256), int(2.5 * w * 256), n) / 256
+    tv = rng.integers(int(-1.5 * ht * 256), int(2.5 * ht * 256), n) / 256
+    uv = np.stack([tu / w, tv / ht], 1).astype(np.float32)
+    # the float32 coordinates times the size give back tu, tv exactly only where they are
+    # representable: take the texel position the kernel's float really names
+    tu, tv = uv[:, 0].astype(np.float64) * w, uv[:, 1].astype(np.float64) * ht
+    out = h.alloc(n * 16)
+    samp = h.buffer(ssharp(mode, border=2, bilinear=True))
+    h.dispatch(code, "sample_2d", (n,), (64,), [out, src, samp, h.buffer(uv)])
+    got = h.read(out, np.float32, n * 4).reshape(n, 4)
+    want = _bilinear(texels, tu, tv, mode, 1.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(
+        texels).max())
+    u = rng.uniform(-2, 2 * w, n).astype(np.float32)
+    v = rng.uniform(-2, 2 * ht, n).astype(np.float32)
+    samp = h.buffer(ssharp(mode, unnormalized=True, border=2, bilinear=True))
+    h.dispatch(code, "sample_2d", (n,), (64,), [out, src, samp, h.buffer(np.stack([u, v], 1))])
+    got = h.read(out, np.float32, n * 4).reshape(n, 4)
+    exact = _bilinear(texels, u.astype(np.float64), v.astype(np.float64), mode, 1.0)
+    spread = np.abs(texels).max() + 1
+    assert np.abs(got - exact).max() <= spread / 256, "more than a weight step off"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_anisotropic_sampler_is_one_line(target):
+    """Anisotropic filtering (XY_MAG/MIN_FILTER 3) is not modelled: one line."""
     import amdgpu
     from amdgpu.errors import QueueError
 
     _harness(target)
     dev = amdgpu.open(f"amdgpu:virtual:{target}")
+    samp = ssharp(CLAMP_LAST)
+    samp[2] |= 3 << 20 | 3 << 22
     try:
         k = load_kernel(dev, _CODE[target], "sample_2d")
         with pytest.raises(QueueError) as err:
             dev.dispatch(k, 32, 32, (dev.buffer(np.zeros(128, np.float32)),
                                      dev.buffer(tsharp(0, 63, 4, 4, target=target)),
-                                     dev.buffer(ssharp(CLAMP_LAST, bilinear=True)),
+                                     dev.buffer(samp),
                                      dev.buffer(np.zeros(64, np.float32)))).wait(60)
     finally:
         dev.close()
     text = str(err.value)
-    assert "image_sample: S# bilinear or anisotropic filtering" in text
+    assert "image_sample: S# anisotropic filtering (XY_MAG/MIN_FILTER 3/3)" in text
     assert "code-object offset 0x" in text and "\n" not in text
 
 

@@ -15,8 +15,8 @@ What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 
 1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float
-formats with a point-filtering S# (see `_compile_sample`; A16 coordinates too). Everything
-else an image instruction or descriptor can ask for (bilinear filtering, gathers, atomics,
+formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too). Everything
+else an image instruction or descriptor can ask for (anisotropic filtering, gathers, atomics,
 tiled layouts, mips, MSAA, cubes, D16, TFE/LWE) stops the queue with one line naming it:
 nothing is guessed.
 
@@ -360,11 +360,19 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
 def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
                     vaddr: list[int], vdata: int, srsrc: int, ssamp: int, unnormalized: bool,
                     a16: bool, layout: Callable) -> Callable:
-    """image_sample / image_sample_lz with a point-filtering S#: the nearest texel of each
-    lane's float coordinates (normalised unless the instruction's UNORM bit or the S#'s
-    FORCE_UNNORMALIZED says otherwise; array layers are rounded to the nearest), each axis
-    placed by the S#'s clamp mode (wrap, mirror, clamp to the last texel, or the border
-    colour). Only level 0 exists in a T# with LAST_LEVEL 0, so the LOD plays no part."""
+    """image_sample / image_sample_lz through the S#'s point or bilinear filter.
+
+    Each lane's float coordinates are normalised unless the instruction's UNORM bit or the
+    S#'s FORCE_UNNORMALIZED says otherwise; array layers are rounded to the nearest and never
+    filtered. Texel coordinates keep 8 fraction bits (SUBTEXEL). Point filtering reads the
+    texel holding the coordinate; bilinear filtering (Vulkan's "Texel Filtering", D3D's
+    bilinear: the coordinate less half a texel, i0 = floor, a = its fraction) blends the
+    2 (1D) or 2x2 (2D) texels around it with weights (1 - a) and a per axis, a in steps of
+    1/256 (D3D11's 8-bit sub-texel precision, like CUDA's documented 1.8 fixed-point
+    weights; not stated for AMD in the ISA guides), summed in float64 and rounded once to
+    float32. Each texel is placed by the S#'s clamp mode (wrap, mirror, clamp to the last
+    texel, or the border colour). Only level 0 exists in a T# with LAST_LEVEL 0, so the
+    LOD plays no part (the S#'s MAG and MIN filters must agree)."""
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
@@ -387,48 +395,82 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
         sizes = [t["width"], t["height"], t["depth"]]
         axes = ([0] if dim_name in ("1D", "1D_ARRAY") else [0, 1]) + (
             [2] if dim_name == "3D" else [])
-        texel, border = [], np.zeros(coords[0].shape, bool)
+        linear = samp["linear"]
+        if linear and dim_name == "3D":
+            raise ImageError(f"{name}: bilinear filtering of a 3D image (S# Z_FILTER "
+                             f"{samp['z_filter']}) is not modelled")
+        taps_per_axis: list[list[tuple]] = []  # per axis: [(texel, border lanes, weight)]
         for k, axis in enumerate(axes):
             size = sizes[axis]
             c = coords[k] if unnorm else coords[k] * size
+            if linear:
+                c = c - 0.5
             # texel coordinates are fixed point with 8 fraction bits (D3D's minimum sub-texel
             # precision): HIP's gfx9 point samples snap u to floor(u*w)*rcp(w), which lands a
             # float ulp either side of a texel edge and must still name that texel
-            c = np.round(c * SUBTEXEL) / SUBTEXEL
-            i = np.floor(np.nan_to_num(c, nan=0.0, posinf=1e9, neginf=-1e9)).astype(np.int64)
-            i, out = _place(i, size, samp["clamp"][axis])
-            texel.append(i)
-            border |= out
-        while len(texel) < 2:
-            texel.append(np.zeros_like(texel[0]))
+            c = np.round(np.nan_to_num(c, nan=0.0, posinf=1e9, neginf=-1e9) * SUBTEXEL)
+            i = np.floor(c / SUBTEXEL).astype(np.int64)
+            if linear:
+                a = (c - i * SUBTEXEL) / SUBTEXEL
+                taps_per_axis.append([(*_place(i, size, samp["clamp"][axis]), 1.0 - a),
+                                      (*_place(i + 1, size, samp["clamp"][axis]), a)])
+            else:
+                taps_per_axis.append([(*_place(i, size, samp["clamp"][axis]), None)])
+        zero = layer = np.zeros(coords[0].shape, np.int64)
         if layered:  # the layer: rounded to nearest, clamped to the layers in view
             layer = np.rint(np.nan_to_num(coords[len(axes)], nan=0.0)).astype(np.int64)
-            texel.append(np.clip(layer, 0, t["depth"] - 1 - t["base_array"]))
-        elif len(texel) < 3:
-            texel.append(np.zeros_like(texel[0]))
-        addr, inside = _addresses(t, [texel[0], texel[1], texel[2]],
-                                  "3D" if len(axes) == 3 else "2D_ARRAY")
+            layer = np.clip(layer, 0, t["depth"] - 1 - t["base_array"])
         fmt = t["format"]
-        words = [np.zeros(addr.size, u32) for _ in range(max(1, fmt.size // 4))]
-        read = inside & ~border
-        if np.any(read):
-            for k, w in enumerate(bufformat._fetch(ctx, inst, fmt, addr[read])):
-                words[k][read] = w
-        channels = bufformat.decode(fmt, words)
         if not fmt.floats:
             raise ImageError(f"{name}: sampling a {fmt.name} (integer) image is not modelled")
-        channels = bufformat.select(channels, t["word3"], fmt.floats)
         colour = _BORDERS[samp["border"]]
-        for c in range(4):
-            b = np.float32(colour[c]).view(u32)
-            channels[c] = np.where(border, b, channels[c])
+        total: list[np.ndarray] | None = None
+        for taps in _product(taps_per_axis):
+            texel = [tap[0] for tap in taps]
+            border = np.zeros(zero.shape, bool)
+            for tap in taps:
+                border |= tap[1]
+            while len(texel) < 2:
+                texel.append(zero)
+            if layered:
+                texel.append(layer)
+            elif len(texel) < 3:
+                texel.append(zero)
+            addr, inside = _addresses(t, texel, "3D" if len(axes) == 3 else "2D_ARRAY")
+            words = [np.zeros(addr.size, u32) for _ in range(max(1, fmt.size // 4))]
+            read = inside & ~border
+            if np.any(read):
+                for k, w in enumerate(bufformat._fetch(ctx, inst, fmt, addr[read])):
+                    words[k][read] = w
+            channels = bufformat.select(bufformat.decode(fmt, words), t["word3"], fmt.floats)
+            for c in range(4):
+                channels[c] = np.where(border, np.float32(colour[c]).view(u32), channels[c])
+            if not linear:
+                total = channels
+                break
+            weight = np.ones(zero.shape)
+            for tap in taps:
+                weight = weight * tap[2]
+            part = [weight * ch.view(np.float32).astype(np.float64) for ch in channels]
+            total = part if total is None else [a + b for a, b in zip(total, part, strict=True)]
+        assert total is not None
+        if linear:
+            total = [x.astype(np.float32).view(u32) for x in total]
         reg = vdata
         for c in range(4):
             if dmask >> c & 1:
-                mem._put(g, reg, idx, channels[c])
+                mem._put(g, reg, idx, total[c])
                 reg += 1
 
     return run
+
+
+def _product(taps_per_axis: list[list[tuple]]) -> list[list[tuple]]:
+    """Every combination of one tap per axis (x varying fastest)."""
+    combos: list[list[tuple]] = [[]]
+    for taps in taps_per_axis:
+        combos = [combo + [tap] for tap in taps for combo in combos]
+    return combos
 
 
 def _place(i: np.ndarray, size: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
@@ -458,14 +500,17 @@ def _sampler(g: WaveGroup, ssamp: int, name: str) -> dict:
     if (w[0] >> 29) & 3:
         problems.append(f"S# FILTER_MODE {(w[0] >> 29) & 3} (min/max blending)")
     mag, minf = (w[2] >> 20) & 3, (w[2] >> 22) & 3
-    if mag or minf:
-        problems.append("S# bilinear or anisotropic filtering (XY_MAG/MIN_FILTER "
-                        f"{mag}/{minf})")
+    if mag > 1 or minf > 1:
+        problems.append(f"S# anisotropic filtering (XY_MAG/MIN_FILTER {mag}/{minf})")
+    elif mag != minf:  # which one applies depends on the LOD the quad's derivatives give
+        problems.append(f"S# XY_MAG_FILTER {mag} unlike XY_MIN_FILTER {minf}")
     if (w[2] >> 24) & 3 > 1 or (w[2] >> 26) & 3 > 1:
         problems.append("S# linear Z or mip filtering")
     border = (w[3] >> 30) & 3
     if border not in _BORDERS:
         problems.append("S# border colour from the border colour palette")
     if problems:
-        raise ImageError(f"{name}: {', '.join(problems)} is not modelled (point sampling is)")
-    return {"clamp": clamp, "unnormalized": bool((w[0] >> 15) & 1), "border": border}
+        raise ImageError(f"{name}: {', '.join(problems)} is not modelled (point and "
+                         "bilinear sampling are)")
+    return {"clamp": clamp, "unnormalized": bool((w[0] >> 15) & 1), "border": border,
+            "linear": mag == 1, "z_filter": (w[2] >> 24) & 3}

@@ -1,8 +1,8 @@
 // HIP texture objects on the emulated gfx90a (issue 32), built by Debian's hipcc 5.2.3:
 // tex2D on a pitched linear 2D texture (float, unnormalised coordinates, clamp: an
 // image_sample through the T# and S# ROCr's image manager writes), tex2D on a float4 texture
-// with normalised coordinates and wrap addressing, and tex1Dfetch
-// on linear memory (buffer_load_format_x through a V#). Each result is compared with the host's
+// with normalised coordinates and wrap addressing, tex2D on a float texture with
+// hipFilterModeLinear (bilinear S#), and tex1Dfetch on linear memory (buffer_load_format_x through a V#). Each result is compared with the host's
 // own reading of the same texels; the program prints one line per case and exits 1 on a
 // mismatch. (The pitched rows go up in one linear copy; hipMemcpy2D, SDMA's sub-window copy,
 // has its own test: hip_memcpy2d.hip.)
@@ -20,6 +20,11 @@ __global__ void fetch2d(float* out, hipTextureObject_t t, int w, int h) {
 __global__ void sample_wrap(float4* out, hipTextureObject_t t, const float2* uv, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = tex2D<float4>(t, uv[i].x, uv[i].y);
+}
+
+__global__ void sample_linear(float* out, hipTextureObject_t t, const float2* uv, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex2D<float>(t, uv[i].x, uv[i].y);
 }
 
 __global__ void fetch1d(float* out, hipTextureObject_t t, int n) {
@@ -118,7 +123,50 @@ int main() {
   printf("tex2D float4 normalised wrap: %d of %d wrong\n", bad, m * 4);
   failed |= bad != 0;
 
-  // 3. tex1Dfetch on linear memory
+  // 3. float texels, hipFilterModeLinear (ROCr's S#: XY_MAG/MIN_FILTER bilinear), unnormalised
+  // coordinates on 1/256 steps from -half to 1.5 image sizes, clamp; the host filters as
+  // Vulkan's "Texel Filtering" defines linear filtering: i0 = floor(u - 0.5), a = frac(u - 0.5),
+  // texels clamped to the edge, weights (1-a)(1-b), a(1-b), (1-a)b, ab
+  const int w4 = 10, h4 = 6;
+  float lin4[w4 * h4];
+  for (int i = 0; i < w4 * h4; i++) lin4[i] = sinf(3.0f * i) * 10.0f;
+  void* img4; size_t pitch4;
+  if (pitched(&img4, &pitch4, lin4, w4, h4, 4)) return 1;
+  rd.res.pitch2D.devPtr = img4;
+  rd.res.pitch2D.desc = hipCreateChannelDesc<float>();
+  rd.res.pitch2D.width = w4;
+  rd.res.pitch2D.height = h4;
+  rd.res.pitch2D.pitchInBytes = pitch4;
+  td.addressMode[0] = td.addressMode[1] = hipAddressModeClamp;
+  td.normalizedCoords = 0;
+  td.filterMode = hipFilterModeLinear;
+  hipTextureObject_t tex4;
+  CK(hipCreateTextureObject(&tex4, &rd, &td, nullptr));
+  for (int i = 0; i < m; i++)
+    uv[i] = make_float2((rand() % (2 * w4 * 256) - w4 * 128) / 256.0f,
+                        (rand() % (2 * h4 * 256) - h4 * 128) / 256.0f);
+  CK(hipMemcpy(duv, uv, sizeof(uv), hipMemcpyHostToDevice));
+  hipLaunchKernelGGL(sample_linear, dim3(m / 64), dim3(64), 0, 0, out, tex4, duv, m);
+  CK(hipDeviceSynchronize());
+  float lres[m];
+  CK(hipMemcpy(lres, out, sizeof(lres), hipMemcpyDeviceToHost));
+  bad = 0;
+  for (int i = 0; i < m; i++) {
+    float cu = uv[i].x - 0.5f, cv = uv[i].y - 0.5f;
+    int i0 = (int)floorf(cu), j0 = (int)floorf(cv);
+    float a = cu - i0, b = cv - j0, want = 0.0f;
+    for (int dj = 0; dj < 2; dj++)
+      for (int di = 0; di < 2; di++) {
+        int x = i0 + di < 0 ? 0 : i0 + di >= w4 ? w4 - 1 : i0 + di;
+        int y = j0 + dj < 0 ? 0 : j0 + dj >= h4 ? h4 - 1 : j0 + dj;
+        want += (di ? a : 1 - a) * (dj ? b : 1 - b) * lin4[y * w4 + x];
+      }
+    bad += fabsf(lres[i] - want) > 1e-5f * 10.0f;
+  }
+  printf("tex2D float linear clamp: %d of %d wrong\n", bad, m);
+  failed |= bad != 0;
+
+  // 4. tex1Dfetch on linear memory
   float* lin;
   CK(hipMalloc(&lin, n * 4));
   CK(hipMemcpy(lin, host, n * 4, hipMemcpyHostToDevice));
