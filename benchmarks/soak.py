@@ -48,14 +48,25 @@ have a least-squares slope of at most 0.2 MiB, 0.2 descriptors and 0.1 threads p
 injected fault, is above them). The exit status is 0 when every result was right, no
 unexpected error came, every fault was reported as one project error, every killed client
 was handled right and nothing grew; 1 otherwise.
+
+Never waiting forever, the watchdog: a worker that prints no report for `--silent-after`
+seconds (default: 3 report intervals, at least 3 minutes; before its first line, while it
+compiles and loads, 10 minutes), or one of whose work threads has finished no round for that
+long, is hung. The parent has it write every thread's Python
+stack (faulthandler, registered on SIGUSR1 in each worker) to a file, prints a one-line
+summary (each thread's innermost frame), writes gdb's native backtrace of every thread
+beside it where gdb is installed, kills the worker and goes on with the others; the soak
+then ends `FAIL: worker N silent for X min (stacks in PATH)`.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -76,6 +87,10 @@ N = 256  # elements per buffer: small kernels, many rounds
 # counts as not growing: RSS MiB, open descriptors, threads
 GROWTH_LIMITS = {"rss_mb": 0.2, "fds": 0.2, "threads": 0.1}
 SERVER_SAMPLE_S = 2.0
+STARTUP_S = 600.0  # the most a worker may take to open, compile and load before it starts
+# test-only: "WORKER:SECONDS" makes that worker's reports stop SECONDS after its start (a
+# thread takes the lock every report needs and keeps it), to test the watchdog
+HANG_HOOK_ENV = "SOAK_TEST_HANG"
 OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
           "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
 
@@ -129,6 +144,7 @@ class Worker:
         self.trace_lock = threading.Lock()  # one trace window at a time (one sink)
         self.chaos_lock = threading.Lock()  # held while a fault is injected
         self.counts = {"rounds": 0, "checked": 0, "timed": 0, "traced": 0}
+        self.last_round: dict[int, float] = {}  # work thread -> when it last finished a round
         self.errors: list[str] = []
         self.faults = {"injected": 0, "reported": 0}
         self.fault_errors: list[str] = []
@@ -174,7 +190,9 @@ class Worker:
                 self.error(f"thread {t} round {r}: {type(e).__name__}: {e} (at " + " <- ".join(
                     f"{Path(f.filename).name}:{f.lineno}" for f in reversed(where)) + ")")
             self.add("rounds")
+            self.last_round[t] = time.monotonic()
             r += 1
+        del self.last_round[t]  # done: its silence from here on is no stall
 
     def timed(self, buf, r: int) -> None:
         with self.timer_lock:
@@ -287,8 +305,12 @@ class Worker:
         # devices are meant to come and go
         with self.trace_lock, self.chaos_lock:
             resources = _resources()
+        now = time.monotonic()
+        # the longest any still-working thread has gone without finishing a round
+        idle = max((now - t for t in list(self.last_round.values())), default=0.0)
         with self.lock:
-            line = {"worker": self.ident, "t": round(time.monotonic(), 1), **self.counts,
+            line = {"worker": self.ident, "t": round(now, 1), **self.counts,
+                    "idle_s": round(idle, 1),
                     "errors": len(self.errors), "faults": dict(self.faults),
                     "first_errors": self.errors[:3], "fault_errors": self.fault_errors[:3],
                     **resources, "final": final}
@@ -298,8 +320,20 @@ class Worker:
         threads = [threading.Thread(target=self.work, args=(t,), name=f"soak-{t}")
                    for t in range(self.n_threads)]
         threads.append(threading.Thread(target=self.chaos, name="soak-chaos"))
+        start = time.monotonic()
+        for t in range(self.n_threads):
+            self.last_round[t] = start
         for th in threads:
             th.start()
+        print(json.dumps({"worker": self.ident, "started": True}), flush=True)
+        hang = os.environ.get(HANG_HOOK_ENV, "")
+        if hang and int(hang.split(":")[0]) == self.ident:
+            def stop_reporting() -> None:
+                time.sleep(float(hang.split(":")[1]))
+                self.chaos_lock.acquire()  # held for good: every report waits on it
+                threading.Event().wait()
+
+            threading.Thread(target=stop_reporting, name="soak-test-hang", daemon=True).start()
         while any(th.is_alive() for th in threads):
             time.sleep(min(self.interval, max(0.1, self.deadline - time.monotonic() + 1)))
             if all(th.is_alive() for th in threads):  # not while they wind down at the end
@@ -513,7 +547,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fault-every", type=float, default=20.0, help="seconds between faults")
     p.add_argument("--kill-every", type=float, default=45.0,
                    help="seconds between killed clients")
+    p.add_argument("--silent-after", type=float, default=None,
+                   help="seconds without a report (or a round of some work thread) after "
+                        "which a worker counts as hung (default: 3 intervals, at least 180)")
+    p.add_argument("--stacks-dir", default=None,
+                   help="where a hung worker's stacks go (default: a new folder in the "
+                        "temporary directory, removed when no worker hung)")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--stacks", default=None, help=argparse.SUPPRESS)
     p.add_argument("--victim", default=None, help=argparse.SUPPRESS)
     p.add_argument("--fault-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -525,6 +566,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     seconds = args.minutes * 60
     if args.worker is not None:
+        if args.stacks:  # the watchdog's SIGUSR1 writes every thread's stack there
+            stacks = open(args.stacks, "w")  # noqa: SIM115 - open for the process's life
+            faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
         Worker(args.device, args.threads, seconds, args.interval, args.fault_every,
                args.worker).run()
         return 0
@@ -532,13 +576,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.minutes:g} min, host {os.uname().nodename} ({os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}), faults every {args.fault_every:g} s per process, a "
           f"client killed every {args.kill_every:g} s", flush=True)
+    stacks_dir = Path(args.stacks_dir or tempfile.mkdtemp(prefix="soak-stacks-"))
+    stacks_dir.mkdir(parents=True, exist_ok=True)
+    stacks = [stacks_dir / f"worker{i}.stacks.txt" for i in range(args.processes)]
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(i), "--device",
                                args.device, "--minutes", str(args.minutes), "--threads",
                                str(args.threads), "--interval", str(args.interval),
-                               "--fault-every", str(args.fault_every)],
+                               "--fault-every", str(args.fault_every), "--stacks",
+                               str(stacks[i])],
                               stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
     reports: dict[int, list[dict]] = {i: [] for i in range(args.processes)}
     start = time.monotonic()
+    silent_after = args.silent_after or max(180.0, 3 * args.interval)
+    watchdog = Watchdog(procs, stacks, silent_after, start)
     server = None
     if args.device.startswith("amdgpu:emulated"):
         from hsa.emulated import protocol
@@ -552,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 print(f"worker {i}: {line.rstrip()}", flush=True)
+                continue
+            watchdog.heard(i, rec.get("idle_s", 0.0))
+            if rec.get("started"):
                 continue
             reports[i].append(rec)
             print(f"{(time.monotonic() - start) / 60:5.1f} min worker {i}: {rec['rounds']} "
@@ -570,25 +623,121 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
         while time.monotonic() - start + args.kill_every < seconds:
             time.sleep(args.kill_every)
+            if watchdog.all_hung():
+                break
             ok, what = kill_a_client(args.device, Path(tmp), kills["done"])
             kills["done"] += 1
             kills["right"] += int(ok)
             print(f"{(time.monotonic() - start) / 60:5.1f} min killed client "
                   f"{kills['done']}: {'ok' if ok else 'WRONG'}, {what}", flush=True)
     for pr in procs:
-        pr.wait()
+        pr.wait()  # the watchdog kills one that goes silent
+    watchdog.stop()
     for r in readers:
         r.join()
     if server is not None:
         server.stop()
-    return verdict(reports, kills, [pr.returncode for pr in procs], start, seconds, server)
+    if not watchdog.hung:
+        shutil.rmtree(stacks_dir, ignore_errors=True)
+    return verdict(reports, kills, [pr.returncode for pr in procs], start, seconds, server,
+                   watchdog.hung)
+
+
+class Watchdog:
+    """Declares a worker hung when it has printed no report for `silent_after` seconds, or
+    reported a work thread that finished no round for that long: writes its threads' Python
+    stacks (SIGUSR1, faulthandler in the worker) and, where gdb is, their native backtraces,
+    then kills it. `hung` maps each such worker to its verdict line."""
+
+    def __init__(self, procs: list[subprocess.Popen], stacks: list[Path], silent_after: float,
+                 start: float, startup: float = STARTUP_S, native: bool = True) -> None:
+        self.procs, self.stacks, self.silent_after = procs, stacks, silent_after
+        self.startup = max(startup, silent_after)  # until its first line: compiles, loads
+        self.last = {i: start for i in range(len(procs))}
+        self.started: set[int] = set()
+        self.native = native and shutil.which("gdb") is not None
+        self.idle = {i: 0.0 for i in range(len(procs))}
+        self.hung: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-watchdog", daemon=True)
+        self._thread.start()
+
+    def heard(self, i: int, idle_s: float) -> None:
+        self.last[i], self.idle[i] = time.monotonic(), idle_s
+        self.started.add(i)
+
+    def all_hung(self) -> bool:
+        return len(self.hung) == len(self.procs)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            now = time.monotonic()
+            for i, proc in enumerate(self.procs):
+                if i in self.hung or proc.poll() is not None:
+                    continue
+                silent = now - self.last[i]
+                if silent > (self.silent_after if i in self.started else self.startup):
+                    self._hang(i, proc, f"silent for {silent / 60:.1f} min")
+                elif self.idle[i] > self.silent_after:
+                    self._hang(i, proc, f"silent for {self.idle[i] / 60:.1f} min (a work "
+                                        "thread finished no round)")
+
+    def _hang(self, i: int, proc: subprocess.Popen, what: str) -> None:
+        path = self.stacks[i]
+        try:
+            proc.send_signal(signal.SIGUSR1)
+        except ProcessLookupError:
+            return  # it ended meanwhile
+        time.sleep(2.0)  # faulthandler writes from its signal handler
+        where = f"stacks in {path}"
+        if self.native:
+            native = path.with_suffix(".gdb.txt")
+            try:
+                with open(native, "w") as out:
+                    subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex",
+                                    "thread apply all bt"], stdout=out,
+                                   stderr=subprocess.STDOUT, timeout=180)
+                where += f", native {native}"
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        proc.kill()
+        self.hung[i] = f"worker {i} {what} ({where})"
+        print(f"WATCHDOG: worker {i} {what}: {stack_summary(path)}; killed", flush=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def stack_summary(path: Path) -> str:
+    """One line from faulthandler's dump: each thread's innermost frame."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        return f"no stacks ({e})"
+    frames: list[str | None] = []
+    for line in text.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            frames.append(None)
+        elif line.startswith('  File "') and frames and frames[-1] is None:
+            # '  File "PATH", line N in FUNC', innermost first
+            _, path_, rest = line.split('"', 2)
+            words = rest.split()
+            frames[-1] = f"{words[-1]} ({Path(path_).name}:{words[2]})"
+    if not frames:
+        return "no stacks written"
+    return f"{len(frames)} threads in: " + "; ".join(f or "?" for f in frames)
 
 
 def verdict(reports: dict[int, list[dict]], kills: dict, codes: list[int], start: float,
-            seconds: float, server: ServerWatch | None = None) -> int:
+            seconds: float, server: ServerWatch | None = None,
+            hung: dict[int, str] | None = None) -> int:
     bad = []
     series = {f"worker {i}": [r for r in recs if not r["final"]] for i, recs in reports.items()}
     for i, recs in reports.items():
+        if hung and i in hung:
+            bad.append(hung[i])
+            continue
         if codes[i] != 0 or not recs or not recs[-1]["final"]:
             bad.append(f"worker {i} ended with status {codes[i]} without a final report")
             continue

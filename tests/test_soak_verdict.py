@@ -1,12 +1,19 @@
 """benchmarks/soak.py's verdict: "nothing grows" is a least-squares slope per minute over
 the last 3/4 of the run, for every worker and the device server (issue 35), on series made
 here: a flat, noisy one passes, a steady leak of the kind the rule names fails (and the
-hour's server before its one malloc arena), a run too short to judge says so."""
+hour's server before its one malloc arena), a run too short to judge says so. And its
+watchdog: a worker that goes silent is a failure with its stacks, never a wait forever
+(the hour of 2026-12-06 waited for a hung worker until it was killed by hand)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +79,56 @@ def test_the_verdict_fails_on_growth_and_passes_a_steady_run(soak, capsys):
     assert soak.verdict({0: worker_record(short, True)}, kills, [0], 1000.0, 240) == 0
     assert capsys.readouterr().out.rstrip().endswith(
         "PASS (growth not judged: too short a run)")
+
+
+# a process that, like a soak worker, writes its stacks on SIGUSR1, then says nothing more
+SILENT = ("import faulthandler, signal, sys, time\n"
+          "faulthandler.register(signal.SIGUSR1, file=open(sys.argv[1], 'w'), all_threads=True)\n"
+          "def stuck_in_a_copy():\n"
+          "    time.sleep(600)\n"
+          "stuck_in_a_copy()\n")
+
+
+def test_a_silent_worker_is_killed_with_its_stacks_and_fails_the_soak(soak, tmp_path, capsys):
+    stacks = tmp_path / "worker0.stacks.txt"
+    proc = subprocess.Popen([sys.executable, "-c", SILENT, str(stacks)])
+    try:
+        time.sleep(1.0)  # let it register its handler (SIGUSR1's default would end it)
+        dog = soak.Watchdog([proc], [stacks], 1.0, time.monotonic(), startup=1.0,
+                            native=False)  # gdb's backtrace: the slow test below
+        assert proc.wait(240) == -signal.SIGKILL
+        dog.stop()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert list(dog.hung) == [0]
+    assert dog.hung[0].startswith("worker 0 silent for ")
+    assert f"(stacks in {stacks}" in dog.hung[0]
+    assert 'line 4 in stuck_in_a_copy' in stacks.read_text()
+    out = capsys.readouterr().out
+    assert "WATCHDOG: worker 0 silent for" in out
+    assert "1 threads in: stuck_in_a_copy (<string>:4); killed" in out
+    # the verdict names it, and fails
+    assert soak.verdict({0: []}, {"done": 0, "right": 0}, [proc.returncode], 1000.0, 60,
+                        hung=dog.hung) == 1
+    assert capsys.readouterr().out.rstrip().endswith("FAIL: " + dog.hung[0])
+
+
+@pytest.mark.slow
+def test_the_soak_ends_with_fail_when_a_worker_stops_reporting(tmp_path):
+    """The whole soak on amdgpu:virtual, with worker 0 made to stop reporting (test-only
+    hook): it ends in seconds with one FAIL line and status 1, Python stacks and gdb's."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SOAK_TEST_HANG="0:2")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--minutes",
+                           "1", "--processes", "1", "--threads", "1", "--interval", "1",
+                           "--silent-after", "6", "--fault-every", "1000", "--kill-every",
+                           "1000", "--stacks-dir", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stdout.rstrip().splitlines()[-1]
+    assert "FAIL: worker 0 silent for" in last, done.stdout
+    assert f"stacks in {tmp_path / 'worker0.stacks.txt'}" in last
+    assert "WATCHDOG: worker 0 silent for" in done.stdout
+    assert "in stop_reporting" in (tmp_path / "worker0.stacks.txt").read_text()
+    if "native" in last:
+        assert "Thread 1 " in (tmp_path / "worker0.stacks.gdb.txt").read_text()
