@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -190,5 +191,64 @@ def test_clang22_targets_measure_right(tmp_path: Path):
     (tmp_path / "gfx12_dasm_made.txt").write_text(
         "# GFX12: s_cvt_f32_u32 s1, s2 ; encoding: [0x00]\n"
         "# GFX12: v_max_num_f32_e32 v1, v2, v3 ; encoding: [0x00]\n")
-    per_file, _, examples = mc.measure(tmp_path, mc._targets()["gfx1250"])
+    per_file, _, examples = mc.measure(tmp_path, mc._targets()["gfx1250"], own=False)
     assert per_file["gfx12_dasm_made.txt"]["right"] == 2, examples
+
+
+# gfx1250's own instructions (no LLVM 19 test file has them): VOP2/VOP3 64-bit integer ops,
+# an SGPR written through vdst, a constant operand that may be m0, a transposing load, and
+# VOPD3 pairs (third VGPR source, the lane-mask SGPR)
+GFX1250_OWN = ["v_add_nc_u64_e32 v[0:1], v[2:3], v[4:5]",
+               "v_mad_nc_u64_u32 v[0:1], s4, ttmp9, v[0:1]",
+               "v_s_rcp_f32 s16, s4",
+               "s_get_barrier_state s0, -1",
+               "global_load_tr8_b64 v[16:17], v[32:33], off offset:16",
+               "v_dual_fma_f32 v0, v1, v2, v3 :: v_dual_fma_f32 v5, v6, v7, v9",
+               "v_dual_cndmask_b32 v0, v1, v2, s3 :: v_dual_fma_f32 v5, v6, v7, v9"]
+
+
+def _judge_own(texts: list[str]) -> Counter:
+    from hsa.virtual.gfx12.gen_gfx1250 import encode, register_variants
+
+    target = mc._targets()["gfx1250"]
+    variants = [v for t in texts for v in register_variants(t)]
+    got: Counter = Counter()
+    for text, data in zip(variants, encode(variants), strict=True):
+        if data is not None:
+            name, _, operands = text.partition(" ")
+            got[mc.judge(target, data, (name, len(data), operands))[1]] += 1
+    return got
+
+
+def test_gfx1250_own_instructions_agree_with_clang22():
+    """Each of gfx1250's own table entries has an operand list (derived from clang 22's
+    encoding of its sample), and its register variants that clang 22 takes decode to the
+    registers their text names (m0 where the sample had -1, v255, ttmp, SGPR bases)."""
+    from toolchains import require_clang
+
+    from hsa.virtual.gfx12 import decoder as d12
+
+    require_clang()
+    tables = d12.opcode_tables("gfx1250")
+    assert all("operands" in info for table in tables.values() for info in table.values())
+    got = _judge_own(GFX1250_OWN)
+    assert got["right"] >= 40 and set(got) == {"right"}, got
+
+
+def test_gfx1250_wrong_third_source_is_caught(monkeypatch):
+    """A VOPD3 decoder that reads the X half's third source one register off is caught."""
+    from toolchains import require_clang
+
+    from hsa.virtual.gfx12 import decoder as d12
+
+    require_clang()
+    real = d12._decode_vopd3
+
+    def off_by_one(*a):
+        inst = real(*a)
+        inst.f["vsrc2x"] += 1
+        return inst
+
+    monkeypatch.setattr(d12, "_decode_vopd3", off_by_one)
+    got = _judge_own(GFX1250_OWN[5:6])
+    assert got["wrong_regs"] >= 4 and not got["right"], got

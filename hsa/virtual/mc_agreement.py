@@ -21,8 +21,11 @@ graphics formats VINTERP and LDSDIR/VDSDIR, which the executor refuses by format
 gfx950 and gfx1250, which LLVM 19 does not know, are measured the other way round
 (`--target gfx950|gfx1250`): the check-line texts of the gfx9/gfx940 (or gfx12) files that
 clang 22 from the ziglang wheel assembles for the target, each into a section of its own,
-must decode to their mnemonic (gfx90a's MFMA spellings being gfx940's instructions) and
-their size.
+must decode to their mnemonic (gfx90a's MFMA spellings being gfx940's instructions), their
+size and the registers the text names. gfx1250 adds its own instructions, which no LLVM 19
+file has: every entry of its table (`opcodes_gfx1250.json`) spelled with other registers in
+each operand (low, middle, top of the file, SGPRs for VGPRs, special registers, an SGPR
+base for `off`), as clang 22 takes them (`own_corpus`).
 
 `--missing` lists the opcodes of the target's tables that have no semantics (the executor
 refuses them by name), found by compiling a probe instruction of each opcode. Needs
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ground.errors import CompileError
+from hsa.virtual.gfx11.gen_tables import clang22_encodings
 from hsa.virtual.isa.operands import Instruction
 from hsa.virtual.isa.valu import base_name
 
@@ -177,7 +181,6 @@ def _spellings(target: Target, name: str) -> set[str]:
 
 
 _CHECK_TEXT = re.compile(r"^#\s*[A-Z0-9-]+:\s*([a-z_][^;]*?)\s*(?:;|$)")
-_ASM_ERROR = re.compile(r":(\d+):\d+: error:")
 
 
 def check_texts(directory: Path, patterns: tuple[str, ...]) -> list[tuple[str, int, str]]:
@@ -190,50 +193,6 @@ def check_texts(directory: Path, patterns: tuple[str, ...]) -> list[tuple[str, i
             m = _CHECK_TEXT.match(raw.strip())
             if m and "warning" not in m.group(1) and "error" not in m.group(1):
                 out.append((path.name, n, m.group(1).strip()))
-    return out
-
-
-def clang22_encodings(texts: list[str], mcpu: str, chunk: int = 1500) -> list[bytes | None]:
-    """Each instruction text assembled alone by clang 22 (the ziglang wheel) for `mcpu`:
-    its bytes, or None where clang rejects it. Each goes into a section of its own, so the
-    section sizes are the instruction sizes (no decoder is asked)."""
-    import struct
-    import tempfile
-
-    from hsa.virtual.gfx11.gen_tables import clang22_cc1as
-
-    out: list[bytes | None] = [None] * len(texts)
-    for first in range(0, len(texts), chunk):
-        todo = list(range(first, min(first + chunk, len(texts))))
-        for _ in range(20):  # drop the lines clang rejects, then assemble the rest
-            if not todo:
-                break
-            src = "".join(f".section .text.i{i},\"ax\"\n{texts[i]}\n" for i in todo)
-            with tempfile.TemporaryDirectory() as tmp:
-                path, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
-                path.write_text(src)
-                run = subprocess.run([*clang22_cc1as(mcpu, true16=False), "-filetype", "obj",
-                                      "-o", str(obj), str(path)], capture_output=True,
-                                     text=True)
-                bad = {(int(m.group(1)) - 1) // 2 for m in _ASM_ERROR.finditer(run.stderr)}
-                if run.returncode == 0 and not bad:
-                    elf = obj.read_bytes()
-                else:
-                    if not bad:
-                        break
-                    todo = [i for k, i in enumerate(todo) if k not in bad]
-                    continue
-            shoff, = struct.unpack_from("<Q", elf, 0x28)
-            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
-            heads = [struct.unpack_from("<IIQQQQ", elf, shoff + k * shentsize)
-                     for k in range(shnum or struct.unpack_from("<Q", elf, shoff + 32)[0])]
-            strtab = heads[shstrndx if shstrndx != 0xFFFF else
-                           struct.unpack_from("<I", elf, shoff + 40)[0]][4]
-            for name, _t, _f, _a, offset, size in heads:
-                label = elf[strtab + name:elf.index(b"\0", strtab + name)]
-                if label.startswith(b".text.i"):
-                    out[int(label[7:])] = elf[offset:offset + size]
-            break
     return out
 
 
@@ -278,8 +237,32 @@ def judge(target: Target, data: bytes, theirs: tuple[str, int, str] | None
     return fmt, "right" if want else "right_no_regs", name
 
 
-def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
-    """Counters per file and per format, and example details per (format, verdict)."""
+OWN = "(gfx1250 table samples, register variants)"
+
+
+def own_corpus() -> tuple[list[tuple[str, int, bytes]], list[tuple[str, int, str]]]:
+    """gfx1250's own instructions (LLVM 19's test files have none): each table entry's
+    sample spelled with other registers (`gen_gfx1250.register_variants`), as clang 22
+    assembles them; the texts it rejects are left out. Cases and truth as `measure` keeps
+    them, under the file name OWN."""
+    from hsa.virtual.gfx12 import decoder as d12
+    from hsa.virtual.gfx12.gen_gfx1250 import encode, register_variants
+
+    samples = {info["sample"] for table in d12.opcode_tables("gfx1250").values()
+               for info in table.values()}
+    texts = sorted({v for sample in samples for v in register_variants(sample)})
+    cases, truth = [], []
+    for k, (text, data) in enumerate(zip(texts, encode(texts), strict=True)):
+        if data:
+            name, _, operands = text.partition(" ")
+            cases.append((OWN, k, data))
+            truth.append((name, len(data), operands))
+    return cases, truth
+
+
+def measure(directory: Path, target: Target, own: bool = True) -> tuple[dict, dict, dict]:
+    """Counters per file and per format, and example details per (format, verdict).
+    `own`: gfx1250 adds its own instructions (`own_corpus`, under the file name OWN)."""
     if target.clang22:
         texts = check_texts(directory, target.files)
         unique = sorted({t for _, _, t in texts})
@@ -292,6 +275,10 @@ def measure(directory: Path, target: Target) -> tuple[dict, dict, dict]:
                 cases.append((file, line, data))
                 name, _, operands = text.partition(" ")
                 truth.append((name, len(data), operands))
+        if own and target.name == "gfx1250":  # and gfx1250's own, from its table
+            own_cases, own_truth = own_corpus()
+            cases += own_cases
+            truth += own_truth
     else:
         cases = test_encodings(directory, target.files)
         truth = llvm_decode([c[2] for c in cases], target.mcpu)

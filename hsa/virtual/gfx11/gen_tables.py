@@ -218,6 +218,53 @@ def assemble_clang22(source: str, mcpu: str = "gfx1100") -> tuple[bytes, str]:
     return b"", run.stderr
 
 
+_ASM_ERROR = re.compile(r":(\d+):\d+: error:")
+
+
+def clang22_encodings(texts: list[str], mcpu: str, chunk: int = 1500,
+                      true16: bool = False) -> list[bytes | None]:
+    """Each instruction text assembled alone by clang 22 (the ziglang wheel) for `mcpu`:
+    its bytes, or None where clang rejects it. Each goes into a section of its own, so the
+    section sizes are the instruction sizes (no decoder is asked). `true16`: in the
+    real-true16 mode (16-bit operands as VGPR halves, v1.l)."""
+    import struct
+    import tempfile
+
+    out: list[bytes | None] = [None] * len(texts)
+    for first in range(0, len(texts), chunk):
+        todo = list(range(first, min(first + chunk, len(texts))))
+        for _ in range(20):  # drop the lines clang rejects, then assemble the rest
+            if not todo:
+                break
+            src = "".join(f".section .text.i{i},\"ax\"\n{texts[i]}\n" for i in todo)
+            with tempfile.TemporaryDirectory() as tmp:
+                path, obj = Path(tmp) / "a.s", Path(tmp) / "a.o"
+                path.write_text(src)
+                run = subprocess.run([*clang22_cc1as(mcpu, true16=true16), "-filetype", "obj",
+                                      "-o", str(obj), str(path)], capture_output=True,
+                                     text=True)
+                bad = {(int(m.group(1)) - 1) // 2 for m in _ASM_ERROR.finditer(run.stderr)}
+                if run.returncode == 0 and not bad:
+                    elf = obj.read_bytes()
+                else:
+                    if not bad:
+                        break
+                    todo = [i for k, i in enumerate(todo) if k not in bad]
+                    continue
+            shoff, = struct.unpack_from("<Q", elf, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
+            heads = [struct.unpack_from("<IIQQQQ", elf, shoff + k * shentsize)
+                     for k in range(shnum or struct.unpack_from("<Q", elf, shoff + 32)[0])]
+            strtab = heads[shstrndx if shstrndx != 0xFFFF else
+                           struct.unpack_from("<I", elf, shoff + 40)[0]][4]
+            for name, _t, _f, _a, offset, size in heads:
+                label = elf[strtab + name:elf.index(b"\0", strtab + name)]
+                if label.startswith(b".text.i"):
+                    out[int(label[7:])] = elf[offset:offset + size]
+            break
+    return out
+
+
 def clang22_entries(tables: dict[str, dict[str, dict]], mcpu: str = "gfx1100") -> None:
     """Add CLANG22_ONLY to `tables`, the opcode read from clang 22's encoding for `mcpu`
     (gfx12 keeps gfx11's VOP3 layout, so gfx11's decoder reads the opcode there too)."""

@@ -139,9 +139,9 @@ def register_operands(inst: d.Instruction, tables: dict | None = None) -> list[s
     the field names, with its buffer opcodes under VBUFFER)."""
     if tables is None:
         tables = d.opcode_tables()
-    if inst.encoding == "VOPD":
-        x = tables["VOPDX"].get(inst.f["opx"])
-        y = tables["VOPDY"].get(inst.f["opy"])
+    if inst.encoding in ("VOPD", "VOPD3"):  # (VOPD3: gfx1250's, with a third source)
+        x = tables[inst.encoding + "X"].get(inst.f["opx"])
+        y = tables[inst.encoding + "Y"].get(inst.f["opy"])
         if not x or not y or "operands" not in x or "operands" not in y:
             return []
         fx = dict(inst.f)
@@ -149,9 +149,16 @@ def register_operands(inst: d.Instruction, tables: dict | None = None) -> list[s
         for info in (x, y):
             for entry in info["operands"]:
                 if len(entry) == 2:
-                    field = entry[0]
-                    name = source_name(fx[field], entry[1]) if field.startswith(
-                        ("src", "vsrc")) else _range("v", fx[field], entry[1])
+                    field, width = entry
+                    name: str | None
+                    if field in ("vsrc2x", "vsrc2y"):  # a VGPR number, not an operand code
+                        name = _range("v", fx[field], width)
+                    elif field.startswith("svsrc2"):  # v_dual_cndmask_b32's lane mask
+                        name = scalar_name(fx[field[1:]], width)
+                    elif field.startswith(("src", "vsrc")):
+                        name = source_name(fx[field], width)
+                    else:
+                        name = _range("v", fx[field], width)
                     if name:
                         ops.append(name)
                 elif REGISTER_TOKEN.match(entry[0]):
@@ -161,7 +168,7 @@ def register_operands(inst: d.Instruction, tables: dict | None = None) -> list[s
     if enc in ("MUBUF", "MTBUF") and "VBUFFER" in tables:
         enc = "VBUFFER"
     found = tables.get(enc, {}).get(inst.op)
-    if found is None or "operands" not in found:  # (gfx1250's clang-22 entries have none)
+    if found is None or "operands" not in found:
         return []
     return _operand_list(inst, found, gfx12="VBUFFER" in tables)
 
