@@ -147,7 +147,6 @@ def compile_opencl(
     path = Path(source)
     if not path.is_file():
         raise CompileError(f"OpenCL source {str(path)!r} does not exist; check the path")
-    zig = str(zig_path())
     flags = [
         "-x", "cl", "-cl-std=CL2.0",
         "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}",
@@ -161,6 +160,29 @@ def compile_opencl(
     for directory in include_dirs:
         flags.append(f"-I{directory}")
     flags.extend(extra_flags)
+    return _compile_and_link(flags, path, target, warnings)
+
+
+def compile_llvm_ir(source: str | os.PathLike, target: str, *,
+                    code_object_version: int = 5) -> bytes:
+    """Compile one LLVM IR file (.ll, triple amdgcn-amd-amdhsa) for one target id to HSACO
+    bytes: for what no OpenCL builtin reaches (e.g. the llvm.amdgcn.image.atomic.*
+    intrinsics). Raises CompileError carrying clang's diagnostics."""
+    if code_object_version not in CODE_OBJECT_VERSIONS:
+        raise CompileError(
+            f"code object version {code_object_version} is not supported; use 4, 5 or 6"
+        )
+    path = Path(source)
+    if not path.is_file():
+        raise CompileError(f"LLVM IR source {str(path)!r} does not exist; check the path")
+    flags = ["-x", "ir", "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", "-nogpulib", "-O2",
+             f"-mcode-object-version={code_object_version}"]
+    return _compile_and_link(flags, path, target, None)
+
+
+def _compile_and_link(flags: list[str], path: Path, target: str,
+                      warnings: list[str] | None) -> bytes:
+    zig = str(zig_path())
     with tempfile.TemporaryDirectory(prefix="amdgpu-clang-") as tmp:
         obj = os.path.join(tmp, "kernel.o")
         out = os.path.join(tmp, "kernel.hsaco")

@@ -38,7 +38,8 @@ from tools.hwlab.inventory import HARDWARE_CLASSES, LabDevice, inventory
 
 #: The helper modules of tests/: shared code, not tests of their own. pytest rewrites the
 #: asserts of test modules only, so these are registered to report their failures as well.
-HELPERS = ("codeobject_builds", "codeobjects", "gfx11_alu_cases", "hip_emulated", "kernel_checks",
+HELPERS = ("codeobject_builds", "codeobjects", "gfx11_alu_cases", "hip_emulated",
+           "image_descriptors", "kernel_checks",
            "linux_headers", "llvm_readelf", "provider_suite", "rocm6_rootfs", "rocr_mock",
            "toolchains", "uapi_headers")
 pytest.register_assert_rewrite(*HELPERS)

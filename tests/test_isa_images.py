@@ -17,19 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from codeobjects import load_kernel
+from image_descriptors import BGRA, tsharp
 from toolchains import require_clang
 
 pytestmark = pytest.mark.hsa_virtual
 
 SOURCE = Path(__file__).parent / "data" / "isa" / "images.cl"
-TYPES = {"1D": 8, "2D": 9, "3D": 10, "1D_ARRAY": 12, "2D_ARRAY": 13}
-XYZW, BGRA = (4, 5, 6, 7), (6, 5, 4, 7)  # DST_SEL: 4..7 pick x..w
 _CODE: dict[str, bytes] = {}
 TARGETS = ["gfx1100", "gfx90a", "gfx1201"]
-# gfx9 T#s name formats by (BUF_DATA_FORMAT, BUF_NUM_FORMAT) (llvm-mc-19's tbuffer names):
-# the gfx11 unified formats these tests use -> gfx9's pair
-GFX9_FORMATS = {63: (14, 7), 42: (10, 0), 11: (2, 4), 6: (1, 5), 48: (11, 4), 55: (12, 4),
-                29: (5, 7), 22: (4, 7), 57: (12, 7)}
 
 
 def _harness(target: str = "gfx1100"):
@@ -47,34 +42,6 @@ def _harness(target: str = "gfx1100"):
     h = Harness(target)
     h.tsharp = lambda *a, **kw: tsharp(*a, target=target, **kw)
     return h, h.load(_CODE[target])
-
-
-def tsharp(base: int, fmt: int, width: int, height: int = 1, kind: str = "2D", pitch: int = 0,
-           slices: int = 1, sel: tuple[int, ...] = XYZW, target: str = "gfx1100") -> np.ndarray:
-    """The 8-dword T# ROCr's PopulateImageSrd writes for a linear image: gfx11's
-    (image_manager_gfx11.cpp), gfx12's (image_manager_gfx12.cpp: FORMAT moved to word 1
-    [24:17], PITCH-1 in word 4's DEPTH for 1D/2D) or gfx9's (image_manager_ai.cpp:
-    DATA/NUM_FORMAT, WIDTH-1 in word 2, DEPTH-1 and PITCH-1 side by side in word 4 for every
-    type)."""
-    w = [0] * 8
-    w[0] = (base >> 8) & 0xFFFFFFFF
-    w[3] = sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | TYPES[kind] << 28
-    if target.startswith("gfx9"):
-        data, num = GFX9_FORMATS[fmt]
-        w[1] = ((base >> 40) & 0xFF) | data << 20 | num << 26
-        w[2] = (width - 1) | (height - 1) << 14
-        w[4] = (slices - 1) | ((pitch or width) - 1) << 13
-        return np.array(w, np.uint32)
-    flat = kind in ("1D", "2D")
-    if target.startswith("gfx12"):  # image_manager_gfx12.cpp: FORMAT at word 1 [24:17]
-        w[1] = ((base >> 40) & 0xFF) | (fmt << 17) | (((width - 1) & 3) << 30)
-        w[2] = ((width - 1) >> 2) | ((height - 1) << 14)
-        w[4] = (pitch or width) - 1 if flat else slices - 1  # pitch-1 < 2**14 here
-        return np.array(w, np.uint32)
-    w[1] = ((base >> 40) & 0xFF) | (fmt << 20) | (((width - 1) & 3) << 30)
-    w[2] = ((width - 1) >> 2) | ((height - 1) << 14)
-    w[4] = (slices - 1) if kind in ("3D", "1D_ARRAY", "2D_ARRAY") else (pitch or width) - 1
-    return np.array(w, np.uint32)
 
 
 def _image(h, data: np.ndarray, fmt: int, shape: tuple[int, ...], kind: str, **kw) -> tuple:
@@ -380,16 +347,16 @@ def test_unmodelled_image_instruction_is_one_line(tmp_path, target):
 
 
 @pytest.mark.parametrize("target, why", [
-    ("gfx90a", "image_atomic_add is not modelled"),
+    ("gfx90a", "image_load_mip_pck is not modelled"),
     ("gfx942", "gfx942 has no image instructions")])
 def test_gfx9_mimg_refusals_name_the_instruction(target, why):
-    """llvm-mc-19 -mcpu=gfx90a's image_atomic_add v4, v2, s[8:15] dmask:0x1 (f0480100
+    """llvm-mc-19 -mcpu=gfx90a's image_load_mip_pck v4, v[2:3], s[8:15] dmask:0x1 (f0100100
     00020402): gfx90a names the opcode it does not model; gfx942 (no image-insts in LLVM)
     refuses every MIMG word as foreign to the target."""
     from hsa.virtual.gfx9 import family
 
     fam = family(target)
-    inst = fam.decode_one((0xF0480100, 0x00020402), 0, 0)
+    inst = fam.decode_one((0xF0100100, 0x00020402), 0, 0)
     compiled = fam.compile(inst)
     assert compiled.fn is None and why in compiled.error
 

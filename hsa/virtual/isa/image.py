@@ -1,5 +1,5 @@
-"""Image loads, stores and samples of compute kernels (gfx9/gfx11 MIMG, gfx12 VIMAGE/VSAMPLE)
-through T# and S#.
+"""Image loads, stores, samples and atomics of compute kernels (gfx9/gfx11 MIMG, gfx12
+VIMAGE/VSAMPLE) through T# and S#.
 
 One implementation (`_compile`) for every family; a family brings its decoding
 (`compile_gfx11`, `compile_gfx9`, `compile_gfx12`) and its T# layout (`_tsharp_gfx11`,
@@ -15,13 +15,14 @@ What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 
 1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float
-formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too). Everything
-else an image instruction or descriptor can ask for (anisotropic filtering, gathers, atomics,
+formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too); image
+atomics on 32- and 64-bit texels (`_compile_atomic`). Everything
+else an image instruction or descriptor can ask for (anisotropic filtering, gathers,
 tiled layouts, mips, MSAA, cubes, D16, TFE/LWE) stops the queue with one line naming it:
 nothing is guessed.
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
-A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16], TFE [21],
+GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16], TFE [21],
 LWE [22], SSAMP/4 [30:26]; with NSA, dword 2 holds address VGPRs 1-4, a byte each.
 
 The T# (ROCr's src/image/resource_gfx11.h, as ROCr's image manager fills it): base address
@@ -64,6 +65,26 @@ _GFX9_OTHERS = {0x02: "image_load_pck", 0x03: "image_load_pck_sgn", 0x04: "image
                 0x05: "image_load_mip_pck_sgn", 0x0A: "image_store_pck",
                 0x0B: "image_store_mip_pck", 0x0E: "image_get_resinfo", 0x10: "image_atomic_swap",
                 0x11: "image_atomic_cmpswap", 0x12: "image_atomic_add", 0x24: "image_sample_l"}
+# image atomics: opcode -> LLVM's name suffix (gfx11 and gfx12 share the numbers; gfx12 renamed
+# some, llvm-mc-19 -mcpu=gfx1100/gfx1201/gfx90a disassembling each)
+_ATOMICS = {0x0A: "swap", 0x0B: "cmpswap", 0x0C: "add", 0x0D: "sub", 0x0E: "smin",
+            0x0F: "umin", 0x10: "smax", 0x11: "umax", 0x12: "and", 0x13: "or", 0x14: "xor",
+            0x15: "inc", 0x16: "dec"}
+_GFX9_ATOMICS = {op + 6: name for op, name in _ATOMICS.items()}  # swap 0x10 .. dec 0x1C
+_GFX12_ATOMIC_NAMES = {"add": "add_uint", "sub": "sub_uint", "smin": "min_int",
+                       "umin": "min_uint", "smax": "max_int", "umax": "max_uint",
+                       "inc": "inc_uint", "dec": "dec_uint"}
+_GFX12_FLOAT_ATOMICS = {0x83: "add_flt", 0x84: "min_num_flt", 0x85: "max_num_flt",
+                        0x86: "pk_add_f16", 0x87: "pk_add_bf16"}
+# each atomic's operation as hsa.virtual.isa.atomics names it, and the type letter (u, i, b,
+# f) its width completes: add -> add_u32 (DMASK 0x1) or add_u64 (DMASK 0x3)
+_ATOMIC_OPS = {"swap": ("swap", "b"), "cmpswap": ("cmpswap", "b"), "add": ("add", "u"),
+               "sub": ("sub", "u"), "smin": ("min", "i"), "umin": ("min", "u"),
+               "smax": ("max", "i"), "umax": ("max", "u"), "and": ("and", "b"),
+               "or": ("or", "b"), "xor": ("xor", "b"), "inc": ("inc", "u"), "dec": ("dec", "u"),
+               "add_flt": ("add", "f"), "min_num_flt": ("min_num", "f"),
+               "max_num_flt": ("max_num", "f"), "pk_add_f16": ("pk_add", "f16"),
+               "pk_add_bf16": ("pk_add", "bf16")}
 _GFX9_DA = -1  # the `dim` of a gfx9 access with DA set: an array, the T# says which
 # S# CLAMP_X/Y/Z modes modelled (SQ_TEX_CLAMP) and border colours (BORDER_COLOR_TYPE)
 _WRAP, _MIRROR, _CLAMP_LAST, _CLAMP_BORDER = 0, 1, 2, 6
@@ -83,10 +104,14 @@ class ImageError(Exception):
 
 
 def mimg_name(op: int) -> str:
+    if op in _ATOMICS:
+        return f"image_atomic_{_ATOMICS[op]}"
     return {**_LOADS, **_STORES, **_SAMPLES, **_OTHERS}.get(op, f"MIMG opcode 0x{op:02x}")
 
 
 def mimg_name_gfx9(op: int) -> str:
+    if op in _GFX9_ATOMICS:
+        return f"image_atomic_{_GFX9_ATOMICS[op]}"
     return {**_GFX9_LOADS, **_GFX9_STORES, **_GFX9_SAMPLES, **_GFX9_OTHERS}.get(
         op, f"MIMG opcode 0x{op:02x}")
 
@@ -96,8 +121,8 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0xFF
     name = mimg_name(op)
-    if op not in _LOADS and op not in _STORES and op not in _SAMPLES:
-        return None, f"{name} is not modelled (image loads, stores and point samples are)"
+    if op not in _LOADS and op not in _STORES and op not in _SAMPLES and op not in _ATOMICS:
+        return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     sample = op in _SAMPLES
     flags = [n for n, bit in (("A16", (w0 >> 16) & 1 and not sample), ("D16", (w0 >> 17) & 1),
                               ("TFE", (w1 >> 21) & 1), ("LWE", (w1 >> 22) & 1)) if bit]
@@ -110,7 +135,8 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sample, flags,
                     (w0 >> 2) & 7, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 26) & 0x1F) * 4, bool((w0 >> 7) & 1),
-                    bool((w0 >> 16) & 1) and sample, _tsharp_gfx11)
+                    bool((w0 >> 16) & 1) and sample, _tsharp_gfx11,
+                    atomic=(_ATOMICS[op], bool((w0 >> 14) & 1)) if op in _ATOMICS else None)
 
 
 def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
@@ -118,8 +144,9 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0x7F
     name = mimg_name_gfx9(op)
-    if op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES:
-        return None, f"{name} is not modelled (image loads, stores and point samples are)"
+    if (op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES
+            and op not in _GFX9_ATOMICS):
+        return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     flags = [n for n, bit in (("A16", (w0 >> 15) & 1), ("TFE/ACC", (w0 >> 16) & 1),
                               ("LWE", (w0 >> 17) & 1), ("D16", (w1 >> 31) & 1)) if bit]
     vaddr = [(w1 & 0xFF) + k for k in range(5)]
@@ -128,14 +155,17 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x09), op in _GFX9_STORES, op in _GFX9_SAMPLES,
                     flags, dim, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 21) & 0x1F) * 4, bool((w0 >> 12) & 1),
-                    False, _tsharp_gfx9)
+                    False, _tsharp_gfx9, atomic=(_GFX9_ATOMICS[op], bool((w0 >> 13) & 1))
+                    if op in _GFX9_ATOMICS else None)
 
 
 # gfx12 VIMAGE / VSAMPLE opcodes (llvm-mc-19 -mcpu=gfx1201 disassembling each): loads, stores
 # and the point samples share gfx11's numbers; names of others, for messages
+_GFX12_ATOMICS = {**_ATOMICS, **_GFX12_FLOAT_ATOMICS}
 _GFX12_OTHERS = {"VIMAGE": {**{k: v for k, v in _OTHERS.items() if k < 0x17},
-                            0x0A: "image_atomic_swap", 0x0B: "image_atomic_cmpswap",
-                            0x0C: "image_atomic_add_uint", 0x17: "image_get_resinfo"},
+                            **{op: f"image_atomic_{_GFX12_ATOMIC_NAMES.get(n, n)}"
+                               for op, n in _GFX12_ATOMICS.items()},
+                            0x17: "image_get_resinfo"},
                  "VSAMPLE": {0x1C: "image_sample_d", 0x1D: "image_sample_l",
                              0x1E: "image_sample_b", 0x20: "image_sample_c",
                              0x24: "image_sample_c_lz", 0x40: "image_sample_cl"}}
@@ -158,9 +188,9 @@ def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
     op = (w0 >> 14) & 0xFF
     sampler = inst.encoding == "VSAMPLE"
     name = image_name_gfx12(inst.encoding, op)
-    modelled = _SAMPLES if sampler else {**_LOADS, **_STORES}
+    modelled = _SAMPLES if sampler else {**_LOADS, **_STORES, **_GFX12_ATOMICS}
     if op not in modelled:
-        return None, f"{name} is not modelled (image loads, stores and point samples are)"
+        return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     tfe = (w0 >> 3) & 1 if sampler else (w1 >> 23) & 1
     flags = [n for n, bit in (("A16", (w0 >> 6) & 1 and not sampler), ("D16", (w0 >> 5) & 1),
                               ("R128", (w0 >> 4) & 1), ("TFE", tfe),
@@ -169,16 +199,19 @@ def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sampler, flags, w0 & 7,
                     (w0 >> 22) & 0xF, vaddr, w1 & 0xFF, (w1 >> 9) & 0x1FF,
                     (w1 >> 23) & 0x1FF, bool(sampler and (w0 >> 13) & 1),
-                    bool(sampler and (w0 >> 6) & 1), _tsharp_gfx12)
+                    bool(sampler and (w0 >> 6) & 1), _tsharp_gfx12,
+                    atomic=(_GFX12_ATOMICS[op], bool((w1 >> 20) & 1))  # TH[0]: return
+                    if not sampler and op in _GFX12_ATOMICS else None)
 
 
 def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: bool,
              flags: list[str], dim: int | None, dmask: int, vaddr: list[int], vdata: int,
-             srsrc: int, ssamp: int, unnormalized: bool, a16: bool, layout: Callable
-             ) -> tuple[Callable | None, str]:
-    """The one implementation of every family's image loads, stores and samples; `dim` is
-    the instruction's DIM field (None or _GFX9_DA: gfx9's T# TYPE decides), `layout` reads
-    the family's T#."""
+             srsrc: int, ssamp: int, unnormalized: bool, a16: bool, layout: Callable,
+             atomic: tuple[str, bool] | None = None) -> tuple[Callable | None, str]:
+    """The one implementation of every family's image loads, stores, samples and atomics;
+    `dim` is the instruction's DIM field (None or _GFX9_DA: gfx9's T# TYPE decides), `layout`
+    reads the family's T#, `atomic` is (the atomic's name suffix, whether it returns the
+    value it saw: GLC, or gfx12's TH[0])."""
     if flags:
         return None, f"{name} with {'/'.join(flags)} is not modelled"
     if dim is not None and dim != _GFX9_DA and dim not in _DIMS:
@@ -186,6 +219,9 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
     if sample:
         return _compile_sample(inst, name, dim, dmask, vaddr, vdata, srsrc, ssamp,
                                unnormalized, a16, layout), ""
+    if atomic is not None:
+        return _compile_atomic(inst, name, atomic[0], atomic[1], dim, dmask, vaddr, vdata,
+                               srsrc, layout)
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
@@ -231,6 +267,45 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
             kept = keep[c]
             channels.append(kept if kept is not None else current[c])
         bufformat._write(ctx, inst, fmt, addr, bufformat.encode(fmt, channels, old))
+
+    return run, ""
+
+
+def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, dim: int | None,
+                    dmask: int, vaddr: list[int], vdata: int, srsrc: int, layout: Callable
+                    ) -> tuple[Callable | None, str]:
+    """An image atomic: the read-modify-write of one texel per lane (hsa.virtual.isa.atomics,
+    lanes that hit one texel in lane order), on a T# whose texels are as wide as the atomic.
+    DMASK gives the width (the ISA guides' "image atomic" data: 0x1 32-bit, 0x3 64-bit;
+    cmpswap, which carries the compare value after the new one, 0x3 and 0xF); the value a
+    lane saw comes back in VDATA when `returns`. Lanes outside the image do nothing and get
+    0 back."""
+    operation, letter = _ATOMIC_OPS[kind]
+    cmpswap = kind == "cmpswap"
+    widths = {0x3: 32, 0xF: 64} if cmpswap else {0x1: 32, 0x3: 64}
+    bits = widths.get(dmask)
+    if bits is None or (bits == 64 and (letter == "f" or operation == "pk_add")):
+        return None, f"{name} with DMASK 0x{dmask:x} is not modelled"
+    op = f"{operation}_{letter}" if operation == "pk_add" else f"{operation}_{letter}{bits}"
+
+    def run(g: WaveGroup, ctx) -> None:
+        idx = mem._active(g)
+        if idx is not None and idx.size == 0:
+            return
+        t, dim_name, ncoord = _descriptor(g, srsrc, name, dim, layout)
+        fmt = t["format"]
+        wanted = ("FLOAT",) if letter.startswith(("f", "bf")) else (
+            ("UINT", "SINT") if letter in ("u", "i") else ("UINT", "SINT", "FLOAT"))
+        if fmt.size * 8 != bits or fmt.kind not in wanted:
+            raise ImageError(f"{name}: a {fmt.name} T# for a {bits}-bit atomic is not modelled")
+        coords = [mem._sel(g.v[vaddr[k]], idx).astype(np.int64) for k in range(ncoord)]
+        addr, inside = _addresses(t, coords, dim_name)
+        lanes = np.arange(g.count * g.lanes) if idx is None else idx
+        mem.run_atomic(g, mem.GlobalSpace(ctx, inst), addr[inside], lanes[inside], op, vdata,
+                       vdata, returns)
+        if returns and not inside.all():
+            for k in range(bits // 32):
+                mem._put(g, vdata + k, lanes[~inside], np.zeros(int((~inside).sum()), u32))
 
     return run, ""
 
