@@ -8,6 +8,8 @@ next step) and exits non-zero.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 
 class AmdgpuError(Exception):
     """Root of every error amdgpu-direct raises on purpose."""
@@ -103,3 +105,25 @@ class VulkanError(AmdgpuError):
 class BufferRangeError(AmdgpuError, ValueError):
     """A buffer read, write or view reaches outside the buffer."""
 
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def without_frames(error: _E) -> _E:
+    """`error`, and the errors it chains (__cause__, __context__), without their tracebacks:
+    for an error an object keeps, to raise or quote later. A traceback holds every frame the
+    error passed through and their locals (the raising thread's objects, the ISA executor's
+    wave state: megabytes); kept by an object those frames reach, the error is a reference
+    cycle that only the full collector frees, minutes later (issue 35: each device a soak
+    closed under a fault kept its memory until then). Its message is all a caller gets."""
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [error]
+    while chain:
+        e = chain.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        chain += [e.__cause__, e.__context__]
+    return error

@@ -18,12 +18,13 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import weakref
 
 import numpy as np
 import pytest
 
 import amdgpu
-from amdgpu.errors import AmdgpuError
+from amdgpu.errors import AmdgpuError, QueueError
 
 N = 64  # the smallest useful grid: one work-group
 RSS_SLACK = 32 << 20  # allocator noise; a leak of one device's rings is 17 MiB per cycle
@@ -289,3 +290,96 @@ def test_unloaded_code_leaves_the_shared_executor_cache():
                 f"cycle {i}: the executor still holds a closed device's programs")
     finally:
         keep.close()
+
+
+# --- a faulted queue's error keeps no frames ---------------------------------------------
+OOB_CL = ("__kernel void oob(__global unsigned int* out, unsigned long far) {\n"
+          "  *(__global unsigned int*)(far) = 7u; out[0] = 1u; }\n")
+WIDE = 1 << 16  # lanes of the faulting dispatch: its wave state is megabytes
+
+
+class _Local:
+    """A local of the caller's frame, which the QueueError's traceback passes through."""
+
+
+def _fault_once(code, seen: list) -> None:
+    dev = amdgpu.open("amdgpu:virtual")
+    try:
+        oob = dev.load(code).kernel("oob")
+        out = dev.buffer(64)
+        local = _Local()
+        seen.append(weakref.ref(local))
+        try:
+            dev.dispatch(oob, WIDE, 256, (out, np.uint64(0x10))).wait(60)
+        except QueueError as e:
+            assert "memory fault at address 0x10" in str(e)
+        else:
+            raise AssertionError("the faulting kernel completed")
+    finally:
+        dev.close()
+
+
+@pytest.mark.hsa_virtual
+def test_a_faulted_device_keeps_its_memory_for_no_collector(tmp_path):
+    """Soak finding (issue 35): a soak worker's RSS grew 1.3-5.8 MiB a minute. A faulted
+    queue kept its error with its traceback: the packet processor's and the ISA executor's
+    frames, whose locals held the processor (a reference cycle through the queue) and the
+    wave state of the faulting dispatch (4.7 MiB for the soak's 65,536 lanes). And the
+    lane raised the QueueError from a frame whose local named it (a cycle through the
+    caller's frames and locals). So each faulted or closed-under-work device's megabytes
+    waited for the full collector, which runs minutes apart; the heap kept the peak. With
+    the collector off, 4 faulting 65,536-lane dispatches on devices then closed must leave
+    under 1 MiB traced (their Python objects, cyclic by design, wait for the collector; the
+    wave state must not) and no local of a caller's frame alive."""
+    import tracemalloc
+
+    from provider_suite import compile_cl
+
+    try:
+        code = compile_cl(OOB_CL, "gfx1100", tmp_path)
+    except Exception as e:  # noqa: BLE001 - no clang here
+        pytest.skip(f"no OpenCL compiler: {e}")
+    seen: list = []
+    _fault_once(code, seen)  # warm: first-use caches, the executor's program
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(4):
+            _fault_once(code, seen)
+        held = tracemalloc.get_traced_memory()[0] - before
+        alive = sum(ref() is not None for ref in seen[1:])
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+        gc.collect()
+    assert alive == 0, f"{alive} of 4 callers' locals kept by the QueueError's cycle"
+    assert held < 1 << 20, f"{held / 2**20:.1f} MiB held by 4 faulted, closed devices"
+
+
+def test_without_frames_drops_every_traceback_of_the_chain():
+    """ground.errors.without_frames: the error a queue keeps loses the tracebacks of itself,
+    its cause and its context (each would hold frames), keeps its message and chain, and
+    ends on a chain that loops."""
+    from ground.errors import MemoryFault, without_frames
+
+    def fault():
+        raise MemoryFault(0x29, "memory fault at 0x10", address=0x10)
+
+    try:
+        try:
+            fault()
+        except MemoryFault as inner:
+            try:
+                raise ValueError("while reporting")
+            except ValueError:
+                raise QueueError(0x29, "lane 0 stopped") from inner  # context: the ValueError
+    except QueueError as e:
+        err = e
+    chain = [err, err.__cause__, err.__context__, err.__context__.__context__]
+    assert all(x.__traceback__ is not None for x in chain)
+    chain[-1].__context__ = err  # a loop: must still end
+    assert without_frames(err) is err
+    assert [x.__traceback__ for x in chain] == [None] * 4
+    assert str(err) == "lane 0 stopped (HSA status 0x29)" and err.__cause__ is chain[1]

@@ -357,7 +357,10 @@ class QueueLane:
             assert err is not None  # each condition above gives error() a cause
             if lost is not None:
                 lost.setdefault("report", self._lost_report(err))
-            raise err
+            try:
+                raise err
+            finally:  # its traceback holds this frame: a local naming it would be a cycle
+                del err
 
     def _lost_report(self, err: QueueError) -> str:
         """'memory fault at address 0x10 (kernel oob)': the fault a later DeviceLost names."""

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ground.errors import HsaError
+from ground.errors import HsaError, without_frames
 
 if TYPE_CHECKING:
     from hsa.virtual.memory import MemoryMap
@@ -97,7 +97,7 @@ class CopyEngine:
                     memory.view(job.dst, job.size)[:] = memory.view(job.src, job.size)
             except HsaError as exc:  # a dep or buffer was destroyed under the copy
                 log.error("async copy 0x%x <- 0x%x failed: %s", job.dst, job.src, exc)
-                self.failures.append(exc)
+                self.failures.append(without_frames(exc))
                 if job.completion:
                     signals.annotate([job.completion], f"async copy failed: {exc}")
                 with signals.lock:
@@ -110,4 +110,4 @@ class CopyEngine:
                     signals.add(job.completion, -1)
                 except HsaError as exc:
                     log.error("async copy completion signal: %s", exc)
-                    self.failures.append(exc)
+                    self.failures.append(without_frames(exc))

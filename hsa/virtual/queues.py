@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import packets
-from ground.errors import HsaError, PacketError, QueueError
+from ground.errors import HsaError, PacketError, QueueError, without_frames
 from ground.status import (
     HSA_STATUS_ERROR,
     HSA_STATUS_ERROR_EXCEPTION,
@@ -703,7 +703,9 @@ class PacketProcessor:
         queue = self.queue
         self._failed = True
         self._failure_note = f"queue {queue.id} stopped at packet {self._read}: {exc}"
-        queue._error = exc
+        # kept without its frames: they hold this processor (a cycle through queue._error)
+        # and the executor's wave state, megabytes a failed queue would keep
+        queue._error = without_frames(exc)
         status = getattr(exc, "status", HSA_STATUS_ERROR)
         # The completion signals of the failed packet and of every packet published after it
         # will never be decremented: say so in the timeout of anyone waiting on them.

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ground.errors import HsaError, QueueError
+from ground.errors import HsaError, QueueError, without_frames
 from ground.status import HSA_STATUS_ERROR_EXCEPTION
 from hsa.virtual.pm4 import Pm4Stopped
 
@@ -115,7 +115,7 @@ class RingWorker:
 
     def _fail(self, exc: HsaError) -> None:
         with self._cv:
-            self.error = exc
+            self.error = without_frames(exc)  # its frames hold this worker: a cycle
             self._cv.notify_all()
         if self.on_error is not None:
             try:
