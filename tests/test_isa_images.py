@@ -294,6 +294,36 @@ def test_bilinear_sample_2d(target, mode):
     assert np.abs(got - exact).max() <= spread / 256, "more than a weight step off"
 
 
+@pytest.mark.parametrize("target", ["gfx1100", "gfx1201"])
+def test_sample_explicit_lod_single_level(target):
+    """image_sample_l (clang's builtin; gfx90a's LLVM has no sample_l) with each lane's LOD
+    from -2 to 6 on a T# of one level (LAST_LEVEL 0): the level clamps to 0 and the S#'s
+    MAG and MIN filters agree, so point and bilinear results are level 0's, as
+    `_nearest` / `_bilinear` give them."""
+    h, code = _harness(target)
+    w, ht, n = 8, 5, 128
+    rng = np.random.default_rng(50)
+    texels = rng.standard_normal((ht, w, 4)).astype(np.float32)
+    src, _ = _image(h, texels, 63, (w, ht), "2D")
+    u = (rng.integers(0, w * 256, n) / 256 / w).astype(np.float32)
+    v = (rng.integers(0, ht * 256, n) / 256 / ht).astype(np.float32)
+    lod = rng.uniform(-2, 6, n).astype(np.float32)
+    out = h.alloc(n * 16)
+    args = [h.buffer(np.stack([u, v], 1)), h.buffer(lod)]
+    tu, tv = u.astype(np.float64) * w, v.astype(np.float64) * ht
+    for bilinear in (False, True):
+        samp = h.buffer(ssharp(CLAMP_LAST, bilinear=bilinear))
+        h.dispatch(code, "sample_l_2d", (n,), (64,), [out, src, samp, *args])
+        got = h.read(out, np.float32, n * 4).reshape(n, 4)
+        if bilinear:
+            np.testing.assert_allclose(got, _bilinear(texels, tu, tv, CLAMP_LAST, 0.0), rtol=0,
+                                       atol=4 * np.finfo(np.float32).eps * np.abs(texels).max())
+        else:
+            x, _ = _nearest(tu, w, CLAMP_LAST)
+            y, _ = _nearest(tv, ht, CLAMP_LAST)
+            np.testing.assert_array_equal(got, texels[y, x])
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_anisotropic_sampler_is_one_line(target):
     """Anisotropic filtering (XY_MAG/MIN_FILTER 3) is not modelled: one line."""

@@ -22,8 +22,8 @@ tiled layouts, mips, MSAA, cubes, D16, TFE/LWE) stops the queue with one line na
 nothing is guessed.
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
-GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16], TFE [21],
-LWE [22], SSAMP/4 [30:26]; with NSA, dword 2 holds address VGPRs 1-4, a byte each.
+GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16],
+TFE [21], LWE [22], SSAMP/4 [30:26]; with NSA, dword 2 holds address VGPRs 1-4, a byte each.
 
 The T# (ROCr's src/image/resource_gfx11.h, as ROCr's image manager fills it): base address
 >> 8 in word 0 and word 1 [7:0]; FORMAT word 1 [27:20]; WIDTH-1 word 1 [31:30] (low bits)
@@ -53,10 +53,10 @@ u32, u64 = np.uint32, np.uint64
 # gfx11 MIMG opcodes (LLVM's MIMGInstructions.td): the ones modelled, and names of others
 _LOADS = {0x00: "image_load", 0x01: "image_load_mip"}
 _STORES = {0x06: "image_store", 0x07: "image_store_mip"}
-_SAMPLES = {0x1B: "image_sample", 0x1F: "image_sample_lz"}
+_SAMPLES = {0x1B: "image_sample", 0x1D: "image_sample_l", 0x1F: "image_sample_lz"}
 _OTHERS = {0x02: "image_load_pck", 0x03: "image_load_pck_sgn", 0x04: "image_load_mip_pck",
            0x05: "image_load_mip_pck_sgn", 0x08: "image_store_pck", 0x09: "image_store_mip_pck",
-           0x17: "image_get_resinfo", 0x1C: "image_sample_l"}
+           0x17: "image_get_resinfo", 0x1C: "image_sample_d", 0x1E: "image_sample_b"}
 # gfx9 MIMG opcodes (LLVM's MIMGInstructions.td, checked with llvm-mc-19 -mcpu=gfx90a)
 _GFX9_LOADS = {0x00: "image_load", 0x01: "image_load_mip"}
 _GFX9_STORES = {0x08: "image_store", 0x09: "image_store_mip"}
@@ -166,9 +166,9 @@ _GFX12_OTHERS = {"VIMAGE": {**{k: v for k, v in _OTHERS.items() if k < 0x17},
                             **{op: f"image_atomic_{_GFX12_ATOMIC_NAMES.get(n, n)}"
                                for op, n in _GFX12_ATOMICS.items()},
                             0x17: "image_get_resinfo"},
-                 "VSAMPLE": {0x1C: "image_sample_d", 0x1D: "image_sample_l",
-                             0x1E: "image_sample_b", 0x20: "image_sample_c",
-                             0x24: "image_sample_c_lz", 0x40: "image_sample_cl"}}
+                 "VSAMPLE": {0x1C: "image_sample_d", 0x1E: "image_sample_b",
+                             0x20: "image_sample_c", 0x24: "image_sample_c_lz",
+                             0x40: "image_sample_cl"}}
 
 
 def image_name_gfx12(encoding: str, op: int) -> str:
@@ -447,7 +447,9 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
     weights; not stated for AMD in the ISA guides), summed in float64 and rounded once to
     float32. Each texel is placed by the S#'s clamp mode (wrap, mirror, clamp to the last
     texel, or the border colour). Only level 0 exists in a T# with LAST_LEVEL 0, so the
-    LOD plays no part (the S#'s MAG and MIN filters must agree)."""
+    LOD, implicit or image_sample_l's explicit one (the address VGPR after the coordinates),
+    plays no part: it picks the level (clamped to the one there is) and the MAG or MIN
+    filter, which must agree."""
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)

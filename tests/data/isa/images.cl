@@ -75,3 +75,13 @@ kernel void sample_1d_array(global float4* out, __amdgpu_texture_t src, global c
   out[i] = __builtin_amdgcn_image_sample_1darray_v4f32_f32(15, uv[i].x, uv[i].y, src, *samp, 0,
                                                            0, 0);
 }
+
+#ifndef NO_SAMPLE_LZ  // clang's image_sample_l builtin wants extended-image-insts too
+// an explicit LOD (image_sample_l): each lane's own
+kernel void sample_l_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
+                        global const float2* uv, global const float* lod) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_sample_l_2d_v4f32_f32(15, uv[i].x, uv[i].y, lod[i], src,
+                                                        *samp, 0, 0, 0);
+}
+#endif
