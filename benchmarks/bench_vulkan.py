@@ -519,6 +519,21 @@ def _timed_replays(dev, cb, reps: int, bindings_of, free: bool) -> float:
     return median_us(samples)
 
 
+def _raw_submits(dev, cb, bindings, reps: int) -> float:
+    """Median host time of the lane's vkQueueSubmit2 of cb's recorded buffer alone (each
+    waited for outside the timing), after one dev.submit that binds `bindings`."""
+    dev.submit(cb, bindings).wait(120)
+    lane = dev._timeline(0)
+    handle = _handle(cb)
+    raw = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        p = lane.submit(handle)
+        raw.append(time.perf_counter() - t)
+        p.wait(120)
+    return median_us(raw)
+
+
 def replay_host(args, paths: list[str], compiled) -> int:
     """Host time of one replay of an n-dispatch chain, per path: the same buffers each time,
     four pairs of buffers in turn, a new pair each time (allocated and freed around the
@@ -549,10 +564,24 @@ def replay_host(args, paths: list[str], compiled) -> int:
                 raw.append(time.perf_counter() - t)
                 p.wait(120)
             out["submit alone"] = median_us(raw)
+            # Does the driver's submit depend on where the recording's memory came from?
+            # (The lead's full run, which had recorded and freed 5000-dispatch buffers
+            # first, saw 10 us; a fresh process 67-86 us.) The same chain recorded again
+            # while the first lives, then once more after both were freed.
+            cb2 = bench.record(n)
+            out["submit alone, a second recording"] = _raw_submits(dev, cb2, pairs[0], reps)
+            cb.release()
+            cb2.release()
+            cb = bench.record(n)
+            out["submit alone, recorded after two were freed"] = _raw_submits(
+                dev, cb, pairs[0], reps)
             a = pairs[0][0].to_numpy(np.float32)[0]
+            # every replay bound to pairs[0] adds n (an even chain ends in its first buffer)
+            want = n * (4 + 4 * reps + -(-reps // 4)) if n % 2 == 0 else a
             print(f"[{path}] replay of {n}: " + ", ".join(
                 f"{k} {fmt_us(v)}" for k, v in out.items()) + f" (median of {reps}; "
-                f"records {cb.record_count}; a[0] = {a:.0f})", flush=True)
+                f"records {cb.record_count}; a[0] = {a:.0f}, "
+                f"{'ok' if a == want else f'WRONG, expected {want}'})", flush=True)
             cb.release()
         finally:
             bench.close()
@@ -722,6 +751,17 @@ def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int,
         p.wait(120)
         return took
 
+    def dev_pending():
+        # dev.submit of the replay while the previous one still runs (back to back, as a
+        # loop of replays goes): it takes another recorded instance of the same buffers
+        added[0] += 2 * n
+        dev.submit(cbs["sim"][0], pair)
+        t = time.perf_counter()
+        p = dev.submit(cbs["sim"][0], pair)
+        took = time.perf_counter() - t
+        spin_wait(p.value)
+        return took
+
     def v10(handle):
         count(handle)
         t = time.perf_counter()
@@ -763,6 +803,19 @@ def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int,
         spin_wait(p.value)
         return took
 
+    thrash = (np.ones(16 << 20, np.float32), np.empty(16 << 20, np.float32))
+
+    def cold(how):
+        # the submit right after the host copied 64 MB (its caches then hold none of our
+        # objects): does a cold host make our Python (dev) cost more than the lane's?
+        added[0] += n
+        np.copyto(thrash[1], thrash[0])
+        t = time.perf_counter()
+        p = dev.submit(cbs["sim"][0], pair) if how == "dev" else lane.submit(h)
+        took = time.perf_counter() - t
+        spin_wait(p.value)
+        return took
+
     def probe():
         # a fixed piece of pure Python (the fast path's binding check, 5 times): is the host
         # slower right after a replay's wait than in a loop?
@@ -791,10 +844,13 @@ def _submit_forms_on(bench, path: str, n: int, reps: int, rounds: int,
         "1000, drained (spin)": lambda: drained(cbs["1000"][1], "spin"),
         f"{n}, dev.submit same buffers, blocking wait": lambda: replay("block"),
         f"{n}, dev.submit same buffers, spin wait": lambda: replay("spin"),
+        f"{n}, dev.submit pending (resubmitted while the last runs)": dev_pending,
         f"{n}, dev.submit split (spin)": lambda: split_submit("dev"),
         f"{n}, lane.submit split (spin)": lambda: split_submit("lane"),
         f"{n}, dev.submit split (spin), 200 us busy first":
             lambda: split_submit("dev", 200.0),
+        f"{n}, dev.submit after a 64 MB host copy (cold caches)": lambda: cold("dev"),
+        f"{n}, lane.submit after a 64 MB host copy (cold caches)": lambda: cold("lane"),
         "a pure-Python probe, right after a replay's spin wait": probe_after_wait,
         "the same probe, in a loop": probe,
     }

@@ -341,6 +341,38 @@ def test_fill_copy_and_fixed_buffers(dev, kernels):
 
 
 @pytest.mark.vulkan
+def test_replays_rebind_slots_beside_a_fixed_buffer(dev, kernels):
+    """A submit's checks and the bda table's rewrite (one call for the whole table, bound
+    and fixed entries together) over new buffers, views of one allocation (the overlap
+    test then looks at their ranges) and buffers seen before; a non-buffer is refused with
+    the binding check's own line."""
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    fixed = dev.buffer(N * 4)
+    cb = dev.command_buffer()
+    s0, s1 = cb.binding(0), cb.binding(1)
+    cb.dispatch(k, grid, args=(s0, fixed))  # fixed = s0 + 1
+    cb.barrier()
+    cb.dispatch(k, grid, args=(fixed, s1))  # s1 = s0 + 2
+    cb.barrier()
+    cb.dispatch(k, grid, args=(s1, s0))  # s0 = s0 + 3
+    cb.finalize()
+    one = dev.buffer(np.full(2 * N, 100, np.float32))
+    sets = [[dev.buffer(np.full(N, 10 * i, np.float32)), dev.buffer(N * 4)] for i in range(2)]
+    sets.append([one.view(N * 4, N * 4), one.view(0, N * 4)])  # one allocation, apart
+    start = [0.0, 10.0, 100.0]
+    for rounds in range(2):
+        for (a, b), v in zip(sets, start, strict=True):
+            dev.submit(cb, [a, b]).wait()
+            base = v + 3 * rounds
+            np.testing.assert_array_equal(fixed.to_numpy(np.float32), np.full(N, base + 1))
+            np.testing.assert_array_equal(b.to_numpy(np.float32), np.full(N, base + 2))
+            np.testing.assert_array_equal(a.to_numpy(np.float32), np.full(N, base + 3))
+    with pytest.raises(KernelArgumentError, match="binding 1 .* is not a buffer"):
+        dev.submit(cb, [sets[0][0], np.zeros(N, np.float32)])
+
+
+@pytest.mark.vulkan
 @needs_vulkan
 def test_wrong_arguments_are_refused(kernels):
     with VulkanDevice() as device:

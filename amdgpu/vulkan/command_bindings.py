@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import add
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,20 +58,30 @@ def allocate_table(device: VulkanContext, inst: Instance, plan: Plan) -> None:
         raise VulkanError("binding tables need host-visible memory; none found")
     inst.table_allocation = alloc
     inst.table = alloc.host[: plan.table_entries * 8].view(np.uint64)
+    inst.table_words = memoryview(inst.table)
     inst.table[:] = 0
     if plan.bda_fixed is not None:
         inst.table[plan.bda_fixed[0]] = plan.bda_fixed[1]
 
 
-def patch_table(inst: Instance, plan: Plan, bindings: Sequence[Buffer]) -> None:
-    """Write the bound buffers' addresses into the table (skipped when they repeat)."""
-    addresses = tuple(b.address for b in bindings)
+def patch_table(inst: Instance, plan: Plan, bindings: Sequence[Buffer],
+                addresses: tuple | None = None) -> None:
+    """Write the bound buffers' addresses (`addresses`, when the caller has them) into the
+    table (skipped when they repeat)."""
+    if addresses is None:
+        addresses = tuple(b.address for b in bindings)
     if addresses != inst.table_signature:
         table = inst.table
         assert table is not None  # the instance of a plan with table entries has one
-        if plan.bda_scalar is not None:
+        if plan.bda_pack is not None:  # every entry, bound and fixed, in one C call
+            packer, source, offsets, fixed = plan.bda_pack
+            values = addresses + fixed if fixed else addresses
+            packer.pack_into(table, 0, *map(add, map(values.__getitem__, source), offsets))
+        elif plan.bda_scalar is not None:
+            words = inst.table_words  # a memoryview: its item stores beat numpy's
+            assert words is not None
             for slot, i, off in plan.bda_scalar:
-                table[i] = addresses[slot] + off
+                words[i] = addresses[slot] + off
         else:
             for slot, index, offset in plan.bda_patches:
                 table[index] = addresses[slot] + offset

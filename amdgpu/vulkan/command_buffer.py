@@ -31,12 +31,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from operator import is_
+from itertools import repeat
+from operator import attrgetter, is_, le
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amdgpu.buffer import Buffer, Lifetime
+from amdgpu.buffer import Buffer, Lifetime, owner_token
 from amdgpu.command_buffer import BindingSlot, Param, split_grid
 from amdgpu.command_buffer import CommandBuffer as CommandBufferAPI
 from amdgpu.device import TimelinePoint
@@ -69,6 +70,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .context import VulkanContext
 
 MAX_IN_FLIGHT = 4  # instances per key
+# A submit's checks over its bindings, one C-level pass each (map over attrgetter):
+_OWNER = attrgetter("_life.owner")  # the device's token while alive (buffer.Lifetime)
+_NBYTES = attrgetter("nbytes")
+_UID = attrgetter("handle.uid")  # the allocation
+_ADDRESS = attrgetter("address")
+_SEQUENCES = (list, tuple)  # what bindings may be
 MAX_KEYS = 8  # distinct binding keys kept recorded per command buffer
 # The operation types under their former names (tests build recordings from them).
 _Dispatch, _Fill, _Copy, _Barrier = Dispatch, Fill, Copy, Barrier
@@ -92,10 +99,16 @@ class CommandBuffer(CommandBufferAPI):
         self._plan = Plan()  # worked out at finalize (command_plan.plan)
         self._barrier_cache: dict[str, list] = {}  # barrier mode -> VkDependencyInfo each
         self._barrier_keep: list = []
-        # (Lifetime.ends, bindings, instance key, aliased) of the last submit's checks
+        # (Lifetime.ends, bindings, instance key, aliased, how many bindings, their
+        # addresses or None) of the last submit's checks
         self._last_checked: tuple | None = None
-        # (key, instance) of the last submission: its table/descriptors hold its bindings
+        # (key, instance, lane, its Lane) of the last submission: its table/descriptors
+        # hold its bindings
         self._last_instance: tuple | None = None
+        # what a submit without params checks its bindings against, worked out at
+        # finalize: (slots, least bytes per slot, the device's owner token, fixed buffers'
+        # uids or None when two of them share an allocation); None: the checks one by one
+        self._checks: tuple | None = None
 
     # --- recording ------------------------------------------------------------------------
     def _ref(self, arg) -> BufferRef:
@@ -192,6 +205,15 @@ class CommandBuffer(CommandBufferAPI):
             return self
         self.finalized = True
         self._plan = plan(self.ops, self.slot_count)
+        need = dict(enumerate(self._plan.min_sizes))
+        for slot, size in (self.__dict__.get("_slot_bytes") or {}).items():
+            need[slot] = max(need.get(slot, 0), size)
+        fixed = {b.handle.uid for b in self._plan.fixed_buffers}
+        # (a recording that reads parameters needs them at every submit: checked there)
+        self._checks = None if self.__dict__.get("_used_params") else (
+            self.slot_count, tuple(need.get(i, 0) for i in range(self.slot_count)),
+            owner_token(self.device),
+            frozenset(fixed) if len(fixed) == len(self._plan.fixed_buffers) else None)
         if not self._plan.baked_slots and not self._plan.scalar_params:
             # Nothing depends on the bound buffers or scalars at record time: record now.
             self._instances[()] = [self._record(None)]
@@ -291,9 +313,17 @@ class CommandBuffer(CommandBufferAPI):
             pool = self._instances[key] = []
         else:
             self._instances.move_to_end(key)
-        for inst in pool:
+        for inst in pool:  # idle by what the lanes last saw: no driver call
             p = inst.point
-            if p is None or p.value <= p.timeline.poll():  # the point's lane (Lane)
+            if p is None or p.value <= p.timeline.reached:
+                return inst
+        polled = None
+        for inst in pool:  # else ask the driver, once per lane (usually one)
+            timeline = inst.point.timeline  # type: ignore[union-attr]
+            if timeline is not polled:
+                timeline.poll()
+                polled = timeline
+            if inst.point.value <= timeline.reached:  # type: ignore[union-attr]
                 return inst
         if len(pool) < MAX_IN_FLIGHT:
             with self.device._pool_lock:  # recording uses the device's command pool
@@ -309,39 +339,59 @@ class CommandBuffer(CommandBufferAPI):
     def submit(self, bindings: Sequence[Buffer], lane: int, wait,
                params=None) -> TimelinePoint:
         last = self._last_checked
-        if last is not None and params is None and last[0] == Lifetime.ends and \
-                isinstance(bindings, (list, tuple)) and len(bindings) == len(last[1]) and \
+        if last is not None and last[0] == Lifetime.ends and params is None and \
+                isinstance(bindings, _SEQUENCES) and len(bindings) == last[4] and \
                 all(map(is_, bindings, last[1])):
             # The same buffer objects as the last submit, and no buffer's lifetime ended
             # since: every check below would pass again, with the same key.
             with self._submit_lock:
                 recent = self._last_instance
-                if recent is not None and recent[0] is last[2]:
+                if recent is not None and recent[0] is last[2] and recent[2] is lane:
                     inst = recent[1]
                     p = inst.point
-                    if p is None or p.value <= p.timeline.reached or \
-                            p.value <= p.timeline.poll():
-                        # The last submission's instance, idle: its address table (or late
-                        # descriptors) already holds these same buffers, and its key is the
-                        # most recently used one: nothing to pick, patch or reorder.
-                        return self._submit_to_lane(inst, bindings, lane, wait)
+                    if p.value <= p.timeline.reached:  # (in flight: _acquire polls)
+                        # The last submission's instance, idle, on the same lane: its
+                        # address table (or late descriptors) already holds these same
+                        # buffers, and its key is the most recently used one: nothing to
+                        # pick, patch or reorder.
+                        point = recent[3].submit(inst.command_buffer, wait,
+                                                 self._plan.details)
+                        inst.point = point
+                        inst.keepalive = bindings
+                        return point
                 return self._submit_instance(last[2], bindings, lane, wait, (), None,
-                                             last[3])
+                                             last[3], last[5])
         if not self.finalized:
             self.check_finalized()
         ends = Lifetime.ends
-        self.check_bindings(bindings, self.slot_count)
         plan = self._plan
-        values = self.check_params(params)
-        words, groups = (
-            param_words(plan, values, self.device.physical.max_group_count) if values
-            else ((), None))
-        for b, need in zip(bindings, plan.min_sizes, strict=True):
-            if b.nbytes < need:
-                raise KernelArgumentError(
-                    f"binding {b!r} is smaller than the {need} bytes the command buffer "
-                    "recorded for its slot; bind a larger buffer"
-                )
+        self.check_recorded()
+        aliased = False
+        passing = self._passing(bindings) if params is None and self._checks else None
+        addresses: tuple | None = None
+        if passing is not None:  # every check passed in one pass (the usual case)
+            words: tuple = ()
+            groups = None
+            if isinstance(passing, tuple):
+                addresses = passing
+            else:  # two buffers in one allocation: do their ranges overlap?
+                aliased = plan.alias_sensitive and self.device.tuning.barrier == "narrow" \
+                    and aliased_bindings(bindings, plan.fixed_buffers)
+        else:  # the checks one by one, for the error they raise (or with params)
+            self.check_bindings(bindings, self.slot_count)
+            values = self.check_params(params)
+            words, groups = (
+                param_words(plan, values, self.device.physical.max_group_count) if values
+                else ((), None))
+            for b, need in zip(bindings, plan.min_sizes, strict=True):
+                if b.nbytes < need:
+                    raise KernelArgumentError(
+                        f"binding {b!r} is smaller than the {need} bytes the command buffer "
+                        "recorded for its slot; bind a larger buffer"
+                    )
+            if plan.alias_sensitive and self.device.tuning.barrier == "narrow" and \
+                    aliased_bindings(bindings, plan.fixed_buffers):
+                aliased = True
         key: tuple
         if plan.baked_slots:
             key = tuple(
@@ -352,19 +402,41 @@ class CommandBuffer(CommandBufferAPI):
             key = ()
         if words:
             key = (key, words)
-        aliased = False
-        if plan.alias_sensitive and self.device.tuning.barrier == "narrow" and \
-                aliased_bindings(bindings, plan.fixed_buffers):
+        if aliased:
             # The narrowed barriers took the slots for distinct memory: these overlap.
-            key, aliased = (key, "aliased"), True
+            key = (key, "aliased")
         self._last_checked = None if params is not None else (
-            ends, tuple(bindings), key, aliased)
+            ends, tuple(bindings), key, aliased, len(bindings), addresses)
         with self._submit_lock:
-            return self._submit_instance(key, bindings, lane, wait, words, groups, aliased)
+            return self._submit_instance(key, bindings, lane, wait, words, groups, aliased,
+                                         addresses)
+
+    def _passing(self, bindings) -> tuple | bool | None:
+        """The checks of a submit without params (check_bindings: a list or tuple of
+        buffers of this device, alive; each at least the bytes recorded for its slot), one
+        C-level pass each. Their addresses when every check passes and no two bound (or
+        fixed) buffers share an allocation; True when they pass but some do (the bound
+        ranges may overlap); None when a check fails: the caller then runs them one by one
+        for the error they raise."""
+        slots, need, token, fixed = self._checks  # type: ignore[misc]
+        if not isinstance(bindings, _SEQUENCES) or len(bindings) != slots:
+            return None
+        try:  # only a Buffer of this device, alive, carries its token (buffer.Lifetime)
+            if not all(map(is_, map(_OWNER, bindings), repeat(token))):
+                return None
+        except AttributeError:  # not a buffer
+            return None
+        if not all(map(le, need, map(_NBYTES, bindings))):
+            return None
+        uids = set(map(_UID, bindings))
+        if len(uids) != slots or fixed is None or not uids.isdisjoint(fixed):
+            return True
+        return tuple(map(_ADDRESS, bindings))
 
     def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
                          wait, words: tuple = (), groups=None,
-                         aliased: bool = False) -> TimelinePoint:
+                         aliased: bool = False, addresses: tuple | None = None
+                         ) -> TimelinePoint:
         self._last_instance = None  # until this submission is made (it may raise below)
         inst = self._acquire(key, bindings, words, aliased)
         plan = self._plan
@@ -376,22 +448,21 @@ class CommandBuffer(CommandBufferAPI):
         if inst.late_count:
             write_late_sets(self.device, inst, bindings)
         if plan.bda_patches:
-            patch_table(inst, plan, bindings)
-        point = self._submit_to_lane(inst, bindings, lane, wait)
-        self._last_instance = None if words else (key, inst)
+            patch_table(inst, plan, bindings, addresses)
+        timeline = self._lane(lane)
+        point = timeline.submit(inst.command_buffer, wait, plan.details)
+        inst.point = point
+        inst.keepalive = bindings
+        self.last_handle = inst.handle
+        self._last_instance = None if words else (key, inst, lane, timeline)
         return point
 
-    def _submit_to_lane(self, inst: Instance, bindings: Sequence[Buffer], lane: int,
-                        wait) -> TimelinePoint:
+    def _lane(self, lane: int):
         lanes = self.device._lanes
         timeline = lanes[lane] if type(lane) is int and 0 <= lane < len(lanes) else None
         if timeline is None:  # not opened yet, or not a lane (checked there)
             timeline = self.device._timeline(lane)
-        point = timeline.submit(inst.command_buffer, wait, self._plan.details)
-        inst.point = point
-        inst.keepalive = bindings
-        self.last_handle = inst.handle
-        return point
+        return timeline
 
     def release(self) -> None:
         """Free every recorded instance (waits for those in flight)."""

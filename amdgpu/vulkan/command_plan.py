@@ -13,6 +13,7 @@ Nothing here calls Vulkan.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -107,6 +108,7 @@ class Barrier:
 
 
 SCALAR_PATCHES = 32  # up to this many table entries, a replay patches them one by one
+PACKED_TABLE = 512  # up to this many entries, a replay writes the whole table in one call
 
 
 @dataclass
@@ -121,6 +123,10 @@ class Plan:
     # numpy's fancy indexing there): (slot, table index, byte offset)
     bda_scalar: list[tuple[int, int, int]] | None = None
     bda_fixed: tuple[np.ndarray, np.ndarray] | None = None  # (indices, addresses) fixed
+    # the whole table in one struct.pack_into, where it is small: (the packer, per entry
+    # the index of its address in bound addresses + fixed addresses, per entry its byte
+    # offset, the fixed addresses)
+    bda_pack: tuple[struct.Struct, tuple, tuple, tuple] | None = None
     table_entries: int = 0  # u64 entries of an instance's binding table
     min_sizes: tuple[int, ...] = ()  # least bytes of each slot's buffer
     details: dict = field(default_factory=dict)  # what a trace's submission record says
@@ -213,6 +219,16 @@ def plan(ops: list, slot_count: int) -> Plan:
                           for i, o in zip(idx, patch_off[slot], strict=True)]
     if fixed_idx:
         out.bda_fixed = (np.array(fixed_idx, np.intp), np.array(fixed_val, np.uint64))
+    if 0 < entries <= PACKED_TABLE:
+        source = [0] * entries
+        offset = [0] * entries
+        for slot, idx in patch_idx.items():
+            for i, o in zip(idx, patch_off[slot], strict=True):
+                source[i], offset[i] = slot, o
+        for j, i in enumerate(fixed_idx):
+            source[i] = slot_count + j
+        out.bda_pack = (struct.Struct(f"<{entries}Q"), tuple(source), tuple(offset),
+                        tuple(fixed_val))
     scalars: dict[str, Param] = {}
     for op in dispatches:
         for _, p in op.param_constants:
@@ -486,6 +502,7 @@ class Instance:
     handle: int
     point: TimelinePoint | None = None
     table: np.ndarray | None = None
+    table_words: memoryview | None = None  # the same memory, for scalar stores
     table_allocation: Allocation | None = None
     table_signature: tuple | None = None
     descriptor_pool: object = None

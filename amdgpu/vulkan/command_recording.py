@@ -195,6 +195,7 @@ def free_instance(device: VulkanContext, inst: Instance) -> None:
     if inst.descriptor_pool is not None:
         vk.lib.vkDestroyDescriptorPool(device.handle, inst.descriptor_pool, vk.ffi.NULL)
     if inst.table_allocation is not None:
+        inst.table = inst.table_words = None  # views of the memory freed next
         inst.table_allocation.free()
     if inst.indirect_allocation is not None:
         inst.indirect_allocation.free()

@@ -36,9 +36,10 @@ class Lane:
         self.index = index
         self.queue = queue
         self.queue_lock = queue_lock  # shared by the lanes of one VkQueue
-        # submit() fills this lane's reused VkSubmitInfo2 and counts its timeline value:
-        # one thread at a time (taken before queue_lock, never after)
-        self.lock = threading.Lock()
+        # submit() fills this lane's reused VkSubmitInfo2, counts its timeline value and
+        # calls vkQueueSubmit2 under the queue's lock: one lock a submit, not two (the
+        # struct stores it covers for other lanes of the queue take well under 1 us)
+        self.lock = queue_lock
         type_info = vk.VkSemaphoreTypeCreateInfo(
             semaphoreType=vk.VK_SEMAPHORE_TYPE_TIMELINE, initialValue=0
         )
@@ -69,6 +70,7 @@ class Lane:
         self._submit.pSignalSemaphoreInfos = self._signal
         self._submit.signalSemaphoreInfoCount = 1
         self._submit.pCommandBufferInfos = self._command
+        self._in_struct: object = None  # the VkCommandBuffer (cdata) _command holds
         self._wait_sems = ffi.new("VkSemaphore[1]", [self.semaphore])
         self._wait_values = ffi.new("uint64_t[1]")
         self._wait_info = ffi.new("VkSemaphoreWaitInfo*")
@@ -90,11 +92,27 @@ class Lane:
         lock = self.lock  # acquire/release: cheaper than `with` on CPython 3.11
         lock.acquire()
         try:
-            return self._submit_locked(command_buffer, waits, details)
+            submitted = self.submitted
+            count = self._wait_infos(waits) if waits or submitted > self.reached else 0
+            value = submitted + 1
+            info = self._submit
+            info.waitSemaphoreInfoCount = count
+            self._signal.value = value
+            if command_buffer is not self._in_struct:  # the same one again: already there
+                self._set_command(command_buffer)
+            result = vk.lib.vkQueueSubmit2(self.queue, 1, info, vk.ffi.NULL)
+            if result != 0:
+                check(result, "vkQueueSubmit2", f"lane {self.index}, value {value}")
+            self.submitted = value
+            if trace.STATE.sink is not None or not trace.STATE.env_checked:
+                self._trace(command_buffer, count, value, details)
+            return TimelinePoint(self.index, value, self)
         finally:
             lock.release()
 
-    def _submit_locked(self, command_buffer, waits, details) -> TimelinePoint:
+    def _wait_infos(self, waits: Sequence[TimelinePoint]) -> int:
+        """Fill the wait infos: this lane's previous value while it is not reached, then
+        the points of other lanes not reached yet; returns how many."""
         count = 0
         w = self._waits
         if self.submitted > self.reached:  # in order: after this lane's previous work
@@ -114,22 +132,16 @@ class Lane:
             w[count].semaphore = other.semaphore
             w[count].value = point.value
             count += 1
-        value = self.submitted + 1
-        self._submit.waitSemaphoreInfoCount = count
-        self._signal.value = value
+        return count
+
+    def _set_command(self, command_buffer) -> None:
+        """Put a VkCommandBuffer (None: none, a pure signal) into the reused submit info."""
         if command_buffer is None:
             self._submit.commandBufferInfoCount = 0
         else:
             self._command.commandBuffer = command_buffer
             self._submit.commandBufferInfoCount = 1
-        with self.queue_lock:
-            result = vk.lib.vkQueueSubmit2(self.queue, 1, self._submit, vk.ffi.NULL)
-        if result != 0:
-            check(result, "vkQueueSubmit2", f"lane {self.index}, value {value}")
-        self.submitted = value
-        if trace.STATE.sink is not None or not trace.STATE.env_checked:
-            self._trace(command_buffer, count, value, details)
-        return TimelinePoint(self.index, value, self)
+        self._in_struct = command_buffer
 
     def _trace(self, command_buffer, wait_count: int, value: int, details) -> None:
         sink = trace.active_sink()
