@@ -287,8 +287,12 @@ class HsaProvider(abc.ABC):
         """A writable uint8 numpy view of host-accessible memory (fine-grained, kernarg)."""
 
     @abc.abstractmethod
-    def memory_copy(self, dst: int, src: int, size: int) -> None:
-        """hsa_memory_copy: synchronous copy between any two allocations."""
+    def memory_copy(self, dst: int, src: int, size: int, *, dst_agent: int | None = None,
+                    src_agent: int | None = None) -> None:
+        """hsa_memory_copy: synchronous copy between any two allocations. Given both sides'
+        agents (a GPU, or the CPU for host memory) a provider may copy on its copy engine;
+        either way a copy that can no longer complete ends in an error, never a wait
+        forever."""
 
     @abc.abstractmethod
     def memory_async_copy(

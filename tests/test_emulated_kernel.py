@@ -877,3 +877,72 @@ def test_the_server_keeps_nothing_of_threads_and_clients_gone():
     # executor every client shared kept each client's programs, cached by code address)
     line = _server_memory_line(node, pid)
     assert "objects: Client 0, ServerQueue 0, _RingQueue 0, Bo 0, Program 0" in line, line
+
+
+COPY_THAT_CANNOT_RUN = r"""
+import os, sys, threading, time
+import numpy as np, amdgpu
+import hsa.rocr.provider as rocr
+from hsa.emulated import protocol
+node = os.environ["AMDGPU_EMULATED_NODE"]
+rocr.COPY_TIMEOUT_S = 3.0  # the bound on a copy that never completes (120 s in use)
+dev = amdgpu.open("amdgpu:emulated")
+buf = dev.buffer(4096)
+buf.write(np.arange(1024, dtype=np.uint32))  # the copy engine's queues exist from here
+assert (buf.to_numpy(np.uint32) == np.arange(1024)).all()
+
+def read_in_a_thread():
+    seen = []
+    def read():
+        try:
+            seen.append(buf.to_numpy(np.uint32)[5])
+        except Exception as e:
+            seen.append(e)
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t, seen
+
+def say(t, seen):
+    t.join(60)
+    e = seen[0] if seen else None
+    print("still waiting after 60 s" if t.is_alive() else
+          f"{type(e).__name__}: {e}" if isinstance(e, Exception) else f"value {e}", flush=True)
+
+# 1. a copy whose queue never runs (its doorbell is never passed on): DeviceError
+protocol.request(node, protocol.OP_HOLD)
+say(*read_in_a_thread())
+protocol.request(node, protocol.OP_RELEASE)
+time.sleep(0.5)
+say(*read_in_a_thread())  # the device goes on
+# 2. a GPU memory fault (another thread's kernel) stops the process's queues while a copy
+# waits on one: DeviceLost, naming the fault
+protocol.request(node, protocol.OP_HOLD)
+try:
+    t, seen = read_in_a_thread()
+    time.sleep(1.0)  # the copy is on its queue, its doorbell held
+    protocol.request(node, protocol.OP_FAULT, pid=os.getpid(), address=0x1000)
+finally:
+    protocol.request(node, protocol.OP_RELEASE)
+say(t, seen)
+os._exit(0)  # ROCr's own exit would wait on the copies that never ran
+"""
+
+
+def test_a_copy_that_cannot_run_ends_in_one_error_not_a_hang():
+    """Issue 35's hour soak hung a worker for good inside ROCr's hsa_memory_copy, which spins
+    on its blit's completion with no end. A copy whose queue never runs (its doorbell held by
+    the server) ends in DeviceError after its bound; one whose queues a GPU memory fault on
+    another thread stopped ends in DeviceLost naming the fault; the device works between.
+    Before: the first read never returned (each case 'still waiting after 60 s')."""
+    node = "1Xgfx90A"  # a server of its own: it holds the doorbells of all its clients
+    _start(node)
+    run = subprocess.run([sys.executable, "-c", COPY_THAT_CANNOT_RUN], env=_env(node),
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0 and len(lines) == 3, run.stdout + run.stderr[-3000:]
+    assert lines[0].startswith("DeviceError: hsa_amd_memory_async_copy: a copy of 4096 "
+                               "bytes did not complete in 3 s"), lines
+    assert lines[1] == "value 5", lines
+    assert lines[2].startswith("DeviceLost: hsa_amd_memory_async_copy: the GPU can run "
+                               "nothing more in this process: "), lines
+    assert "0x1000" in lines[2] and "open the device in a new process" in lines[2], lines

@@ -105,13 +105,17 @@ class DeviceTransfers(DeviceParts):
         self._settle()
         with self._staging_lock:
             self._staging(data.size)[:] = data
-            self.provider.memory_copy(buf.address + offset, self._staging_address, data.size)
+            self.provider.memory_copy(buf.address + offset, self._staging_address, data.size,
+                                      dst_agent=self._buffer_agent(buf),
+                                      src_agent=self.cpu_agent)
 
     def _read_bytes(self, buf: Buffer, offset: int, nbytes: int) -> np.ndarray:
         self._settle()
         with self._staging_lock:
             view = self._staging(nbytes)
-            self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes)
+            self.provider.memory_copy(self._staging_address, buf.address + offset, nbytes,
+                                      dst_agent=self.cpu_agent,
+                                      src_agent=self._buffer_agent(buf))
             return view.copy()
 
     def _fill_now(self, address: int, nbytes: int, value: Any) -> None:
@@ -159,7 +163,9 @@ class DeviceTransfers(DeviceParts):
             data = src.to_numpy()[:nbytes]
             dst.write(data)
             return self._point(lane)
-        self.provider.memory_copy(dst.address, src.address, nbytes)
+        self.provider.memory_copy(dst.address, src.address, nbytes,
+                                  dst_agent=self._buffer_agent(dst),
+                                  src_agent=self._buffer_agent(src))
         return self._point(lane)
 
     def fill(

@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 
 VERSION = 2  # HELLO carries it (in nfds); kfd_shim.c's PROTOCOL_VERSION
-OP_HELLO, OP_IOCTL, OP_STATUS, OP_HOLD, OP_RELEASE = 1, 2, 3, 4, 5
+OP_HELLO, OP_IOCTL, OP_STATUS, OP_HOLD, OP_RELEASE, OP_FAULT = 1, 2, 3, 4, 5, 6
 KIND_KFD, KIND_RENDER = 1, 2
 REQUEST = struct.Struct("<IIQIIII")  # op, kind, request (HELLO: minor), arglen, extralen, nfds, pid
 REPLY = struct.Struct("<iIII")  # ret (0 or -errno), arglen, nwrites, nkeys
@@ -46,15 +46,17 @@ def run_dir(spec: str) -> Path:
     return Path(f"/tmp/amdgpu-emulated-{os.getuid()}") / re.sub(r"[^A-Za-z0-9,]", "_", spec)
 
 
-def request(spec: str, op: int = OP_STATUS) -> dict:
+def request(spec: str, op: int = OP_STATUS, pid: int | None = None, address: int = 0) -> dict:
     """Ask the node's running server: OP_STATUS (its clients: pid, allocations, bytes,
-    queues), OP_HOLD / OP_RELEASE (benchmarks: doorbells kept from the queues, then passed
-    on). Raises OSError when no server runs for `spec`."""
+    queues, each AQL queue's indices), OP_HOLD / OP_RELEASE (benchmarks: doorbells kept from
+    the queues, then passed on), OP_FAULT (tests: a GPU memory fault at `address` in client
+    `pid`, as a kernel's would be: its fault record and memory events, its queues on that
+    GPU evicted). Raises OSError when no server runs for `spec`."""
     import time
 
     for attempt in range(3):  # a server exiting when idle may drop the connection
         try:
-            return _request(spec, op)
+            return _request(spec, op, os.getpid() if pid is None else pid, address)
         except (ConnectionError, FileNotFoundError):
             if attempt == 2:
                 raise
@@ -62,14 +64,14 @@ def request(spec: str, op: int = OP_STATUS) -> dict:
     raise AssertionError("unreachable")
 
 
-def _request(spec: str, op: int) -> dict:
+def _request(spec: str, op: int, pid: int, address: int) -> dict:
     import json
     import socket
 
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(run_dir(spec) / "sock"))
-        s.sendall(REQUEST.pack(op, 0, 0, 0, 0, 0, os.getpid()))
+        s.sendall(REQUEST.pack(op, 0, address, 0, 0, 0, pid))
         head = b""
         while len(head) < REPLY.size:
             chunk = s.recv(REPLY.size - len(head))

@@ -347,6 +347,20 @@ class ServerQueue:
     def load_write_index(self) -> int:
         return int(self._write[0])
 
+    def state(self) -> dict:
+        """Where the queue stands (status): a stuck one has write > read while its processor
+        sleeps, or a doorbell beyond what the processor was given."""
+        proc, fast = self.processor, self.fast
+        return {"kfd_id": self.kfd_id, "read": int(self._read[0]),
+                "write": self.load_write_index(),
+                "doorbell": int(self.client.server.lib.devside_load(self.doorbell)),
+                "rung": proc._rung[0], "processor_read": proc._read,
+                "processor": ("stopped" if proc._stop else "sleeping" if proc._needs_wake
+                              else "running"),
+                "watch": {"last": fast.last, "passed": fast.passed, "retired": fast.retired,
+                          "next": fast.next, "fast": fast.fast},
+                "evicted": self.evicted, "destroyed": self.destroyed}
+
     def _store_read_index(self, value: int) -> None:
         self._read[0] = value
 
@@ -1207,6 +1221,18 @@ class Server:
             log.warning("unhandled %s ioctl 0x%08x (%s): EINVAL", kind, request,
                         ioctl_name(request))
 
+    def inject_fault(self, pid: int, address: int) -> None:
+        """Tests: client `pid` takes a GPU memory fault at `address` on each GPU it has
+        queues on, as if one of its kernels had made it (its queues there stop for good)."""
+        with self._lock:
+            clients = [c for c in self.clients.values() if c.pid == pid]
+        for client in clients:
+            gpus = {q.node.gpu_id for q in list(client.queues.values())}
+            for gpu_id in sorted(gpus):
+                log.warning("client %d: injected GPU memory fault at 0x%x on GPU 0x%x", pid,
+                            address, gpu_id)
+                client.memory_fault(address, gpu_id)
+
     def status(self) -> dict:
         with self._lock:
             clients = list(self.clients.values())
@@ -1219,7 +1245,9 @@ class Server:
                              "queues": len(c.queues),
                              # barrier packets the doorbell watch retired without Python
                              "barriers_taken": sum(int(q.fast.taken)
-                                                   for q in list(c.queues.values()))}
+                                                   for q in list(c.queues.values())),
+                             "aql": [q.state() for q in list(c.queues.values())
+                                     if isinstance(q, ServerQueue)]}
                             for c in clients]}
 
     # connections
@@ -1275,6 +1303,9 @@ class Server:
                 self.doorbell_watch.hold()
             else:
                 self.doorbell_watch.release()
+            op = protocol.OP_STATUS
+        if op == protocol.OP_FAULT:
+            self.inject_fault(pid, minor)
             op = protocol.OP_STATUS
         if op == protocol.OP_STATUS:
             body = json.dumps(self.status()).encode()

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ground.errors import (
+    DeviceError,
     DeviceLost,
     HsaError,
     HsaUnavailable,
@@ -68,6 +69,12 @@ _init_lock = threading.Lock()
 _init_counts: dict[int, int] = {}
 # Per loaded library: the last GPU memory fault ROCr reported ({agent, address, reason}).
 _faults: dict[int, dict[str, int]] = {}
+# memory_copy's wait: a slice between looks for a lost agent; the most a copy may take
+# (plus its size at the slowest copy engine's speed, the emulated one on a loaded host)
+COPY_SLICE_S = 0.25
+COPY_TIMEOUT_S = 120.0
+COPY_SLOWEST_BYTES_PER_S = 16 << 20
+
 # Per loaded library: agent -> the GPU memory fault that lost it for this process. ROCr's
 # VM-fault handler reports one fault per process (its handler returns false, "we are done")
 # and amdkfd evicts the process's queues on that GPU (kfd_dqm_evict_pasid): nothing runs
@@ -249,6 +256,8 @@ class RocrProvider(HsaProvider):
         self._queues: dict[int, tuple[RocrQueue, Any]] = {}  # address -> (queue, callback)
         self._retired_thunks: list[Any] = []
         self._signals: set[int] = set()
+        self._copy_signals: list[int] = []  # memory_copy's, each free for the next copy
+        self._copy_lock = threading.Lock()
         self._allocations: set[int] = set()
         self._readers: dict[int, Any] = {}  # reader -> the bytes ROCr reads from
         self._executables: dict[int, Executable] = {}
@@ -287,6 +296,7 @@ class RocrProvider(HsaProvider):
         self._executables.clear()
         self._readers.clear()
         self._signals.clear()
+        self._copy_signals.clear()
         self._allocations.clear()
         self._initialised = False
         with _init_lock:
@@ -564,9 +574,49 @@ class RocrProvider(HsaProvider):
             )
         return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))
 
-    def memory_copy(self, dst: int, src: int, size: int) -> None:
+    def memory_copy(self, dst: int, src: int, size: int, *, dst_agent: int | None = None,
+                    src_agent: int | None = None) -> None:
+        """A synchronous copy. With both sides' agents, on the copy engine
+        (hsa_amd_memory_async_copy) with a wait of our own: ROCr's hsa_memory_copy spins on
+        its blit's completion with no end, so a blit that can no longer run (the process's
+        queues evicted by a GPU memory fault on another thread, a lost packet) hung the
+        calling thread for good, and with it every later copy and code load behind ROCr's
+        blit lock. Here such a copy ends in DeviceLost or DeviceError, one line."""
         self._refuse_if_lost(None, "hsa_memory_copy")  # its blit queue may be an evicted one
-        self.api.hsa_memory_copy(dst, src, size)
+        if dst_agent is None or src_agent is None or size <= 0 or getattr(
+                self.api, "hsa_amd_memory_async_copy", None) is None:
+            self.api.hsa_memory_copy(dst, src, size)
+            return
+        with self._copy_lock:
+            signal = self._copy_signals.pop() if self._copy_signals else None
+        if signal is None:
+            signal = self.signal_create(1)
+        else:
+            self.signal_store(signal, 1)
+        self.memory_async_copy(dst, dst_agent, src, src_agent, size, [], signal)
+        self._wait_copy(signal, size, [a for a in (dst_agent, src_agent)])
+        with self._copy_lock:
+            self._copy_signals.append(signal)
+
+    def _wait_copy(self, signal: int, size: int, agents: list[int]) -> None:
+        """Until the copy's signal is 0, in slices: DeviceLost as soon as a GPU memory fault
+        stops the agent's queues, DeviceError past COPY_TIMEOUT_S (plus the size at a slow
+        copy engine's speed). The signal of a copy that did not end is never reused."""
+        wait = self.api.hsa_signal_wait_scacquire
+        limit = COPY_TIMEOUT_S + size / COPY_SLOWEST_BYTES_PER_S
+        deadline = time.monotonic() + limit
+        while True:
+            value = wait(signal, int(SignalCondition.EQ), 0, self._ticks(COPY_SLICE_S),
+                         S.HSA_WAIT_STATE_BLOCKED)
+            if value == 0:
+                return
+            for agent in agents:
+                self._refuse_if_lost(agent, "hsa_amd_memory_async_copy")
+            if time.monotonic() >= deadline:
+                raise DeviceError(
+                    f"hsa_amd_memory_async_copy: a copy of {size} bytes did not complete in "
+                    f"{limit:.0f} s (its signal 0x{signal:x} is still {value}): the GPU's copy "
+                    "engine stopped; close the device and open it in a new process")
 
     def _refuse_if_lost(self, agent: int | None, call: str) -> None:
         """DeviceLost instead of a call that needs ROCr's own queues on a lost agent (any

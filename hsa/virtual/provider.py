@@ -474,7 +474,8 @@ class VirtualProvider(HsaProvider):
         off = address - alloc.base
         return alloc.data[off : off + size]
 
-    def memory_copy(self, dst: int, src: int, size: int) -> None:
+    def memory_copy(self, dst: int, src: int, size: int, *, dst_agent: int | None = None,
+                    src_agent: int | None = None) -> None:
         call = "hsa_memory_copy"
         self._check_open(call)
         if size == 0:
