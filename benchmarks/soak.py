@@ -586,6 +586,15 @@ def main(argv: list[str] | None = None) -> int:
                                str(stacks[i])],
                               stdout=subprocess.PIPE, text=True) for i in range(args.processes)]
     reports: dict[int, list[dict]] = {i: [] for i in range(args.processes)}
+
+    def end_workers(signum: int, _frame: object) -> None:  # a stopped soak leaves none behind
+        for pr in procs:
+            if pr.poll() is None:
+                pr.kill()
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, end_workers)
     start = time.monotonic()
     silent_after = args.silent_after or max(180.0, 3 * args.interval)
     watchdog = Watchdog(procs, stacks, silent_after, start)
