@@ -324,6 +324,76 @@ def test_sample_explicit_lod_single_level(target):
             np.testing.assert_array_equal(got, texels[y, x])
 
 
+_RESINFO = {"1d": ("1D", 0x9, 2), "2d": ("2D", 0xB, 3), "3d": ("3D", 0xF, 4),
+            "2darray": ("2D_ARRAY", 0xF, 4)}  # LLVM dim -> (T# type, DMASK, results)
+
+
+def _resinfo_ir() -> str:
+    """LLVM IR (no OpenCL builtin reaches llvm.amdgcn.image.getresinfo): lane i asks for
+    mip level i % 4 of the T# at %t and stores the DMASK's results at out[4 i]."""
+    ir = ['target triple = "amdgcn-amd-amdhsa"', "declare i32 @llvm.amdgcn.workitem.id.x()"]
+    for dim, (_, dmask, n) in _RESINFO.items():
+        ty = f"<{n} x float>"
+        ir += [f"declare {ty} @llvm.amdgcn.image.getresinfo.{dim}.v{n}f32.i32(i32, i32, "
+               "<8 x i32>, i32, i32)",
+               f"define amdgpu_kernel void @resinfo_{dim}(ptr addrspace(1) %out, "
+               "ptr addrspace(4) %t) {",
+               "  %i = call i32 @llvm.amdgcn.workitem.id.x()", "  %mip = urem i32 %i, 4",
+               "  %rsrc = load <8 x i32>, ptr addrspace(4) %t",
+               f"  %v = call {ty} @llvm.amdgcn.image.getresinfo.{dim}.v{n}f32.i32(i32 {dmask}, "
+               "i32 %mip, <8 x i32> %rsrc, i32 0, i32 0)",
+               "  %k = mul i32 %i, 4", "  %p = getelementptr float, ptr addrspace(1) %out, i32 %k",
+               f"  store {ty} %v, ptr addrspace(1) %p", "  ret void", "}"]
+    return "\n".join(ir) + "\n"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_get_resinfo(target, tmp_path):
+    """image_get_resinfo (LLVM's getresinfo intrinsic, clang 22) on 1D, 2D, 3D and 2D-array
+    T#s with LAST_LEVEL 3: per the RDNA3/RDNA4 ISA guides VDATA = {width, height, depth,
+    #mipLevels} of the level asked for, each size max(1, size >> level) (Vulkan's mip level
+    sizing), array layers unshrunk; DMASK keeps the ones the type defines. Then a level past
+    LAST_LEVEL stops the queue in one line."""
+    import amdgpu
+    from amdgpu.errors import QueueError
+    from compiler import clang
+    from hsa.virtual.gfx11.testing import Harness
+
+    require_clang()
+    src = tmp_path / "resinfo.ll"
+    src.write_text(_resinfo_ir())
+    code_bytes = clang.compile_llvm_ir(src, target)
+    h = Harness(target)
+    code = h.load(code_bytes)
+    w, ht, slices = 37, 10, 6
+    last = 15 if target.startswith("gfx12") else 16  # LAST_LEVEL's low bit in T# word 3
+    for dim, (kind, dmask, n) in _RESINFO.items():
+        desc = tsharp(0x10000, 63, w, ht if kind != "1D" else 1, kind, slices=slices,
+                      target=target)
+        desc[3] |= np.uint32(3 << last)  # tsharp leaves LAST_LEVEL 0
+        out = h.alloc(64 * 16)
+        h.dispatch(code, f"resinfo_{dim}", (64,), (64,), [out, h.buffer(desc)])
+        got = h.read(out, np.uint32, 64 * 4).reshape(64, 4)[:, :n]
+        mip = np.arange(64) % 4
+        full = [np.maximum(w >> mip, 1), np.maximum(ht >> mip, 1),
+                np.maximum(slices >> mip, 1) if kind == "3D" else np.full(64, slices),
+                np.full(64, 4)]
+        want = np.stack([full[c] for c in range(4) if dmask >> c & 1], 1)
+        np.testing.assert_array_equal(got, want, dim)
+    dev = amdgpu.open(f"amdgpu:virtual:{target}")
+    try:
+        k = load_kernel(dev, code_bytes, "resinfo_2d")
+        with pytest.raises(QueueError) as err:  # LAST_LEVEL 0: levels 1-3 are past it
+            dev.dispatch(k, 64, 64, (dev.buffer(np.zeros(256, np.uint32)),
+                                     dev.buffer(tsharp(0x10000, 63, 4, 4, target=target))
+                                     )).wait(60)
+    finally:
+        dev.close()
+    text = str(err.value)
+    assert "image_get_resinfo at a mip level past LAST_LEVEL 0 is not modelled" in text, text
+    assert "code-object offset 0x" in text and "\n" not in text
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_anisotropic_sampler_is_one_line(target):
     """Anisotropic filtering (XY_MAG/MIN_FILTER 3) is not modelled: one line."""

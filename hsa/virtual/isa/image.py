@@ -15,8 +15,9 @@ What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 
 1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float
-formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too); image
-atomics on 32- and 64-bit texels (`_compile_atomic`). Everything
+formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too), and on
+gfx11/gfx12 image_sample_l over one-level T#s; image atomics on 32- and 64-bit texels
+(`_compile_atomic`); image_get_resinfo (`_compile_resinfo`). Everything
 else an image instruction or descriptor can ask for (anisotropic filtering, gathers,
 tiled layouts, mips, MSAA, cubes, D16, TFE/LWE) stops the queue with one line naming it:
 nothing is guessed.
@@ -85,6 +86,7 @@ _ATOMIC_OPS = {"swap": ("swap", "b"), "cmpswap": ("cmpswap", "b"), "add": ("add"
                "add_flt": ("add", "f"), "min_num_flt": ("min_num", "f"),
                "max_num_flt": ("max_num", "f"), "pk_add_f16": ("pk_add", "f16"),
                "pk_add_bf16": ("pk_add", "bf16")}
+_RESINFO, _GFX9_RESINFO = 0x17, 0x0E  # image_get_resinfo (gfx11 and gfx12; gfx9)
 _GFX9_DA = -1  # the `dim` of a gfx9 access with DA set: an array, the T# says which
 # S# CLAMP_X/Y/Z modes modelled (SQ_TEX_CLAMP) and border colours (BORDER_COLOR_TYPE)
 _WRAP, _MIRROR, _CLAMP_LAST, _CLAMP_BORDER = 0, 1, 2, 6
@@ -121,11 +123,14 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0xFF
     name = mimg_name(op)
+    if op == _RESINFO:
+        return _compile_resinfo(name, _flags_of(inst), (w0 >> 2) & 7, (w0 >> 8) & 0xF,
+                                w1 & 0xFF, (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4,
+                                _tsharp_gfx11)
     if op not in _LOADS and op not in _STORES and op not in _SAMPLES and op not in _ATOMICS:
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     sample = op in _SAMPLES
-    flags = [n for n, bit in (("A16", (w0 >> 16) & 1 and not sample), ("D16", (w0 >> 17) & 1),
-                              ("TFE", (w1 >> 21) & 1), ("LWE", (w1 >> 22) & 1)) if bit]
+    flags = _flags_of(inst, sample)
     vaddr = [w1 & 0xFF]
     if w0 & 1:  # NSA: one VGPR per address component
         w2 = inst.words[2]
@@ -139,19 +144,29 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
                     atomic=(_ATOMICS[op], bool((w0 >> 14) & 1)) if op in _ATOMICS else None)
 
 
+def _flags_of(inst: d.Instruction, sample: bool = False) -> list[str]:
+    """gfx11 MIMG modifiers not modelled (A16 only for samples' coordinates)."""
+    w0, w1 = inst.words[0], inst.words[1]
+    return [n for n, bit in (("A16", (w0 >> 16) & 1 and not sample), ("D16", (w0 >> 17) & 1),
+                             ("TFE", (w1 >> 21) & 1), ("LWE", (w1 >> 22) & 1)) if bit]
+
+
 def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     """(fn(g, ctx), "") for a modelled gfx9 MIMG instruction, else (None, why)."""
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0x7F
     name = mimg_name_gfx9(op)
+    flags = [n for n, bit in (("A16", (w0 >> 15) & 1), ("TFE/ACC", (w0 >> 16) & 1),
+                              ("LWE", (w0 >> 17) & 1), ("D16", (w1 >> 31) & 1)) if bit]
+    # no DIM field: the T#'s TYPE says how many address VGPRs there are (DA: an array)
+    dim = _GFX9_DA if (w0 >> 14) & 1 else None
+    if op == _GFX9_RESINFO:
+        return _compile_resinfo(name, flags, dim, (w0 >> 8) & 0xF, w1 & 0xFF,
+                                (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4, _tsharp_gfx9)
     if (op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES
             and op not in _GFX9_ATOMICS):
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
-    flags = [n for n, bit in (("A16", (w0 >> 15) & 1), ("TFE/ACC", (w0 >> 16) & 1),
-                              ("LWE", (w0 >> 17) & 1), ("D16", (w1 >> 31) & 1)) if bit]
     vaddr = [(w1 & 0xFF) + k for k in range(5)]
-    # no DIM field: the T#'s TYPE says how many address VGPRs there are (DA: an array)
-    dim = _GFX9_DA if (w0 >> 14) & 1 else None
     return _compile(inst, name, op in (0x01, 0x09), op in _GFX9_STORES, op in _GFX9_SAMPLES,
                     flags, dim, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 21) & 0x1F) * 4, bool((w0 >> 12) & 1),
@@ -188,7 +203,8 @@ def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
     op = (w0 >> 14) & 0xFF
     sampler = inst.encoding == "VSAMPLE"
     name = image_name_gfx12(inst.encoding, op)
-    modelled = _SAMPLES if sampler else {**_LOADS, **_STORES, **_GFX12_ATOMICS}
+    modelled = _SAMPLES if sampler else {**_LOADS, **_STORES, **_GFX12_ATOMICS,
+                                         _RESINFO: "image_get_resinfo"}
     if op not in modelled:
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     tfe = (w0 >> 3) & 1 if sampler else (w1 >> 23) & 1
@@ -196,6 +212,9 @@ def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
                               ("R128", (w0 >> 4) & 1), ("TFE", tfe),
                               ("LWE", sampler and (w1 >> 8) & 1)) if bit]
     vaddr = [(w2 >> (8 * k)) & 0xFF for k in range(4)] + [(w1 >> 24) & 0xFF]
+    if not sampler and op == _RESINFO:
+        return _compile_resinfo(name, flags, w0 & 7, (w0 >> 22) & 0xF, vaddr[0], w1 & 0xFF,
+                                (w1 >> 9) & 0x1FF, _tsharp_gfx12)
     return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sampler, flags, w0 & 7,
                     (w0 >> 22) & 0xF, vaddr, w1 & 0xFF, (w1 >> 9) & 0x1FF,
                     (w1 >> 23) & 0x1FF, bool(sampler and (w0 >> 13) & 1),
@@ -306,6 +325,53 @@ def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, di
         if returns and not inside.all():
             for k in range(bits // 32):
                 mem._put(g, vdata + k, lanes[~inside], np.zeros(int((~inside).sum()), u32))
+
+    return run, ""
+
+
+def _compile_resinfo(name: str, flags: list[str], dim: int | None, dmask: int, vaddr: int,
+                     vdata: int, srsrc: int, layout: Callable) -> tuple[Callable | None, str]:
+    """image_get_resinfo: the RDNA3/RDNA4 ISA guides' VDATA3-0 = {#mipLevels, depth, height,
+    width} of the mip level in the address VGPR, as 32-bit integers, the channels DMASK
+    enables in consecutive VGPRs. A level's sizes are max(1, size >> level) (Vulkan's "Image
+    Mip Level Sizing"); array layers do not shrink; the level count is LAST_LEVEL + 1 (the
+    view's levels, BASE_LEVEL being 0). Not modelled (one line each): a level past
+    LAST_LEVEL, a component the image type does not define (height of a 1D image, depth of
+    a 1D or 2D one), 1D arrays (which component holds their layers differs between gfx9,
+    which lays 1D out as 2D, and later families), a BASE_ARRAY other than 0, MSAA/cube."""
+    if flags:
+        return None, f"{name} with {'/'.join(flags)} is not modelled"
+    if dim is not None and dim != _GFX9_DA and dim not in _DIMS:
+        return None, f"{name} on a {_DIM_NAMES[dim]} image is not modelled"
+
+    def run(g: WaveGroup, ctx) -> None:
+        idx = mem._active(g)
+        if idx is not None and idx.size == 0:
+            return
+        t, dim_name, _ = _descriptor(g, srsrc, name, dim, layout)
+        if dim_name == "1D_ARRAY" or t["base_array"]:
+            raise ImageError(f"{name} on a 1D array or with BASE_ARRAY {t['base_array']} is "
+                             "not modelled")
+        undefined = {"1D": {1, 2}, "2D": {2}}.get(dim_name, set())
+        asked = {c for c in range(4) if dmask >> c & 1}
+        if asked & undefined:
+            raise ImageError(f"{name}: DMASK 0x{dmask:x} asks a {dim_name} image for "
+                             f"{'/'.join('whd'[c] for c in sorted(asked & undefined))}, "
+                             "which it does not have: not modelled")
+        levels = t["last_level"] + 1
+        level = mem._sel(g.v[vaddr], idx).astype(np.int64)
+        if np.any(level >= levels):
+            raise ImageError(f"{name} at a mip level past LAST_LEVEL {levels - 1} is not "
+                             "modelled")
+        depth = (np.maximum(t["depth"] >> level, 1) if dim_name == "3D"
+                 else np.full(level.shape, t["depth"]))
+        values = [np.maximum(t["width"] >> level, 1), np.maximum(t["height"] >> level, 1),
+                  depth, np.full(level.shape, levels)]
+        reg = vdata
+        for c in range(4):
+            if dmask >> c & 1:
+                mem._put(g, reg, idx, values[c].astype(u32))
+                reg += 1
 
     return run, ""
 
