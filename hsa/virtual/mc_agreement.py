@@ -328,24 +328,29 @@ def missing(target: str) -> dict[str, tuple[int, list[str]]]:
     # the fields the gfx9 and gfx12 decoders add to gfx11's (MFMA, FLAT, buffers)
     probe = dict(PROBE, acc_cd=0, abid=0, cbsz=0, blgp=0, acc=0, lds=0, sc1=0, th=0, scope=0,
                  zero_hi16=1)
-    other = {n: e for e, t in tables.items() for n in (i["name"] for i in t.values())}
+    encodings_of: dict[str, set[str]] = {}
+    for e, t in tables.items():
+        for info in t.values():
+            encodings_of.setdefault(info["name"], set()).add(e)
     out: dict[str, tuple[int, list[str]]] = {}
     for enc, table in sorted(tables.items()):
         if enc.startswith("VOPD"):
             continue
-        names = []
+        names: list[str] = []
         for op, info in sorted(table.items()):
             kind = enc
             if enc == "VBUFFER":  # what gfx12's decoder hands the core
                 kind = "MTBUF" if info["name"].startswith("tbuffer") else "MUBUF"
-            if enc == "SOP2" and other.get(info["name"]) == "SOPK":
-                continue  # a SOPK opcode seen through SOP2's wider opcode field
+            if enc in ("SOP2", "VOP3") and encodings_of[info["name"]] - {enc}:
+                # another format's opcode seen through this one's wider opcode field (SOPK
+                # or SOP1 through SOP2; gfx9's VOP3P, v_pk_*, through VOP3): counted there
+                continue
             inst = Instruction(0, 8, kind, op, name_of(info["name"]), dict(probe), None, ())
             try:
                 ok = compile_fn(inst).fn is not None
             except Exception:  # noqa: BLE001 - a probe the compiler cannot take: no semantics
                 ok = False
-            if not ok:
+            if not ok and info["name"] not in names:  # (gfx12 SMEM: one name, 4 codes)
                 names.append(info["name"])
         out[enc] = (len(table), names)
     return out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hsa.virtual.gfx11 import decoder as gfx11
 from hsa.virtual.isa.operands import LITERAL, LITERAL64, VGPR0, Instruction
+from hsa.virtual.isa.valu import base_name
 
 # gfx12 mnemonic -> the core's (gfx11) mnemonic for the same operation.
 RENAMED = {
@@ -52,8 +53,11 @@ def opcode_tables(target: str = "gfx1201") -> dict[str, dict[int, dict]]:
 
 @lru_cache(maxsize=1)
 def _core_names() -> frozenset[str]:
-    return frozenset(info["name"] for table in gfx11.opcode_tables().values()
-                     for info in table.values())
+    """The core's mnemonics, with and without their encoding suffixes (gfx11 has only
+    VOP3's v_min_f64 where gfx12 has v_min_num_f64_e32 and _e64 too)."""
+    names = {info["name"] for table in gfx11.opcode_tables().values()
+             for info in table.values()}
+    return frozenset(names | {base_name(n) for n in names})
 
 
 def core_name(name: str) -> str:
@@ -62,7 +66,7 @@ def core_name(name: str) -> str:
         return RENAMED[name]
     if "_num_" in name:  # v_max_num_f32, ds_min_num_f32, v_dual_min_num_f32: IEEE minNum
         old = name.replace("_num_", "_")
-        if old in _core_names():
+        if base_name(old) in _core_names():
             return old
     if name.endswith("_num") and name[:-4] in _core_names():
         return name[:-4]

@@ -23,7 +23,8 @@ from hsa.virtual.isa import executor as core
 from hsa.virtual.isa import image, mem
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
-from hsa.virtual.isa.valu import _fma
+from hsa.virtual.isa.valu import _fma, base_name, max_num, min_num
+from hsa.virtual.isa.vop3p import cvt_from_fp8
 
 u32, u64, i32, f32, f64 = np.uint32, np.uint64, np.int32, np.float32, np.float64
 
@@ -77,10 +78,10 @@ DUAL_OPS: dict[str, tuple[str, Callable]] = {
     "v_dual_subrev_f32": ("f32", lambda a, b, c, k: _b(_f(b) - _f(a))),
     "v_dual_mul_dx9_zero_f32": ("f32", lambda a, b, c, k: _b(np.where(
         (_f(a) == 0) | (_f(b) == 0), f32(0), _f(a) * _f(b)))),
-    "v_dual_max_num_f32": ("f32", lambda a, b, c, k: _b(np.fmax(_f(a), _f(b)))),
-    "v_dual_min_num_f32": ("f32", lambda a, b, c, k: _b(np.fmin(_f(a), _f(b)))),
-    "v_dual_max_f32": ("f32", lambda a, b, c, k: _b(np.fmax(_f(a), _f(b)))),
-    "v_dual_min_f32": ("f32", lambda a, b, c, k: _b(np.fmin(_f(a), _f(b)))),
+    "v_dual_max_num_f32": ("f32", lambda a, b, c, k: _b(max_num(_f(a), _f(b)))),
+    "v_dual_min_num_f32": ("f32", lambda a, b, c, k: _b(min_num(_f(a), _f(b)))),
+    "v_dual_max_f32": ("f32", lambda a, b, c, k: _b(max_num(_f(a), _f(b)))),
+    "v_dual_min_f32": ("f32", lambda a, b, c, k: _b(min_num(_f(a), _f(b)))),
     "v_dual_dot2acc_f32_f16": ("f32", lambda a, b, c, k: _dot2(a, b, c, False)),
     "v_dual_dot2acc_f32_bf16": ("f32", lambda a, b, c, k: _dot2(a, b, c, True)),
     "v_dual_mov_b32": ("32", lambda a, b, c, k: np.asarray(a, u32)),
@@ -100,8 +101,8 @@ DUAL_OPS: dict[str, tuple[str, Callable]] = {
     "v_dual_fma_f64": ("f64", lambda a, b, c, k: a * b + c),
     "v_dual_add_f64": ("f64", lambda a, b, c, k: a + b),
     "v_dual_mul_f64": ("f64", lambda a, b, c, k: a * b),
-    "v_dual_max_num_f64": ("f64", lambda a, b, c, k: np.fmax(a, b)),
-    "v_dual_min_num_f64": ("f64", lambda a, b, c, k: np.fmin(a, b)),
+    "v_dual_max_num_f64": ("f64", lambda a, b, c, k: max_num(a, b)),
+    "v_dual_min_num_f64": ("f64", lambda a, b, c, k: min_num(a, b)),
 }
 ACCUMULATES = ("v_dual_fmac_f32", "v_dual_dot2acc_f32_f16", "v_dual_dot2acc_f32_bf16")
 
@@ -318,6 +319,22 @@ def compile_set_vgpr_msb(inst: d.Instruction) -> Callable:
     return run
 
 
+def compile_from_fp8(inst: d.Instruction) -> Callable | None:
+    """gfx12's OCP 8-bit float to f32 conversions: VOP1, or VOP3 with byte_sel (op_sel
+    bits 0 and 1 are byte_sel's bits 1 and 0; clang: `v_cvt_f32_fp8_e64 v2, v11
+    byte_sel:1`) or, packed, op_sel[0] for the high word. DPP, modifiers, clamp refused."""
+    f = inst.f
+    if "dpp" in f or f.get("clamp") or f.get("omod") or f.get("abs") or f.get("neg"):
+        return None
+    opsel = f.get("opsel", 0)
+    name = base_name(inst.name)
+    if name.startswith("v_cvt_pk_"):
+        shift = 16 * (opsel & 1)
+    else:
+        shift = 8 * (((opsel & 1) << 1) | ((opsel >> 1) & 1))
+    return cvt_from_fp8(name, f["src0"], inst.literal, f["vdst"], shift, True)
+
+
 def compile_instruction(inst: d.Instruction) -> core.Compiled:
     """Family.compile for gfx12: gfx12-only semantics first, else the core's."""
     fn = None
@@ -341,6 +358,11 @@ def compile_instruction(inst: d.Instruction) -> core.Compiled:
         fn = compile_dual(inst)
     elif inst.encoding == "VOP3P" and inst.name in _PK_F32:
         fn = compile_pk_f32(inst)
+    elif base_name(inst.name).startswith(("v_cvt_f32_fp8", "v_cvt_f32_bf8", "v_cvt_pk_f32_")):
+        fn = compile_from_fp8(inst)
+        if fn is None:
+            return core.Compiled(inst, core.SIMPLE, None, "not implemented with these "
+                                 "modifiers")
     elif inst.name == "s_barrier_signal_isfirst":
         fn = run_barrier_signal_isfirst
     elif inst.name == "s_getreg_b32":

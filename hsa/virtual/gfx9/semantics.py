@@ -467,6 +467,10 @@ def make_compile(
         renamed = dataclasses.replace(inst, name=canon)
         if canon.startswith("ds_cmpstore"):  # gfx9 ds_cmpst: data0 = compare, data1 = new
             renamed.f = dict(inst.f, data0=inst.f["data1"], data1=inst.f["data0"])
+        if base in _FROM_FP8:
+            fn = _compile_from_fp8(inst, base, target)
+            return core.Compiled(inst, core.SIMPLE, fn, None if fn else "not implemented "
+                                 "with these modifiers")
         if "sdwa" in inst.f:
             fn = compile_sdwa(renamed, lambda i: _compile_alu(i, samples, target))
             return core.Compiled(inst, core.SIMPLE, fn, None if fn else "not implemented")
@@ -482,6 +486,34 @@ def make_compile(
         return core.Compiled(inst, c.kind, c.fn, c.error)
 
     return compile_inst
+
+
+_FROM_FP8 = ("v_cvt_f32_fp8", "v_cvt_f32_bf8", "v_cvt_pk_f32_fp8", "v_cvt_pk_f32_bf8")
+
+
+def _compile_from_fp8(inst: d.Instruction, base: str, target: str) -> Callable | None:
+    """gfx942/gfx950's 8-bit float to f32 conversions. The byte (or, packed, the word) comes
+    from SDWA's src0_sel (clang: `v_cvt_f32_fp8_sdwa v3, v1 src0_sel:BYTE_1`); an SDWA
+    destination select, source modifiers, clamp or omod are not modelled (refused)."""
+    f = inst.f
+    ocp = target != "gfx942"  # gfx950 converts OCP's E4M3/E5M2, gfx942 the FNUZ forms
+    if "sdwa" in f:
+        ext = f["sdwa"]
+        src0 = (ext & 0xFF) if (ext >> 23) & 1 else d.VGPR0 + (ext & 0xFF)
+        if (ext >> 23) & 1:
+            from hsa.virtual.gfx9.decoder import scalar
+            src0 = scalar(src0)
+        sel = (ext >> 16) & 7
+        if (ext >> 8) & 7 != 6 or (ext >> 13) & 7 or (ext >> 20) & 3:  # dst_sel, clamp/omod,
+            return None  # neg/abs
+        shift = sel * 8 if sel < 4 else (16 if sel == 5 else 0)
+    else:
+        if f.get("opsel") or f.get("clamp") or f.get("omod") or f.get("abs") or f.get("neg"):
+            return None
+        src0, shift = f["src0"], 0
+    from hsa.virtual.isa.vop3p import cvt_from_fp8
+
+    return cvt_from_fp8(base, src0, inst.literal, f["vdst"], shift, ocp)
 
 
 def _compile_alu(inst: d.Instruction, samples, target: str = "gfx942") -> Callable | None:

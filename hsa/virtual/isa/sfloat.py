@@ -19,6 +19,8 @@ from hsa.virtual.isa import operands as d
 from hsa.virtual.isa import valu
 from hsa.virtual.isa.state import WaveGroup
 from hsa.virtual.isa.valu import _cvt_i32, _cvt_u32, _fma, _fma16, rtz_f16
+from hsa.virtual.isa.valu import maximum as _maximum
+from hsa.virtual.isa.valu import minimum as _minimum
 
 u16, u32, f16, f32 = np.uint16, np.uint32, np.float16, np.float32
 
@@ -39,19 +41,6 @@ def _b32(x) -> np.ndarray:
 def _b16(x) -> np.ndarray:
     """An f32 value rounded once to f16, zero-extended to 32 bits."""
     return np.asarray(np.asarray(x).astype(f16)).view(u16).astype(u32)
-
-
-def _minimum(a, b):
-    """IEEE minimum: NaN propagates, -0 < +0."""
-    r = np.minimum(a, b)
-    zero = (a == 0) & (b == 0)
-    return np.where(zero, np.where(np.signbit(a), a, b), r)
-
-
-def _maximum(a, b):
-    r = np.maximum(a, b)
-    zero = (a == 0) & (b == 0)
-    return np.where(zero, np.where(np.signbit(a), b, a), r)
 
 
 # SOP1: name -> fn(a bits) -> result bits
@@ -79,8 +68,8 @@ _ARITH = {
     "add": lambda a, b, c, k: a + b,
     "sub": lambda a, b, c, k: a - b,
     "mul": lambda a, b, c, k: a * b,
-    "min_num": lambda a, b, c, k: np.fmin(a, b),
-    "max_num": lambda a, b, c, k: np.fmax(a, b),
+    "min_num": lambda a, b, c, k: valu.min_num(a, b),
+    "max_num": lambda a, b, c, k: valu.max_num(a, b),
     "minimum": lambda a, b, c, k: _minimum(a, b),
     "maximum": lambda a, b, c, k: _maximum(a, b),
 }

@@ -67,6 +67,35 @@ def _bfe_i(x, off, width):
     return np.where(width > 0, (v ^ sign) - sign, 0).astype(i64).astype(u32)
 
 
+def min_num(a, b):
+    """AMD's v_min_* (IEEE minNum, gfx12's minimumNumber): a NaN operand gives the other;
+    -0 is below +0 (the ISA guides' pseudo-code compares with -0 < +0)."""
+    r = np.fmin(a, b)
+    zero = (a == 0) & (b == 0)
+    return np.where(zero, np.where(np.signbit(a), a, b), r) if np.any(zero) else r
+
+
+def max_num(a, b):
+    """AMD's v_max_*: a NaN operand gives the other; +0 is above -0."""
+    r = np.fmax(a, b)
+    zero = (a == 0) & (b == 0)
+    return np.where(zero, np.where(np.signbit(a), b, a), r) if np.any(zero) else r
+
+
+def minimum(a, b):
+    """IEEE 754-2019 minimum (v_minimum_*, s_minimum_*): a NaN propagates, -0 < +0."""
+    r = np.minimum(a, b)
+    zero = (a == 0) & (b == 0)
+    return np.where(zero, np.where(np.signbit(a), a, b), r)
+
+
+def maximum(a, b):
+    """IEEE 754-2019 maximum: a NaN propagates, +0 > -0."""
+    r = np.maximum(a, b)
+    zero = (a == 0) & (b == 0)
+    return np.where(zero, np.where(np.signbit(a), b, a), r)
+
+
 def _med3(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
@@ -377,12 +406,21 @@ for _t in ("f32", "f16"):
         f"v_sub_{_t}": (_t, (_t, _t), lambda a, b: a - b),
         f"v_subrev_{_t}": (_t, (_t, _t), lambda a, b: b - a),
         f"v_mul_{_t}": (_t, (_t, _t), lambda a, b: a * b),
-        f"v_min_{_t}": (_t, (_t, _t), np.fmin),
-        f"v_max_{_t}": (_t, (_t, _t), np.fmax),
+        f"v_min_{_t}": (_t, (_t, _t), min_num),
+        f"v_max_{_t}": (_t, (_t, _t), max_num),
         f"v_fma_{_t}": (_t, (_t, _t, _t), _fma16 if _t == "f16" else _fma),
-        f"v_min3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmin(np.fmin(a, b), c)),
-        f"v_max3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: np.fmax(np.fmax(a, b), c)),
+        f"v_min3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: min_num(min_num(a, b), c)),
+        f"v_max3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: max_num(max_num(a, b), c)),
         f"v_med3_{_t}": (_t, (_t, _t, _t), _med3),
+        # gfx12's NaN-propagating forms (llvm.minimum/maximum)
+        f"v_minimum_{_t}": (_t, (_t, _t), minimum),
+        f"v_maximum_{_t}": (_t, (_t, _t), maximum),
+        f"v_minimum3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: minimum(minimum(a, b), c)),
+        f"v_maximum3_{_t}": (_t, (_t, _t, _t), lambda a, b, c: maximum(maximum(a, b), c)),
+        f"v_minimummaximum_{_t}": (_t, (_t, _t, _t),
+                                   lambda a, b, c: maximum(minimum(a, b), c)),
+        f"v_maximumminimum_{_t}": (_t, (_t, _t, _t),
+                                   lambda a, b, c: minimum(maximum(a, b), c)),
         f"v_fract_{_t}": (_t, (_t,), _fract),
         f"v_trunc_{_t}": (_t, (_t,), np.trunc),
         f"v_ceil_{_t}": (_t, (_t,), np.ceil),
@@ -440,8 +478,10 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_add_f64": ("f64", ("f64", "f64"), lambda a, b: a + b),
     "v_mul_f64": ("f64", ("f64", "f64"), lambda a, b: a * b),
     "v_fma_f64": ("f64", ("f64", "f64", "f64"), lambda a, b, c: a * b + c),
-    "v_min_f64": ("f64", ("f64", "f64"), np.fmin),
-    "v_max_f64": ("f64", ("f64", "f64"), np.fmax),
+    "v_min_f64": ("f64", ("f64", "f64"), min_num),
+    "v_max_f64": ("f64", ("f64", "f64"), max_num),
+    "v_minimum_f64": ("f64", ("f64", "f64"), minimum),
+    "v_maximum_f64": ("f64", ("f64", "f64"), maximum),
     "v_rcp_f64": ("f64", ("f64",), lambda a: 1.0 / a),
     "v_rsq_f64": ("f64", ("f64",), lambda a: 1.0 / np.sqrt(a)),
     "v_sqrt_f64": ("f64", ("f64",), np.sqrt),
@@ -537,10 +577,10 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
     "v_mad_u32_u16": ("u32", ("u16", "u16", "u32"),
                       lambda a, b, c: a.astype(u32) * b.astype(u32) + c),
     "v_sad_u32": ("u32", ("u32", "u32", "u32"), _sad_u32),
-    "v_maxmin_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmin(np.fmax(a, b), c)),
-    "v_minmax_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: np.fmax(np.fmin(a, b), c)),
-    "v_maxmin_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: np.fmin(np.fmax(a, b), c)),
-    "v_minmax_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: np.fmax(np.fmin(a, b), c)),
+    "v_maxmin_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: min_num(max_num(a, b), c)),
+    "v_minmax_f32": ("f32", ("f32", "f32", "f32"), lambda a, b, c: max_num(min_num(a, b), c)),
+    "v_maxmin_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: min_num(max_num(a, b), c)),
+    "v_minmax_f16": ("f16", ("f16", "f16", "f16"), lambda a, b, c: max_num(min_num(a, b), c)),
     "v_maxmin_u32": ("u32", ("u32", "u32", "u32"),
                      lambda a, b, c: np.minimum(np.maximum(a, b), c)),
     "v_minmax_u32": ("u32", ("u32", "u32", "u32"),
@@ -573,6 +613,7 @@ OPS: dict[str, tuple[str, tuple[str, ...], Callable]] = {
         np.int16)),
     "v_add_u16": ("u16", ("u16", "u16"), lambda a, b: a + b),
     "v_sub_u16": ("u16", ("u16", "u16"), lambda a, b: a - b),
+    "v_subrev_u16": ("u16", ("u16", "u16"), lambda a, b: b - a),  # gfx9
     "v_mul_lo_u16": ("u16", ("u16", "u16"), lambda a, b: a * b),
     "v_lshlrev_b16": ("u16", ("u16", "u16"), lambda a, b: b << (a & np.uint16(15))),
     "v_lshrrev_b16": ("u16", ("u16", "u16"), lambda a, b: b >> (a & np.uint16(15))),

@@ -16,7 +16,17 @@ import numpy as np
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa import strided
 from hsa.virtual.isa.state import LANES, WaveGroup
-from hsa.virtual.isa.valu import _fma, _fma16, base_name, from_type, to_type
+from hsa.virtual.isa.valu import (
+    _fma,
+    _fma16,
+    base_name,
+    from_type,
+    max_num,
+    maximum,
+    min_num,
+    minimum,
+    to_type,
+)
 
 u32, f32 = np.uint32, np.float32
 
@@ -36,8 +46,10 @@ _PK: dict[str, tuple[str, Callable]] = {
     "v_pk_fma_f16": ("f16", _fma16),
     "v_pk_add_f16": ("f16", lambda a, b: a + b),
     "v_pk_mul_f16": ("f16", lambda a, b: a * b),
-    "v_pk_max_f16": ("f16", np.fmax),
-    "v_pk_min_f16": ("f16", np.fmin),
+    "v_pk_max_f16": ("f16", max_num),
+    "v_pk_min_f16": ("f16", min_num),
+    "v_pk_minimum_f16": ("f16", minimum),  # gfx12: NaN propagates, -0 < +0
+    "v_pk_maximum_f16": ("f16", maximum),
     "v_pk_add_u16": ("u16", lambda a, b: a + b),
     "v_pk_sub_u16": ("u16", lambda a, b: a - b),
     "v_pk_add_i16": ("i16", lambda a, b: a + b),
@@ -225,6 +237,32 @@ def fp8_values(kind: str, ocp: bool) -> np.ndarray:
     dtype = {("fp8", False): ml_dtypes.float8_e4m3fnuz, ("bf8", False): ml_dtypes.float8_e5m2fnuz,
              ("fp8", True): ml_dtypes.float8_e4m3fn, ("bf8", True): ml_dtypes.float8_e5m2}
     return np.arange(256, dtype=np.uint8).view(dtype[kind, ocp]).astype(np.float64)
+
+
+_CVT_FROM_FP8 = {"v_cvt_f32_fp8": ("fp8", False), "v_cvt_f32_bf8": ("bf8", False),
+                 "v_cvt_pk_f32_fp8": ("fp8", True), "v_cvt_pk_f32_bf8": ("bf8", True)}
+
+
+def cvt_from_fp8(name: str, src0: int, literal, vdst: int, shift: int, ocp: bool
+                 ) -> Callable | None:
+    """v_cvt_f32_fp8/bf8 (one 8-bit float of src0, from bit `shift`, to an f32) and
+    v_cvt_pk_f32_fp8/bf8 (two, from bits shift..shift+15, to vdst and vdst+1), or None for
+    another name. Every 8-bit float is exact in f32. `ocp`: OCP's E4M3/E5M2 (gfx950,
+    gfx12), else the FNUZ forms of gfx942. The caller reads the byte or word select from
+    its encoding (gfx9 SDWA src0_sel, gfx12 VOP3 byte_sel/op_sel)."""
+    if name not in _CVT_FROM_FP8:
+        return None
+    kind, pk = _CVT_FROM_FP8[name]
+    table = fp8_values(kind, ocp).astype(f32).view(u32)
+
+    def run(g: WaveGroup) -> None:
+        raw = np.broadcast_to(np.asarray(g.vread(src0, literal), u32), (g.count, g.lanes))
+        x = raw >> u32(shift)
+        g.vwrite(vdst, table[x & u32(0xFF)])
+        if pk:
+            g.vwrite(vdst + 1, table[(x >> u32(8)) & u32(0xFF)])
+
+    return run
 
 
 _FP8_PAIRS = ("fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")
@@ -446,8 +484,8 @@ def _vopd_op(name: str) -> Callable | None:
             (F(a) == 0) | (F(b) == 0), f32(0), F(a) * F(b))),
         "v_dual_mov_b32": lambda a, b, c, k, m: np.asarray(a, u32),
         "v_dual_cndmask_b32": lambda a, b, c, k, m: np.where(m, b, a),
-        "v_dual_max_f32": lambda a, b, c, k, m: B(np.fmax(F(a), F(b))),
-        "v_dual_min_f32": lambda a, b, c, k, m: B(np.fmin(F(a), F(b))),
+        "v_dual_max_f32": lambda a, b, c, k, m: B(max_num(F(a), F(b))),
+        "v_dual_min_f32": lambda a, b, c, k, m: B(min_num(F(a), F(b))),
         "v_dual_add_nc_u32": lambda a, b, c, k, m: np.asarray(a, u32) + np.asarray(b, u32),
         "v_dual_lshlrev_b32": lambda a, b, c, k, m: np.asarray(b, u32) << (
             np.asarray(a, u32) & u32(31)),
