@@ -514,6 +514,20 @@ class ServerWatch:
         self._stop.set()
         self._thread.join()
 
+    def dump(self, pid: int, path: Path) -> str:
+        """A hung worker's side of the server: its status (each AQL queue's indices and
+        processor state) to `path`, and every server thread's stack to the server's log
+        (kill -USR1). Returns the words for the verdict line."""
+        try:
+            mine = [c for c in self.status(self.node)["clients"] if c["pid"] == pid]
+            path.write_text(json.dumps(mine, indent=1) + "\n")
+            server = self.pids[-1] if self.pids else 0
+            if server:
+                os.kill(server, signal.SIGUSR1)
+            return f", its server state {path} and the server's stacks in its log"
+        except (OSError, ValueError) as e:
+            return f", no server state ({e})"
+
 
 def growth(series: dict[str, list[dict]], start: float, seconds: float) -> tuple[list[str],
                                                                                   list[str]]:
@@ -604,6 +618,7 @@ def main(argv: list[str] | None = None) -> int:
 
         server = ServerWatch(os.environ.get(protocol.NODE_ENV) or protocol.DEFAULT_NODE, start,
                              args.interval)
+        watchdog.server = server
 
     def read(i: int, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
@@ -665,6 +680,7 @@ class Watchdog:
         self.last = {i: start for i in range(len(procs))}
         self.started: set[int] = set()
         self.native = native and shutil.which("gdb") is not None
+        self.server: ServerWatch | None = None  # amdgpu:emulated: its state goes along too
         self.idle = {i: 0.0 for i in range(len(procs))}
         self.hung: dict[int, str] = {}
         self._stop = threading.Event()
@@ -709,6 +725,8 @@ class Watchdog:
                 where += f", native {native}"
             except (OSError, subprocess.TimeoutExpired):
                 pass
+        if self.server is not None:
+            where += self.server.dump(proc.pid, path.with_suffix(".server.json"))
         proc.kill()
         self.hung[i] = f"worker {i} {what} ({where})"
         print(f"WATCHDOG: worker {i} {what}: {stack_summary(path)}; killed", flush=True)
