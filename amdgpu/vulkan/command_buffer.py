@@ -359,8 +359,9 @@ class CommandBuffer(CommandBufferAPI):
                         inst.point = point
                         inst.keepalive = bindings
                         return point
-                return self._submit_instance(last[2], bindings, lane, wait, (), None,
-                                             last[3], last[5])
+                return self._submit_instance(
+                    last[2], bindings, lane, wait, (), None, last[3], last[5],
+                    recent[3] if recent is not None and recent[2] is lane else None)
         if not self.finalized:
             self.check_finalized()
         ends = Lifetime.ends
@@ -435,8 +436,10 @@ class CommandBuffer(CommandBufferAPI):
 
     def _submit_instance(self, key: tuple, bindings: Sequence[Buffer], lane: int,
                          wait, words: tuple = (), groups=None,
-                         aliased: bool = False, addresses: tuple | None = None
-                         ) -> TimelinePoint:
+                         aliased: bool = False, addresses: tuple | None = None,
+                         timeline=None) -> TimelinePoint:
+        """Submit an instance of `key` (bound to `bindings`, or `addresses` when the caller
+        has them) on `lane` (its Lane object `timeline`, when the caller has it)."""
         self._last_instance = None  # until this submission is made (it may raise below)
         inst = self._acquire(key, bindings, words, aliased)
         plan = self._plan
@@ -449,7 +452,8 @@ class CommandBuffer(CommandBufferAPI):
             write_late_sets(self.device, inst, bindings)
         if plan.bda_patches:
             patch_table(inst, plan, bindings, addresses)
-        timeline = self._lane(lane)
+        if timeline is None:
+            timeline = self._lane(lane)
         point = timeline.submit(inst.command_buffer, wait, plan.details)
         inst.point = point
         inst.keepalive = bindings
