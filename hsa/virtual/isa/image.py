@@ -17,9 +17,10 @@ What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float
 formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too), and on
 gfx11/gfx12 image_sample_l over one-level T#s; image atomics on 32- and 64-bit texels
-(`_compile_atomic`); image_get_resinfo (`_compile_resinfo`). Everything
+(`_compile_atomic`); image_get_resinfo (`_compile_resinfo`); D16 loads, stores and
+samples (16-bit data, two channels a VGPR, through bufformat's to_d16/from_d16). Everything
 else an image instruction or descriptor can ask for (anisotropic filtering, gathers,
-tiled layouts, mips, MSAA, cubes, D16, TFE/LWE) stops the queue with one line naming it:
+tiled layouts, mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it:
 nothing is guessed.
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
@@ -231,13 +232,15 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
     `dim` is the instruction's DIM field (None or _GFX9_DA: gfx9's T# TYPE decides), `layout`
     reads the family's T#, `atomic` is (the atomic's name suffix, whether it returns the
     value it saw: GLC, or gfx12's TH[0])."""
+    d16 = "D16" in flags and atomic is None  # 16-bit data, two channels a VGPR
+    flags = [f for f in flags if f != "D16" or not d16]
     if flags:
         return None, f"{name} with {'/'.join(flags)} is not modelled"
     if dim is not None and dim != _GFX9_DA and dim not in _DIMS:
         return None, f"{name} on a {_DIM_NAMES[dim]} image is not modelled"
     if sample:
         return _compile_sample(inst, name, dim, dmask, vaddr, vdata, srsrc, ssamp,
-                               unnormalized, a16, layout), ""
+                               unnormalized, a16, layout, d16), ""
     if atomic is not None:
         return _compile_atomic(inst, name, atomic[0], atomic[1], dim, dmask, vaddr, vdata,
                                srsrc, layout)
@@ -260,20 +263,20 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
                     words[k][inside] = w
             channels = bufformat.select(bufformat.decode(fmt, words), t["word3"], fmt.floats)
             channels = [np.where(inside, c, u32(0)) for c in channels]
-            reg = vdata
-            for c in range(4):
-                if dmask >> c & 1:
-                    mem._put(g, reg, idx, channels[c])
-                    reg += 1
+            _put_channels(g, idx, vdata, dmask, channels, fmt, d16)
             return
-        # a store writes the channels DMASK enables, from consecutive VGPRs; the format's
-        # other components keep what memory holds
+        # a store writes the channels DMASK enables, from consecutive VGPRs (D16: two a
+        # VGPR, low half first); the format's other components keep what memory holds
         values: list[np.ndarray | None] = []
-        reg = vdata
+        k = 0
         for c in range(4):
             if dmask >> c & 1:
-                values.append(mem._sel(g.v[reg], idx))
-                reg += 1
+                if d16:
+                    half = mem._sel(g.v[vdata + k // 2], idx) >> u32(16 * (k % 2))
+                    values.append(bufformat.from_d16(fmt, half))
+                else:
+                    values.append(mem._sel(g.v[vdata + k], idx))
+                k += 1
             else:
                 values.append(None)
         addr, keep = addr[inside], [v[inside] if v is not None else None for v in values]
@@ -288,6 +291,20 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
         bufformat._write(ctx, inst, fmt, addr, bufformat.encode(fmt, channels, old))
 
     return run, ""
+
+
+def _put_channels(g: WaveGroup, idx: np.ndarray | None, vdata: int, dmask: int,
+                  channels: list[np.ndarray], fmt: bufformat.Format, d16: bool) -> None:
+    """The channels DMASK enables (32-bit register values) into consecutive VGPRs; with D16
+    each as the 16 bits bufformat.to_d16 keeps, two a VGPR, low half first (an odd last
+    channel leaves the high half 0)."""
+    kept = [channels[c] for c in range(4) if dmask >> c & 1]
+    if d16:
+        halves = [bufformat.to_d16(fmt, ch) for ch in kept]
+        kept = [halves[k] | (halves[k + 1] << u32(16) if k + 1 < len(halves) else u32(0))
+                for k in range(0, len(halves), 2)]
+    for k, value in enumerate(kept):
+        mem._put(g, vdata + k, idx, value)
 
 
 def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, dim: int | None,
@@ -500,7 +517,7 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
 
 def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
                     vaddr: list[int], vdata: int, srsrc: int, ssamp: int, unnormalized: bool,
-                    a16: bool, layout: Callable) -> Callable:
+                    a16: bool, layout: Callable, d16: bool = False) -> Callable:
     """image_sample / image_sample_lz through the S#'s point or bilinear filter.
 
     Each lane's float coordinates are normalised unless the instruction's UNORM bit or the
@@ -599,11 +616,7 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
         assert total is not None
         if linear:
             total = [x.astype(np.float32).view(u32) for x in total]
-        reg = vdata
-        for c in range(4):
-            if dmask >> c & 1:
-                mem._put(g, reg, idx, total[c])
-                reg += 1
+        _put_channels(g, idx, vdata, dmask, total, fmt, d16)
 
     return run
 

@@ -85,3 +85,21 @@ kernel void sample_l_2d(global float4* out, __amdgpu_texture_t src, global const
                                                         *samp, 0, 0, 0);
 }
 #endif
+
+// D16: 16-bit results and data, two channels a VGPR (half4 = 2 VGPRs); a sample's too
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+typedef half half4_t __attribute__((ext_vector_type(4)));
+kernel void load_store_d16(global half4_t* out, __amdgpu_texture_t src, __amdgpu_texture_t dst,
+                           int w) {
+  int x = get_global_id(0), y = get_global_id(1);
+  half4_t v = __builtin_amdgcn_image_load_2d_v4f16_i32(15, x, y, src, 0, 0);
+  out[y * w + x] = v;
+  __builtin_amdgcn_image_store_2d_v4f16_i32(v * (half)2.0f + (half)1.0f, 15, x, y, dst, 0, 0);
+}
+
+kernel void sample_d16(global half4_t* out, __amdgpu_texture_t src, global const int4* samp,
+                       global const float2* uv) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_sample_2d_v4f16_f32(15, uv[i].x, uv[i].y, src, *samp, 0, 0,
+                                                      0);
+}
