@@ -492,6 +492,40 @@ def test_virtual_queue_words_are_written_natively():
     dev.close()
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_doorbells_take_the_locked_path_while_the_flag_word_says_so(code, monkeypatch,
+                                                                     compiled):
+    """The doorbell reads the virtual queue's flag word once (hsa/virtual/queues.py): a
+    waiter on the doorbell signal is woken by a dispatch's doorbell, and a note on it is
+    cleared (the signal table's locked store ran), on both paths; the plain case leaves
+    the word's unusual bytes zero."""
+    from hsa.provider import SignalCondition
+
+    dev = _paused(_open(compiled, monkeypatch))
+    q = dev.lanes_[0].queue
+    k = dev.load(code).kernel("saxpy_hidden")
+    x, y = dev.buffer(N * 4), dev.buffer(N * 4)
+    args = (y, x, np.float32(1.0), N)
+    dev.dispatch(k, N, 64, args)
+    assert bytes(q.flags[:4]) == bytes(4) and dev.provider.signal_load(q.doorbell_signal) == 0
+    seen = []
+    waiter = threading.Thread(target=lambda: seen.append(dev.provider.signal_wait(
+        q.doorbell_signal, SignalCondition.GTE, 1, 5.0)))
+    waiter.start()
+    while not q.flags[0]:  # FLAG_WAITERS: the waiter is registered
+        threading.Event().wait(0.001)
+    dev.dispatch(k, N, 64, args)  # packet id 1: the locked store notifies the waiter
+    waiter.join(5.0)
+    assert seen == [1] and not q.flags[0]
+    dev.provider._signals.annotate([q.doorbell_signal], "a note")
+    assert q.flags[1]  # FLAG_NOTE
+    dev.dispatch(k, N, 64, args)
+    assert not q.flags[1] and dev.provider._signals.signal(q.doorbell_signal).note == ""
+    assert dev.provider.signal_load(q.doorbell_signal) == 2 and q.processor._doorbell == 2
+    dev.close(timeout=0)
+    assert q.flags[2]  # FLAG_DESTROYED
+
+
 def test_a_stale_build_is_not_loaded(tmp_path, monkeypatch):
     lib = hotpath.build(tmp_path / "_hotpath.so")
     assert lib.exists()

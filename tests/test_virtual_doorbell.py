@@ -111,7 +111,7 @@ def test_sleeping_processor_wakes_for_every_doorbell(vp):
         publish(q, barrier_and(dep_signals=[], completion_signal=sig))
         vp.signal_wait(sig, LT, 1, DONE_S)
         if i % 50 == 0:
-            assert q.processor._needs_wake or q.processor._rung[0] >= q.load_read_index() - 1
+            assert q.processor.needs_wake or q.processor._rung[0] >= q.load_read_index() - 1
     assert q.load_read_index() == 300
     vp.queue_destroy(q)
 
@@ -159,6 +159,36 @@ def test_doorbell_signal_waiters_and_odd_values_take_the_signal_path(vp):
     with pytest.raises(HsaError) as info:
         q.doorbell(10)
     assert info.value.status == HSA_STATUS_ERROR_INVALID_SIGNAL
+
+
+def test_the_flag_word_follows_each_unusual_state(vp):
+    """VirtualQueue.flags: one byte per state that sends a doorbell to the locked path
+    (waiters on and a note of the doorbell signal, kept by the signal table; destroyed;
+    failed) and the processor's wake byte, so a doorbell reads one word."""
+    from hsa.virtual.queues import FLAG_DESTROYED, FLAG_ERROR, FLAG_WAKE
+    from hsa.virtual.signals import FLAG_NOTE, FLAG_WAITERS
+
+    q = _queue(vp)
+    assert bytes(q.flags[:4]) == bytes(4) and q.flags[FLAG_WAKE]  # not started: wake it
+    waiter = threading.Thread(target=lambda: vp.signal_wait(q.doorbell_signal, GTE, 1, DONE_S))
+    waiter.start()
+    while not q.flags[FLAG_WAITERS]:
+        threading.Event().wait(0.001)
+    vp.signal_store(q.doorbell_signal, 1)
+    waiter.join(DONE_S)
+    assert not q.flags[FLAG_WAITERS]
+    vp._signals.annotate([q.doorbell_signal], "why")
+    assert q.flags[FLAG_NOTE]
+    vp.signal_store(q.doorbell_signal, 0)  # a store re-arms it
+    assert not q.flags[FLAG_NOTE]
+    publish(q, b"\x07" + bytes(63))  # an invalid packet fails the queue
+    for _ in range(500):
+        if q.error is not None:
+            break
+        threading.Event().wait(0.01)
+    assert q.flags[FLAG_ERROR] and not q.flags[FLAG_DESTROYED]
+    vp.queue_destroy(q)
+    assert q.flags[FLAG_DESTROYED] and q.destroyed and not q.flags[FLAG_WAKE]
 
 
 def test_packets_rung_after_a_queue_failure_name_it(vp):

@@ -250,14 +250,19 @@ typedef struct {
     uint64_t (*add_write_fn)(void *queue, uint64_t n);
     void (*store_signal_fn)(uint64_t signal, int64_t value);
     uint64_t queue_address, doorbell_signal;
-    Py_buffer index_mem, bell_mem;
+    Py_buffer index_mem, bell_mem, flags_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
-    PyObject *queue, *bell, *processor, *rung, *raise_to;
+    /* The virtual queue's flag word (VirtualQueue.flags): its first 4 bytes (one aligned
+     * u32 load) all zero for the lock-free doorbell (no waiter on or note of the doorbell signal, the
+     * queue neither destroyed nor failed), byte `flag_wake` set while the processor
+     * sleeps: one load each instead of five attribute reads. */
+    Py_ssize_t flag_unusual, flag_wake;
+    PyObject *queue, *processor, *rung, *raise_to;
     int raise_to_is_heappushpop;                 /* raise_to is heapq.heappushpop */
-    Attrs queue_a, bell_a, processor_a;
+    Attrs queue_a;                               /* RocrQueue's `destroyed` */
 } RingPort;
 
-static PyObject *s_destroyed, *s_error, *s_waiters, *s_note, *s_needs_wake, *s_wake;
+static PyObject *s_destroyed, *s_wake;
 
 static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->add_write_index);
@@ -265,13 +270,10 @@ static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->before_reserve);
     Py_VISIT(self->after_reserve);
     Py_VISIT(self->queue);
-    Py_VISIT(self->bell);
     Py_VISIT(self->processor);
     Py_VISIT(self->rung);
     Py_VISIT(self->raise_to);
     Py_VISIT(self->queue_a.dict);
-    Py_VISIT(self->bell_a.dict);
-    Py_VISIT(self->processor_a.dict);
     return 0;
 }
 
@@ -281,13 +283,10 @@ static void port_clear(RingPort *self) {
     Py_CLEAR(self->before_reserve);
     Py_CLEAR(self->after_reserve);
     Py_CLEAR(self->queue);
-    Py_CLEAR(self->bell);
     Py_CLEAR(self->processor);
     Py_CLEAR(self->rung);
     Py_CLEAR(self->raise_to);
     Py_CLEAR(self->queue_a.dict);
-    Py_CLEAR(self->bell_a.dict);
-    Py_CLEAR(self->processor_a.dict);
     self->native = 0;
 }
 
@@ -299,6 +298,8 @@ static void port_release(RingPort *self) { /* the exported buffers (dealloc) */
         PyBuffer_Release(&self->index_mem);
     if (self->bell_mem.obj)
         PyBuffer_Release(&self->bell_mem);
+    if (self->flags_mem.obj)
+        PyBuffer_Release(&self->flags_mem);
 }
 
 /* add_write_index(n): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
@@ -321,8 +322,9 @@ static PyObject *port_reserve(RingPort *self, PyObject *n_obj, uint64_t n) {
 
 /* VirtualQueue.doorbell's common case (see it): the value into the doorbell signal's word,
  * the processor's rung id raised (heappushpop on its one-element heap), a wake only if it
- * sleeps; the unusual cases (waiters, a note, a failed or destroyed queue, an id beyond
- * int64) through the Python method, which takes the signal table's lock. */
+ * sleeps; the unusual cases (waiters, a note, a failed or destroyed queue: a non-zero byte
+ * among the flag word's first ones; an id beyond int64) through the Python method, which
+ * takes the signal table's lock. */
 static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
     PyObject *r;
     if (self->native == NATIVE_ROCR && idx >= 0 && idx <= INT64_MAX) {
@@ -335,21 +337,8 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
         }
     }
     if (self->native == NATIVE_VIRTUAL && idx <= INT64_MAX) {
-        int unusual = attr_true(&self->bell_a, s_waiters);
-        if (unusual == 0)
-            unusual = attr_true(&self->bell_a, s_note);
-        if (unusual == 0)
-            unusual = attr_true(&self->queue_a, s_destroyed);
-        if (unusual == 0) {
-            PyObject *e = attr_get(&self->queue_a, s_error);
-            if (e == NULL)
-                return -1;
-            unusual = e != Py_None;
-            Py_DECREF(e);
-        }
-        if (unusual < 0)
-            return -1;
-        if (!unusual) {
+        const unsigned char *flags = (const unsigned char *)self->flags_mem.buf;
+        if (!__atomic_load_n((const uint32_t *)flags, __ATOMIC_RELAXED)) { /* bytes 0..3 */
             int64_t *word = (int64_t *)((char *)self->bell_mem.buf + self->bell_off);
             __atomic_store_n(word, (int64_t)idx, __ATOMIC_RELEASE);
             /* raise_to(rung, id): heappushpop on the processor's one-element heap, i.e.
@@ -369,10 +358,8 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
                     return -1;
                 Py_DECREF(r);
             }
-            int sleeping = attr_true(&self->processor_a, s_needs_wake);
-            if (sleeping < 0)
-                return -1;
-            if (sleeping) {
+            /* read after the rung is raised (the processor sets it before its last look) */
+            if (__atomic_load_n(flags + self->flag_wake, __ATOMIC_ACQUIRE)) {
                 if ((r = PyObject_CallMethodNoArgs(self->processor, s_wake)) == NULL)
                     return -1;
                 Py_DECREF(r);
@@ -423,29 +410,41 @@ static int port_native(RingPort *self, PyObject *native) {
     PyObject *bw = PyDict_GetItemString(native, "bell_words");
     PyObject *bo = PyDict_GetItemString(native, "bell_offset");
     PyObject *q = PyDict_GetItemString(native, "queue");
-    PyObject *bell = PyDict_GetItemString(native, "bell");
+    PyObject *fw = PyDict_GetItemString(native, "flags");
+    PyObject *fu = PyDict_GetItemString(native, "flag_unusual_bytes");
+    PyObject *fk = PyDict_GetItemString(native, "flag_wake");
     PyObject *proc = PyDict_GetItemString(native, "processor");
     PyObject *rung = PyDict_GetItemString(native, "rung");
     PyObject *raise_to = PyDict_GetItemString(native, "raise_to");
-    if (!iw || !io || !bw || !bo || !q || !bell || !proc || !rung || !raise_to) {
+    if (!iw || !io || !bw || !bo || !q || !fw || !fu || !fk || !proc || !rung || !raise_to) {
         PyErr_SetString(PyExc_KeyError, "hot path: native_ops() lacks a key");
         return -1;
     }
     self->index_off = PyLong_AsSsize_t(io);
     self->bell_off = PyLong_AsSsize_t(bo);
+    self->flag_unusual = PyLong_AsSsize_t(fu);
+    self->flag_wake = PyLong_AsSsize_t(fk);
     if (PyErr_Occurred())
         return -1;
     if (writable(iw, &self->index_mem, "write index") < 0)
         return -1;
     if (writable(bw, &self->bell_mem, "doorbell") < 0)
         return -1;
+    if (writable(fw, &self->flags_mem, "flags") < 0)
+        return -1;
+    if (self->flag_unusual != 4 || self->flags_mem.len < 4 || ((uintptr_t)self->flags_mem.buf & 3) ||
+        self->flag_wake < 4 || self->flag_wake >= self->flags_mem.len) {
+        PyErr_SetString(PyExc_ValueError,
+                        "hot path: native_ops()'s flag word is not 4 aligned unusual bytes and a "
+                        "wake byte after them");
+        return -1;
+    }
     if (self->index_off < 0 || self->index_off % 8 || self->index_off + 8 > self->index_mem.len ||
         self->bell_off < 0 || self->bell_off % 8 || self->bell_off + 8 > self->bell_mem.len) {
         PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
         return -1;
     }
     self->queue = Py_NewRef(q);
-    self->bell = Py_NewRef(bell);
     self->processor = Py_NewRef(proc);
     self->rung = Py_NewRef(rung);
     self->raise_to = Py_NewRef(raise_to);
@@ -456,10 +455,6 @@ static int port_native(RingPort *self, PyObject *native) {
         return -1;
     self->raise_to_is_heappushpop = raise_to == hpp;
     Py_DECREF(hpp);
-    PyObject *qn[] = {s_destroyed, s_error}, *bn[] = {s_waiters, s_note}, *pn[] = {s_needs_wake};
-    attrs_init(&self->queue_a, q, qn, 2);
-    attrs_init(&self->bell_a, bell, bn, 2);
-    attrs_init(&self->processor_a, proc, pn, 1);
     self->native = NATIVE_VIRTUAL;
     return 0;
 }
@@ -2468,10 +2463,6 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_index, "index");
     INTERN(s_pack, "pack");
     INTERN(s_destroyed, "destroyed");
-    INTERN(s_error, "_error");
-    INTERN(s_waiters, "waiters");
-    INTERN(s_note, "note");
-    INTERN(s_needs_wake, "_needs_wake");
     INTERN(s_wake, "wake");
     INTERN(s_lanes_, "lanes_");
     INTERN(s_closed, "closed");

@@ -368,6 +368,10 @@ class ServerQueue:
     def error(self) -> BaseException | None:
         return self._error
 
+    @error.setter
+    def error(self, exc: BaseException) -> None:  # the packet processor's failure
+        self._error = exc
+
     def ring_doorbell(self, value: int) -> None:
         if value < 0 or self.destroyed or self.evicted:
             return
@@ -376,7 +380,7 @@ class ServerQueue:
         if taken > proc._read:  # the processor had finished all it was given: it sleeps
             proc._read = taken
         _raise_to(proc._rung, value)
-        if proc._needs_wake:
+        if proc.needs_wake:
             proc.wake()
 
     def retired(self, next_packet: int, completion: int) -> None:

@@ -69,6 +69,15 @@ _M16, _M32, _M64 = 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 # one; before 3.10 the interpreter could switch threads between any two instructions)
 _GIL_ATOMIC = sys.version_info >= (3, 10) and getattr(sys, "_is_gil_enabled", lambda: True)()
 
+# A queue's doorbell flag word (VirtualQueue.flags, 8 bytes): one byte per state that takes
+# a doorbell off its lock-free path, each byte written alone (a one-byte store: threads
+# setting different states never race on a read-modify-write), so that the doorbell (this
+# module's, and the compiled one of amdgpu.hsa_backend) reads them all in ONE load of bytes
+# 0..3 instead of five attributes. Bytes 0 and 1 are kept by the signal table (the doorbell
+# signal has waiters / a note: SignalTable.watch); FLAG_WAKE is the processor's.
+FLAG_DESTROYED, FLAG_ERROR, FLAG_WAKE = 2, 3, 4
+FLAG_BYTES = 8  # (signals.FLAG_WAITERS, FLAG_NOTE are bytes 0 and 1)
+
 
 @dataclass(frozen=True)
 class DeviceSide:
@@ -118,7 +127,10 @@ class VirtualQueue(Queue):
         self._index_lock = threading.Lock()  # write-index updates without the GIL
         self._error: BaseException | None = None
         self._callback = callback
-        self.destroyed = False
+        # the doorbell's flag word (see FLAG_DESTROYED): bytes 0..3 as one u32, any bit set
+        # sends a doorbell to the locked path
+        self.flags = bytearray(FLAG_BYTES)
+        self._unusual = memoryview(self.flags)[:4].cast("I")
         w = self._words
         w[0] = queue_type | (1 << 32)  # type, features = KERNEL_DISPATCH
         w[_W_BASE] = ring.base
@@ -126,10 +138,12 @@ class VirtualQueue(Queue):
         w[3] = size  # size u32@24, reserved@28
         w[_W_ID] = queue_id
         ring.data.view(np.uint16)[::32] = INVALID  # every slot's header INVALID
-        self.processor = PacketProcessor(side, agent, self)
+        self.processor = PacketProcessor(side, agent, self, flags=self.flags)
         self._signals = side.signals
-        # The doorbell signal's record and value word, for the lock-free doorbell path.
+        # The doorbell signal's record and value word, for the lock-free doorbell path; its
+        # waiters and note go into the flag word.
         self._bell = self._signals.signal(doorbell_signal)
+        self._signals.watch(doorbell_signal, self.flags)
         self._bell_words = self._bell.words
         self._bell_value = self._bell.base + W_VALUE
 
@@ -189,6 +203,15 @@ class VirtualQueue(Queue):
     def load_read_index(self) -> int:
         return int(self._words[_W_READ])
 
+    @property
+    def destroyed(self) -> bool:
+        """hsa_queue_destroy ran (set by the provider): doorbells take the locked path."""
+        return bool(self.flags[FLAG_DESTROYED])
+
+    @destroyed.setter
+    def destroyed(self, value: bool) -> None:
+        self.flags[FLAG_DESTROYED] = 1 if value else 0
+
     def _store_read_index(self, value: int) -> None:
         self._words[_W_READ] = value
 
@@ -199,11 +222,11 @@ class VirtualQueue(Queue):
         processor's highest rung id is raised with one atomic C call, and the processor is
         woken only if it sleeps (or has not started). Anything unusual (a waiter on the
         doorbell signal itself, a note, a failed or destroyed queue, a value outside int64)
-        takes the signal table's locked path, hook included."""
+        takes the signal table's locked path, hook included: all four are bytes of the
+        flag word, read here in one load."""
         if packet_id.__class__ is not int:
             packet_id = int(packet_id)
-        bell = self._bell
-        if bell.waiters or bell.note or self.destroyed or self._error is not None:
+        if self._unusual[0]:
             self._signals.store(self.doorbell_signal, packet_id)
             if self._error is not None:  # packets rung after the failure: say why they wait
                 self.processor.annotate_pending()
@@ -215,29 +238,37 @@ class VirtualQueue(Queue):
             return
         proc = self.processor
         _raise_to(proc._rung, packet_id)
-        if proc._needs_wake:
+        if self.flags[FLAG_WAKE]:  # read after the rung is raised (see PacketProcessor)
             proc.wake()
 
     def native_ops(self) -> dict[str, Any] | None:
         """What a compiled producer (amdgpu.hsa_backend's hot path) needs to do
         add_write_index(1) and doorbell()'s common case itself, on the same memory and
         objects as the two methods above: the write-index and doorbell words (buffers and
-        byte offsets), the doorbell signal's record, the processor, its rung heap and the
-        function that raises it. None where the write index is not GIL-atomic (a
-        free-threaded Python): then it calls the methods."""
+        byte offsets), the flag word (`flags`: bytes 0..3 zero for the lock-free path,
+        FLAG_WAKE for a wake; `flag_unusual_bytes`, `flag_wake`: their offsets), the
+        processor, its rung heap and the function that raises it. None where the write
+        index is not GIL-atomic (a free-threaded Python): then it calls the methods."""
         if not _GIL_ATOMIC:
             return None
         proc = self.processor
         return {
             "index_words": self._words, "index_offset": _W_WRITE * 8,
             "bell_words": self._bell_words, "bell_offset": self._bell_value * 8,
-            "queue": self, "bell": self._bell, "processor": proc, "rung": proc._rung,
-            "raise_to": _raise_to,
+            "queue": self, "flags": self.flags, "flag_unusual_bytes": 4, "flag_wake": FLAG_WAKE,
+            "processor": proc, "rung": proc._rung, "raise_to": _raise_to,
         }
 
     @property
     def error(self) -> BaseException | None:
         return self._error
+
+    @error.setter
+    def error(self, exc: BaseException) -> None:
+        """The packet processor's failure: kept, and doorbells take the locked path (which
+        notes the failure on the packets rung after it)."""
+        self._error = exc
+        self.flags[FLAG_ERROR] = 1
 
     def __repr__(self) -> str:
         state = "error" if self._error else ("destroyed" if self.destroyed else "ok")
@@ -257,9 +288,11 @@ class PacketProcessor:
     check_kernarg_alignment = True
 
     def __init__(self, side: DeviceSide, agent: Agent, queue: Any,
-                 executor: Any = None) -> None:
+                 executor: Any = None, flags: bytearray | None = None) -> None:
         """`executor`: the ISA executor to run kernels on; None: the family's shared one
-        (hsa.virtual.executor.executor_for), at the first dispatch."""
+        (hsa.virtual.executor.executor_for), at the first dispatch. `flags`: the queue's
+        doorbell flag word, whose FLAG_WAKE byte this processor keeps (None: a word of its
+        own, for a queue without one)."""
         self.side = side
         self.memory = side.memory
         self.agent = agent
@@ -270,11 +303,12 @@ class PacketProcessor:
         # new id keeps the larger of the two in one C call, so concurrent doorbells raise it
         # without a lock and it never goes back (a lost update would strand packets).
         self._rung = [-1]
-        # True while the thread sleeps for a doorbell or has not started: only then does a
-        # doorbell take the lock to wake it. The thread sets it (under the lock) before its
-        # last look at `_rung`, and a doorbell raises `_rung` before it reads the flag, so
-        # one of the two always sees the other.
-        self._needs_wake = True
+        # FLAG_WAKE: set while the thread sleeps for a doorbell or has not started: only
+        # then does a doorbell take the lock to wake it. The thread sets it (under the lock)
+        # before its last look at `_rung`, and a doorbell raises `_rung` before it reads the
+        # flag, so one of the two always sees the other.
+        self._flags = flags if flags is not None else bytearray(FLAG_BYTES)
+        self._flags[FLAG_WAKE] = 1
         self._read = 0
         self._stop = False
         self._failed = False
@@ -291,12 +325,17 @@ class PacketProcessor:
         """The highest packet id rung so far (-1: none)."""
         return self._rung[0]
 
+    @property
+    def needs_wake(self) -> bool:
+        """The thread sleeps for a doorbell or has not started: a doorbell must wake it."""
+        return bool(self._flags[FLAG_WAKE])
+
     # --- control -------------------------------------------------------------------------
     def on_doorbell(self, value: int) -> None:
         """The doorbell signal's store hook (a store through the signal table): called with
         the signal-table lock held."""
         _raise_to(self._rung, value)
-        if self._needs_wake:
+        if self._flags[FLAG_WAKE]:
             self._wake_locked()
 
     def wake(self) -> None:
@@ -306,10 +345,10 @@ class PacketProcessor:
 
     def _wake_locked(self) -> None:
         if self._stop:
-            self._needs_wake = False  # nobody to wake any more: doorbells stay lock-free
+            self._flags[FLAG_WAKE] = 0  # nobody to wake any more: doorbells stay lock-free
             return
         if self._thread is None:
-            self._needs_wake = False
+            self._flags[FLAG_WAKE] = 0
             self._thread = threading.Thread(
                 target=self._run, name=f"virtual-aql-queue-{self.queue.id}", daemon=True
             )
@@ -319,7 +358,7 @@ class PacketProcessor:
     def stop(self, join_timeout_s: float = 10.0) -> None:
         with self.signals.lock:
             self._stop = True
-            self._needs_wake = False
+            self._flags[FLAG_WAKE] = 0
             self.cv.notify_all()
         t = self._thread
         if t is not None and t is not threading.current_thread():
@@ -342,11 +381,11 @@ class PacketProcessor:
             while True:
                 if rung[0] < self._read:
                     with self.signals.lock:
-                        # flag first, then the last look (see `_needs_wake`)
-                        self._needs_wake = True
+                        # flag first, then the last look (see FLAG_WAKE)
+                        self._flags[FLAG_WAKE] = 1
                         while not self._stop and rung[0] < self._read:
                             self.cv.wait()
-                        self._needs_wake = False
+                        self._flags[FLAG_WAKE] = 0
                         if self._stop:
                             return
                 while self._read <= rung[0] and not self._stop:
@@ -703,9 +742,9 @@ class PacketProcessor:
         queue = self.queue
         self._failed = True
         self._failure_note = f"queue {queue.id} stopped at packet {self._read}: {exc}"
-        # kept without its frames: they hold this processor (a cycle through queue._error)
+        # kept without its frames: they hold this processor (a cycle through queue.error)
         # and the executor's wave state, megabytes a failed queue would keep
-        queue._error = without_frames(exc)
+        queue.error = without_frames(exc)
         status = getattr(exc, "status", HSA_STATUS_ERROR)
         # The completion signals of the failed packet and of every packet published after it
         # will never be decremented: say so in the timeout of anyone waiting on them.

@@ -34,6 +34,9 @@ KIND_USER = 1
 KIND_DOORBELL = -1
 # int64 word indices inside one amd_signal_t
 W_KIND, W_VALUE, W_START_TS, W_END_TS, W_QUEUE_PTR = 0, 1, 4, 5, 6
+# The bytes of a watcher's flag word (SignalTable.watch) that the table keeps: non-zero
+# while the signal has waiters, and while it has a note.
+FLAG_WAITERS, FLAG_NOTE = 0, 1
 
 _COND_TEXT = {0: "==", 1: "!=", 2: "<", 3: ">="}
 _ZERO_SIGNAL = memoryview(bytes(SIGNAL_BYTES)).cast("q")
@@ -59,6 +62,7 @@ class _Signal:
     waiters: list[threading.Condition] = field(default_factory=list)
     on_store: Callable[[int], None] | None = None  # doorbell hook, called under the lock
     note: str = ""  # why a waiter may never be satisfied (set when a queue fails)
+    flags: bytearray | None = None  # a watcher's flag word (SignalTable.watch)
 
     @property
     def value(self) -> int:
@@ -129,8 +133,18 @@ class SignalTable:
     def signal(self, handle: int) -> _Signal:
         """The live signal record behind `handle` (its `words`, `base`, `waiters`): for a
         caller that writes the value word itself on a hot path (a queue's doorbell), which
-        must then fall back to `store` while the signal has waiters or a note."""
+        must then fall back to `store` while the signal has waiters or a note (`watch`
+        keeps a flag word that says so)."""
         return self._get(handle, "amd_signal_t")
+
+    def watch(self, handle: int, flags: bytearray) -> None:
+        """Keep byte FLAG_WAITERS of `flags` non-zero while the signal has waiters and byte
+        FLAG_NOTE while it has a note, from now on (set under the table lock at every
+        change): a hot path that stores the value word itself reads both in one load."""
+        with self.lock:
+            sig = self._get(handle, "amd_signal_t")
+            sig.flags = flags
+            _mark(sig)
 
     # --- plain operations -----------------------------------------------------------------
     def _get(self, handle: int, call: str) -> _Signal:
@@ -149,7 +163,9 @@ class SignalTable:
         with self.lock:
             sig = self._get(handle, "hsa_signal_store")
             sig.words[sig.base + W_VALUE] = _i64(value)
-            sig.note = ""  # a store re-arms the signal: an old queue failure no longer applies
+            if sig.note:
+                sig.note = ""  # a store re-arms the signal: an old queue failure no longer applies
+                _mark(sig)
             self._changed(sig)
 
     def add(self, handle: int, value: int) -> int:
@@ -200,6 +216,7 @@ class SignalTable:
                 sig = self._signals.get(h)
                 if sig is not None:
                     sig.note = note
+                    _mark(sig)
 
     def _changed(self, sig: _Signal) -> None:
         if sig.on_store is not None:
@@ -247,6 +264,7 @@ class SignalTable:
             sigs = [self._get(h, call) for h in handles]
             for s in sigs:
                 s.waiters.append(cv)
+                _mark(s)
             try:
                 while True:
                     for s in sigs:
@@ -279,6 +297,7 @@ class SignalTable:
                         s.waiters.remove(cv)
                     except ValueError:
                         pass
+                    _mark(s)
 
     def wait(
         self, handle: int, condition: int, compare: int, timeout_s: float | None
@@ -298,6 +317,7 @@ class SignalTable:
         cv = self.waiter()
         with self.lock:
             sig.waiters.append(cv)
+            _mark(sig)
             try:
                 while True:
                     if self._signals.get(handle) is not sig:
@@ -325,6 +345,7 @@ class SignalTable:
                     sig.waiters.remove(cv)
                 except ValueError:
                     pass
+                _mark(sig)
 
     def wait_any(
         self,
@@ -357,6 +378,15 @@ class SignalTable:
         return self.wait_until(  # type: ignore[return-value]
             handles, test, timeout_s, call="hsa_amd_signal_wait_any", describe=describe
         )
+
+
+def _mark(sig: _Signal) -> None:
+    """A watched signal's waiters and note into its watcher's flag word (table lock held):
+    one single-byte store each, so writers of the word's other bytes never race on it."""
+    flags = sig.flags
+    if flags is not None:
+        flags[FLAG_WAITERS] = 1 if sig.waiters else 0
+        flags[FLAG_NOTE] = 1 if sig.note else 0
 
 
 def _condition(c: int) -> int:
