@@ -355,6 +355,65 @@ def test_d16_load_store_and_sample(target):
                                   rgba[y, x].astype(np.float16))
 
 
+_A16_IR = """target triple = "amdgcn-amd-amdhsa"
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare <4 x float> @llvm.amdgcn.image.load.2d.v4f32.i16(i32, i16, i16, <8 x i32>, i32, i32)
+declare void @llvm.amdgcn.image.store.2d.v4f32.i16(<4 x float>, i32, i16, i16, <8 x i32>, i32,
+                                                   i32)
+define amdgpu_kernel void @load_store_a16(ptr addrspace(1) %out, ptr addrspace(4) %src,
+                                          ptr addrspace(4) %dst, ptr addrspace(1) %xy) {
+  %i = call i32 @llvm.amdgcn.workitem.id.x()
+  %k = mul i32 %i, 2
+  %px = getelementptr i16, ptr addrspace(1) %xy, i32 %k
+  %x = load i16, ptr addrspace(1) %px
+  %k1 = add i32 %k, 1
+  %py = getelementptr i16, ptr addrspace(1) %xy, i32 %k1
+  %y = load i16, ptr addrspace(1) %py
+  %s = load <8 x i32>, ptr addrspace(4) %src
+  %v = call <4 x float> @llvm.amdgcn.image.load.2d.v4f32.i16(i32 15, i16 %x, i16 %y,
+                                                              <8 x i32> %s, i32 0, i32 0)
+  %po = getelementptr <4 x float>, ptr addrspace(1) %out, i32 %i
+  store <4 x float> %v, ptr addrspace(1) %po
+  %d = load <8 x i32>, ptr addrspace(4) %dst
+  call void @llvm.amdgcn.image.store.2d.v4f32.i16(<4 x float> %v, i32 15, i16 %y, i16 %x,
+                                                  <8 x i32> %d, i32 0, i32 0)
+  ret void
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a16_load_and_store(target, tmp_path):
+    """A16 (LLVM's i16-coordinate image intrinsics, clang 22): two 16-bit signed coordinates
+    a VGPR, x in the low half; lanes read texel (x, y), some outside (negative or past the
+    edge: zeros), and store it at (y, x) of a transposed image (outside: nothing)."""
+    from compiler import clang
+    from hsa.virtual.gfx11.testing import Harness
+
+    require_clang()
+    src = tmp_path / "a16.ll"
+    src.write_text(_A16_IR)
+    h = Harness(target)
+    h.tsharp = lambda *a, **kw: tsharp(*a, target=target, **kw)
+    code = h.load(clang.compile_llvm_ir(src, target))
+    w, ht, n = 7, 5, 64
+    texels = np.random.default_rng(70).standard_normal((ht, w, 4)).astype(np.float32)
+    img, _ = _image(h, texels, 63, (w, ht), "2D")
+    dst, dst_addr = _image(h, np.zeros((w, ht, 4), np.float32), 63, (ht, w), "2D")
+    rng = np.random.default_rng(71)
+    xy = np.stack([rng.integers(-2, w + 2, n), rng.integers(-2, ht + 2, n)], 1).astype(np.int16)
+    out = h.alloc(n * 16)
+    h.dispatch(code, "load_store_a16", (n,), (64,), [out, img, dst, h.buffer(xy)])
+    x, y = xy[:, 0].astype(np.int64), xy[:, 1].astype(np.int64)
+    inside = (x >= 0) & (x < w) & (y >= 0) & (y < ht)
+    want = np.where(inside[:, None], texels[np.clip(y, 0, ht - 1), np.clip(x, 0, w - 1)], 0)
+    np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
+    transposed = np.zeros((w, ht, 4), np.float32)
+    transposed[x[inside], y[inside]] = texels[y[inside], x[inside]]
+    np.testing.assert_array_equal(h.read(dst_addr, np.float32, transposed.size)
+                                  .reshape(transposed.shape), transposed)
+
+
 _RESINFO = {"1d": ("1D", 0x9, 2), "2d": ("2D", 0xB, 3), "3d": ("3D", 0xF, 4),
             "2darray": ("2D_ARRAY", 0xF, 4)}  # LLVM dim -> (T# type, DMASK, results)
 

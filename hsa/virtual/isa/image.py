@@ -127,11 +127,11 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     if op == _RESINFO:
         return _compile_resinfo(name, _flags_of(inst), (w0 >> 2) & 7, (w0 >> 8) & 0xF,
                                 w1 & 0xFF, (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4,
-                                _tsharp_gfx11)
+                                _tsharp_gfx11, bool((w0 >> 16) & 1))
     if op not in _LOADS and op not in _STORES and op not in _SAMPLES and op not in _ATOMICS:
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     sample = op in _SAMPLES
-    flags = _flags_of(inst, sample)
+    flags = _flags_of(inst)
     vaddr = [w1 & 0xFF]
     if w0 & 1:  # NSA: one VGPR per address component
         w2 = inst.words[2]
@@ -141,15 +141,15 @@ def compile_gfx11(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sample, flags,
                     (w0 >> 2) & 7, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 26) & 0x1F) * 4, bool((w0 >> 7) & 1),
-                    bool((w0 >> 16) & 1) and sample, _tsharp_gfx11,
+                    bool((w0 >> 16) & 1), _tsharp_gfx11,
                     atomic=(_ATOMICS[op], bool((w0 >> 14) & 1)) if op in _ATOMICS else None)
 
 
-def _flags_of(inst: d.Instruction, sample: bool = False) -> list[str]:
-    """gfx11 MIMG modifiers not modelled (A16 only for samples' coordinates)."""
+def _flags_of(inst: d.Instruction) -> list[str]:
+    """gfx11 MIMG modifiers `_compile` sorts out (D16) or refuses."""
     w0, w1 = inst.words[0], inst.words[1]
-    return [n for n, bit in (("A16", (w0 >> 16) & 1 and not sample), ("D16", (w0 >> 17) & 1),
-                             ("TFE", (w1 >> 21) & 1), ("LWE", (w1 >> 22) & 1)) if bit]
+    return [n for n, bit in (("D16", (w0 >> 17) & 1), ("TFE", (w1 >> 21) & 1),
+                             ("LWE", (w1 >> 22) & 1)) if bit]
 
 
 def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
@@ -157,13 +157,14 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0x7F
     name = mimg_name_gfx9(op)
-    flags = [n for n, bit in (("A16", (w0 >> 15) & 1), ("TFE/ACC", (w0 >> 16) & 1),
-                              ("LWE", (w0 >> 17) & 1), ("D16", (w1 >> 31) & 1)) if bit]
+    flags = [n for n, bit in (("TFE/ACC", (w0 >> 16) & 1), ("LWE", (w0 >> 17) & 1),
+                              ("D16", (w1 >> 31) & 1)) if bit]
+    a16 = bool((w0 >> 15) & 1)
     # no DIM field: the T#'s TYPE says how many address VGPRs there are (DA: an array)
     dim = _GFX9_DA if (w0 >> 14) & 1 else None
     if op == _GFX9_RESINFO:
         return _compile_resinfo(name, flags, dim, (w0 >> 8) & 0xF, w1 & 0xFF,
-                                (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4, _tsharp_gfx9)
+                                (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4, _tsharp_gfx9, a16)
     if (op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES
             and op not in _GFX9_ATOMICS):
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
@@ -171,7 +172,7 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x09), op in _GFX9_STORES, op in _GFX9_SAMPLES,
                     flags, dim, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 21) & 0x1F) * 4, bool((w0 >> 12) & 1),
-                    False, _tsharp_gfx9, atomic=(_GFX9_ATOMICS[op], bool((w0 >> 13) & 1))
+                    a16, _tsharp_gfx9, atomic=(_GFX9_ATOMICS[op], bool((w0 >> 13) & 1))
                     if op in _GFX9_ATOMICS else None)
 
 
@@ -209,17 +210,17 @@ def compile_gfx12(inst: d.Instruction) -> tuple[Callable | None, str]:
     if op not in modelled:
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
     tfe = (w0 >> 3) & 1 if sampler else (w1 >> 23) & 1
-    flags = [n for n, bit in (("A16", (w0 >> 6) & 1 and not sampler), ("D16", (w0 >> 5) & 1),
+    flags = [n for n, bit in (("D16", (w0 >> 5) & 1),
                               ("R128", (w0 >> 4) & 1), ("TFE", tfe),
                               ("LWE", sampler and (w1 >> 8) & 1)) if bit]
     vaddr = [(w2 >> (8 * k)) & 0xFF for k in range(4)] + [(w1 >> 24) & 0xFF]
     if not sampler and op == _RESINFO:
         return _compile_resinfo(name, flags, w0 & 7, (w0 >> 22) & 0xF, vaddr[0], w1 & 0xFF,
-                                (w1 >> 9) & 0x1FF, _tsharp_gfx12)
+                                (w1 >> 9) & 0x1FF, _tsharp_gfx12, bool((w0 >> 6) & 1))
     return _compile(inst, name, op in (0x01, 0x07), op in _STORES, sampler, flags, w0 & 7,
                     (w0 >> 22) & 0xF, vaddr, w1 & 0xFF, (w1 >> 9) & 0x1FF,
                     (w1 >> 23) & 0x1FF, bool(sampler and (w0 >> 13) & 1),
-                    bool(sampler and (w0 >> 6) & 1), _tsharp_gfx12,
+                    bool((w0 >> 6) & 1), _tsharp_gfx12,
                     atomic=(_GFX12_ATOMICS[op], bool((w1 >> 20) & 1))  # TH[0]: return
                     if not sampler and op in _GFX12_ATOMICS else None)
 
@@ -243,15 +244,15 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
                                unnormalized, a16, layout, d16), ""
     if atomic is not None:
         return _compile_atomic(inst, name, atomic[0], atomic[1], dim, dmask, vaddr, vdata,
-                               srsrc, layout)
+                               srsrc, layout, a16)
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
         if idx is not None and idx.size == 0:
             return
         t, dim_name, ncoord = _descriptor(g, srsrc, name, dim, layout)
-        coords = [mem._sel(g.v[vaddr[k]], idx).astype(np.int64) for k in range(ncoord)]
-        if mip and np.any(mem._sel(g.v[vaddr[ncoord]], idx)):
+        coords = _int_coords(g, idx, vaddr, ncoord + int(mip), a16)
+        if mip and np.any(coords.pop()):
             raise ImageError(f"{name} at a mip level other than 0 is not modelled")
         addr, inside = _addresses(t, coords, dim_name)
         fmt = t["format"]
@@ -293,6 +294,17 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
     return run, ""
 
 
+def _int_coords(g: WaveGroup, idx: np.ndarray | None, vaddr: list[int], count: int,
+                a16: bool) -> list[np.ndarray]:
+    """The first `count` integer address components (signed): a VGPR each, or with A16 two
+    16-bit ones a VGPR, the first in the low half."""
+    if not a16:
+        return [mem._sel(g.v[vaddr[k]], idx).view(np.int32).astype(np.int64)
+                for k in range(count)]
+    return [((mem._sel(g.v[vaddr[k // 2]], idx) >> u32(16 * (k % 2))) & u32(0xFFFF))
+            .astype(np.uint16).view(np.int16).astype(np.int64) for k in range(count)]
+
+
 def _put_channels(g: WaveGroup, idx: np.ndarray | None, vdata: int, dmask: int,
                   channels: list[np.ndarray], fmt: bufformat.Format, d16: bool) -> None:
     """The channels DMASK enables (32-bit register values) into consecutive VGPRs; with D16
@@ -308,8 +320,8 @@ def _put_channels(g: WaveGroup, idx: np.ndarray | None, vdata: int, dmask: int,
 
 
 def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, dim: int | None,
-                    dmask: int, vaddr: list[int], vdata: int, srsrc: int, layout: Callable
-                    ) -> tuple[Callable | None, str]:
+                    dmask: int, vaddr: list[int], vdata: int, srsrc: int, layout: Callable,
+                    a16: bool) -> tuple[Callable | None, str]:
     """An image atomic: the read-modify-write of one texel per lane (hsa.virtual.isa.atomics,
     lanes that hit one texel in lane order), on a T# whose texels are as wide as the atomic.
     DMASK gives the width (the ISA guides' "image atomic" data: 0x1 32-bit, 0x3 64-bit;
@@ -334,7 +346,7 @@ def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, di
             ("UINT", "SINT") if letter in ("u", "i") else ("UINT", "SINT", "FLOAT"))
         if fmt.size * 8 != bits or fmt.kind not in wanted:
             raise ImageError(f"{name}: a {fmt.name} T# for a {bits}-bit atomic is not modelled")
-        coords = [mem._sel(g.v[vaddr[k]], idx).astype(np.int64) for k in range(ncoord)]
+        coords = _int_coords(g, idx, vaddr, ncoord, a16)
         addr, inside = _addresses(t, coords, dim_name)
         lanes = np.arange(g.count * g.lanes) if idx is None else idx
         mem.run_atomic(g, mem.GlobalSpace(ctx, inst), addr[inside], lanes[inside], op, vdata,
@@ -347,7 +359,8 @@ def _compile_atomic(inst: d.Instruction, name: str, kind: str, returns: bool, di
 
 
 def _compile_resinfo(name: str, flags: list[str], dim: int | None, dmask: int, vaddr: int,
-                     vdata: int, srsrc: int, layout: Callable) -> tuple[Callable | None, str]:
+                     vdata: int, srsrc: int, layout: Callable, a16: bool
+                     ) -> tuple[Callable | None, str]:
     """image_get_resinfo: the RDNA3/RDNA4 ISA guides' VDATA3-0 = {#mipLevels, depth, height,
     width} of the mip level in the address VGPR, as 32-bit integers, the channels DMASK
     enables in consecutive VGPRs. A level's sizes are max(1, size >> level) (Vulkan's "Image
@@ -376,8 +389,8 @@ def _compile_resinfo(name: str, flags: list[str], dim: int | None, dmask: int, v
                              f"{'/'.join('whd'[c] for c in sorted(asked & undefined))}, "
                              "which it does not have: not modelled")
         levels = t["last_level"] + 1
-        level = mem._sel(g.v[vaddr], idx).astype(np.int64)
-        if np.any(level >= levels):
+        level = _int_coords(g, idx, [vaddr], 1, a16)[0]
+        if np.any((level < 0) | (level >= levels)):
             raise ImageError(f"{name} at a mip level past LAST_LEVEL {levels - 1} is not "
                              "modelled")
         depth = (np.maximum(t["depth"] >> level, 1) if dim_name == "3D"
