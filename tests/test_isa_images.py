@@ -484,6 +484,35 @@ def test_get_resinfo(target, tmp_path):
     assert "code-object offset 0x" in text and "\n" not in text
 
 
+@pytest.mark.parametrize("target", ["gfx1100", "gfx1201"])
+@pytest.mark.parametrize("mode", [WRAP, CLAMP_BORDER])
+def test_gather4(target, mode):
+    """image_gather4_lz (clang's builtin; gfx90a's LLVM has no gather) with DMASK 0x2 (the
+    texels' y; whether DST_SEL applies before the gather is not checked here) on a point S#: per
+    Vulkan's OpImageGather, the texels bilinear filtering would blend, i0 = floor(u - 0.5)
+    (8-bit sub-texel coordinates), in the order (i0, j1), (i1, j1), (i1, j0), (i0, j0);
+    border texels give the border colour's y (opaque white: 1)."""
+    h, code = _harness(target)
+    w, ht, n = 6, 5, 128
+    rng = np.random.default_rng(80 + mode)
+    texels = rng.standard_normal((ht, w, 4)).astype(np.float32)
+    src, _ = _image(h, texels, 63, (w, ht), "2D")
+    u = (rng.integers(-w * 256, 2 * w * 256, n) / 256 / w).astype(np.float32)
+    v = (rng.integers(-ht * 256, 2 * ht * 256, n) / 256 / ht).astype(np.float32)
+    out = h.alloc(n * 16)
+    h.dispatch(code, "gather4_lz_2d", (n,), (64,), [out, src, h.buffer(ssharp(mode, border=2)),
+                                                   h.buffer(np.stack([u, v], 1))])
+    cu = np.round((u.astype(np.float64) * w - 0.5) * 256) / 256
+    cv = np.round((v.astype(np.float64) * ht - 0.5) * 256) / 256
+    i0, j0 = np.floor(cu).astype(np.int64), np.floor(cv).astype(np.int64)
+    want = np.zeros((n, 4), np.float32)
+    for k, (di, dj) in enumerate(((0, 1), (1, 1), (1, 0), (0, 0))):
+        x, bx = _nearest(i0 + di, w, mode)
+        y, by = _nearest(j0 + dj, ht, mode)
+        want[:, k] = np.where(bx | by, np.float32(1), texels[y, x, 1])
+    np.testing.assert_array_equal(h.read(out, np.float32, n * 4).reshape(n, 4), want)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_anisotropic_sampler_is_one_line(target):
     """Anisotropic filtering (XY_MAG/MIN_FILTER 3) is not modelled: one line."""

@@ -14,14 +14,13 @@ image_store(_mip) and image_sample (no _lz); gfx940+ have no image instructions.
 What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 2D, 3D,
 1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
-DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float
-formats with a point or bilinear S# (see `_compile_sample`; A16 coordinates too), and on
-gfx11/gfx12 image_sample_l over one-level T#s; image atomics on 32- and 64-bit texels
-(`_compile_atomic`); image_get_resinfo (`_compile_resinfo`); D16 loads, stores and
-samples (16-bit data, two channels a VGPR, through bufformat's to_d16/from_d16). Everything
-else an image instruction or descriptor can ask for (anisotropic filtering, gathers,
-tiled layouts, mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it:
-nothing is guessed.
+DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float formats
+with a point or bilinear S# (see `_compile_sample`), and on gfx11/gfx12 image_sample_l over
+one-level T#s and image_gather4(_lz); image atomics on 32- and 64-bit texels
+(`_compile_atomic`); image_get_resinfo (`_compile_resinfo`); D16 data (two 16-bit channels
+a VGPR, through bufformat's to_d16/from_d16) and A16 addresses for all of them. Everything
+else an image instruction or descriptor can ask for (anisotropic filtering, tiled layouts,
+mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it: nothing is guessed.
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
 GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16],
@@ -55,7 +54,8 @@ u32, u64 = np.uint32, np.uint64
 # gfx11 MIMG opcodes (LLVM's MIMGInstructions.td): the ones modelled, and names of others
 _LOADS = {0x00: "image_load", 0x01: "image_load_mip"}
 _STORES = {0x06: "image_store", 0x07: "image_store_mip"}
-_SAMPLES = {0x1B: "image_sample", 0x1D: "image_sample_l", 0x1F: "image_sample_lz"}
+_SAMPLES = {0x1B: "image_sample", 0x1D: "image_sample_l", 0x1F: "image_sample_lz",
+            0x2F: "image_gather4", 0x32: "image_gather4_lz"}  # gfx11 MIMG = gfx12 VSAMPLE
 _OTHERS = {0x02: "image_load_pck", 0x03: "image_load_pck_sgn", 0x04: "image_load_mip_pck",
            0x05: "image_load_mip_pck_sgn", 0x08: "image_store_pck", 0x09: "image_store_mip_pck",
            0x17: "image_get_resinfo", 0x1C: "image_sample_d", 0x1E: "image_sample_b"}
@@ -240,8 +240,13 @@ def _compile(inst: d.Instruction, name: str, mip: bool, store: bool, sample: boo
     if dim is not None and dim != _GFX9_DA and dim not in _DIMS:
         return None, f"{name} on a {_DIM_NAMES[dim]} image is not modelled"
     if sample:
+        gather = name.startswith("image_gather4")
+        if gather and (dmask & (dmask - 1) or not dmask):
+            return None, f"{name} with DMASK 0x{dmask:x} (not one channel) is not modelled"
+        if gather and dim not in (1, 5):
+            return None, f"{name} outside 2D and 2D-array images is not modelled"
         return _compile_sample(inst, name, dim, dmask, vaddr, vdata, srsrc, ssamp,
-                               unnormalized, a16, layout, d16), ""
+                               unnormalized, a16, layout, d16, gather), ""
     if atomic is not None:
         return _compile_atomic(inst, name, atomic[0], atomic[1], dim, dmask, vaddr, vdata,
                                srsrc, layout, a16)
@@ -530,7 +535,8 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
 
 def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
                     vaddr: list[int], vdata: int, srsrc: int, ssamp: int, unnormalized: bool,
-                    a16: bool, layout: Callable, d16: bool = False) -> Callable:
+                    a16: bool, layout: Callable, d16: bool = False, gather: bool = False
+                    ) -> Callable:
     """image_sample / image_sample_lz through the S#'s point or bilinear filter.
 
     Each lane's float coordinates are normalised unless the instruction's UNORM bit or the
@@ -545,7 +551,12 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
     texel, or the border colour). Only level 0 exists in a T# with LAST_LEVEL 0, so the
     LOD, implicit or image_sample_l's explicit one (the address VGPR after the coordinates),
     plays no part: it picks the level (clamped to the one there is) and the MAG or MIN
-    filter, which must agree."""
+    filter, which must agree.
+
+    `gather` (image_gather4 / _lz): whatever the S#'s filter, the 2x2 texels bilinear
+    filtering would blend, placed as it places them; the one channel DMASK names (after
+    DST_SEL) of each, in Vulkan's OpImageGather (D3D Gather4) order x = (i0, j1),
+    y = (i1, j1), z = (i1, j0), w = (i0, j0)."""
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
@@ -568,7 +579,7 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
         sizes = [t["width"], t["height"], t["depth"]]
         axes = ([0] if dim_name in ("1D", "1D_ARRAY") else [0, 1]) + (
             [2] if dim_name == "3D" else [])
-        linear = samp["linear"]
+        linear = samp["linear"] or gather
         if linear and dim_name == "3D":
             raise ImageError(f"{name}: bilinear filtering of a 3D image (S# Z_FILTER "
                              f"{samp['z_filter']}) is not modelled")
@@ -598,6 +609,7 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
             raise ImageError(f"{name}: sampling a {fmt.name} (integer) image is not modelled")
         colour = _BORDERS[samp["border"]]
         total: list[np.ndarray] | None = None
+        gathered: list[np.ndarray] = []
         for taps in _product(taps_per_axis):
             texel = [tap[0] for tap in taps]
             border = np.zeros(zero.shape, bool)
@@ -621,11 +633,18 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
             if not linear:
                 total = channels
                 break
+            if gather:  # the combinations come (i0,j0), (i1,j0), (i0,j1), (i1,j1)
+                gathered.append(channels[dmask.bit_length() - 1])
+                continue
             weight = np.ones(zero.shape)
             for tap in taps:
                 weight = weight * tap[2]
             part = [weight * ch.view(np.float32).astype(np.float64) for ch in channels]
             total = part if total is None else [a + b for a, b in zip(total, part, strict=True)]
+        if gather:
+            order = [gathered[2], gathered[3], gathered[1], gathered[0]]
+            _put_channels(g, idx, vdata, 0xF, order, fmt, d16)
+            return
         assert total is not None
         if linear:
             total = [x.astype(np.float32).view(u32) for x in total]

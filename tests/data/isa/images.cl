@@ -76,7 +76,16 @@ kernel void sample_1d_array(global float4* out, __amdgpu_texture_t src, global c
                                                            0, 0);
 }
 
-#ifndef NO_SAMPLE_LZ  // clang's image_sample_l builtin wants extended-image-insts too
+#ifndef NO_SAMPLE_LZ  // clang's image_sample_l and gather4 builtins want extended-image-insts
+// image_gather4_lz: channel y (DMASK 0x2) of the 2x2 texels around each coordinate
+kernel void gather4_lz_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
+                          global const float2* uv) {
+  int i = get_global_id(0);
+  out[i] = __builtin_amdgcn_image_gather4_lz_2d_v4f32_f32(2, uv[i].x, uv[i].y, src, *samp, 0,
+                                                          0, 0);
+}
+
+
 // an explicit LOD (image_sample_l): each lane's own
 kernel void sample_l_2d(global float4* out, __amdgpu_texture_t src, global const int4* samp,
                         global const float2* uv, global const float* lod) {
