@@ -105,3 +105,32 @@ def test_two_address_loads_read_each_lanes_words(name, width):
             for j in range(nw):
                 want = words[(base + off * stride + 4 * j) // 4]
                 np.testing.assert_array_equal(g.v[2 + k * nw + j, w], want, err_msg=f"{w} {k} {j}")
+
+
+def test_kept_positions_follow_the_address_register():
+    """One group runs ds_load_u16 again and again on one address register: the positions
+    it keeps serve a new offset while the words are the same, and a change of one lane's
+    address (or an offset past the end) is seen. Each load against the words themselves."""
+    rng = np.random.default_rng(3)
+    lds = rng.integers(0, 256, 2 * LDS, dtype=np.uint8)
+    ctx = BatchContext(SimpleNamespace(agent=0, kernel_name="k"), None, LDS, 2, 0, 0)
+    ctx.lds[:lds.size] = lds
+    ctx.wave_wg = np.array([0, 1, 1])
+    s = np.zeros((3, 128), u32)
+    s[:, d.EXEC_LO] = s[:, d.EXEC_HI] = 0xFFFFFFFF
+    v = np.zeros((4, 3, 64), u32)
+    v[1] = rng.integers(0, LDS // 4, (3, 64)) * 2
+    g = WaveGroup(s, v, np.zeros(3, bool), np.arange(3), 0)
+    half = lds.view(np.uint16)
+    for step, offset in enumerate((0, 64, 64, 2 * LDS)):
+        if step == 2:
+            g.v[1, 2, 5] += 2  # one lane of the last wave moves
+        f = {"addr": 1, "vdst": 2, "data0": 0, "data1": 0, "offset0": offset & 0xFF,
+             "offset1": offset >> 8, "gds": 0}
+        fn = mem.compile_ds(d.Instruction(0, 8, "DS", 0, "ds_load_u16", f, None, (0, 0)))
+        fn(g, ctx)
+        byte = ctx.wave_wg[:, None] * LDS + g.v[1].astype(np.int64) + offset
+        inside = g.v[1].astype(np.int64) + offset + 2 <= LDS
+        want = np.where(inside, half[np.where(inside, byte, 0) // 2], 0)
+        np.testing.assert_array_equal(g.v[2], want, err_msg=f"step {step}")
+    assert len(g.memo["lds_positions"]) == 1  # one register, one element size

@@ -391,24 +391,37 @@ class BatchContext:
                    dtype: np.dtype) -> np.ndarray | None:
         """The `dtype` element at every lane's addr + offset (`addr`: all the group's lanes'
         32-bit address words) when each is in range and aligned to its size: one OR of the
-        addresses bounds and aligns them all, then one shift, one add of the lanes' bases
-        (kept per group and offset) and one gather. None otherwise: ByteSpace.gather then
-        wraps, zeroes out-of-range lanes and reads unaligned elements."""
+        addresses bounds and aligns them all, then one shift and one add of the lanes'
+        bases give each lane's element, and one gather from the LDS view that starts at
+        `offset` reads them. None otherwise: ByteSpace.gather then wraps, zeroes
+        out-of-range lanes and reads unaligned elements.
+
+        The positions and the OR depend on the address words alone: a group keeps them
+        with a copy of the words they came from (a few, by element size and the words'
+        place in the registers) and reuses them while the words are the same, compared in
+        full: a GEMM reads a tile with one address register and many offsets."""
         size = dtype.itemsize
-        either = int(np.bitwise_or.reduce(addr, axis=None)) if addr.size else 0
-        if (offset < 0 or (either | offset) & (size - 1) or self.lds_size % size
-                or either + offset + size > self.lds_size or size & (size - 1)):
+        if offset < 0 or self.lds_size % size or size & (size - 1):
             return None
         shift = size.bit_length() - 1
-        bases = g.memo.setdefault("lds_element_bases", {})
-        base = bases.get((shift, offset))
-        if base is None:
-            base = (self._lds_base(g) + offset) >> shift
-            if len(bases) < 32:  # a program's few distinct offsets
-                bases[shift, offset] = base
-        pos = np.right_shift(addr.reshape(-1), shift, dtype=np.int64)
-        pos += base
-        return np.take(self.lds.view(dtype), pos)
+        kept = g.memo.setdefault("lds_positions", {})
+        key = (shift, addr.__array_interface__["data"][0], addr.shape)
+        hit = kept.get(key)
+        if hit is not None and np.array_equal(hit[0], addr):
+            _, either, pos = hit
+        else:
+            either = int(np.bitwise_or.reduce(addr, axis=None)) if addr.size else 0
+            pos = None
+            if not either & (size - 1) and either + size <= self.lds_size:
+                pos = np.right_shift(addr.reshape(-1), shift, dtype=np.int64)
+                pos += self._lds_base(g) >> shift
+            if key not in kept and len(kept) >= 8:
+                kept.pop(next(iter(kept)))
+            kept[key] = (addr.copy(), either, pos)
+        if pos is None or (either | offset) & (size - 1) or either + offset + size > self.lds_size:
+            return None
+        # every position + offset // size is inside the batch's LDS (checked above)
+        return np.take(self.lds.view(dtype)[offset >> shift:], pos, mode="clip")
 
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> mem.ByteSpace:
@@ -421,6 +434,28 @@ class BatchContext:
         return mem.ByteSpace(self, inst, self.scratch, base,
                              self.private_size, fault=True,
                              align=self.private_size & -self.private_size)
+
+    def scratch_rows(self, g: WaveGroup, offset: int, nwords: int) -> np.ndarray | None:
+        """Every lane's `nwords` dwords at private address `offset` (a wave-uniform scratch
+        access: no VGPR or SGPR address, clang's spills) as one writable (lanes, nwords)
+        strided view of the scratch: each lane's private segment is the next one's
+        neighbour when the group's waves are one run of the batch. None when they are
+        not, or the dwords are not all inside the segment and aligned (the general path
+        then faults or reads them)."""
+        size = self.private_size
+        if offset < 0 or (offset | size) & 3 or offset + 4 * nwords > size:
+            return None
+        first = g.memo.get("scratch_run")
+        if first is None:  # the first wave of a run of consecutive waves, or -1
+            w = g.waves
+            first = g.memo["scratch_run"] = int(w[0]) if w.size and int(w[-1]) - int(
+                w[0]) == w.size - 1 and bool(np.all(np.diff(w) == 1)) else -1
+        if first < 0:
+            return None
+        lanes = g.count * g.lanes
+        start = first * g.lanes * size + offset
+        return np.lib.stride_tricks.as_strided(
+            self.scratch[start:].view(np.uint32), (lanes, nwords), (size, 4))
 
     def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
                   idx: np.ndarray | None) -> mem.Space:

@@ -53,6 +53,8 @@ class MemoryContext(Protocol):
     def scratch_space(self, g: WaveGroup, inst: d.Instruction,
                       idx: np.ndarray | None) -> ByteSpace: ...
 
+    def scratch_rows(self, g: WaveGroup, offset: int, nwords: int) -> np.ndarray | None: ...
+
     def space_for(self, g: WaveGroup, inst: d.Instruction, seg: str, addr: np.ndarray,
                   idx: np.ndarray | None) -> Space: ...
 
@@ -389,10 +391,24 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
                 _sel(g.v[f["addr"] + 1], idx).astype(u64) << u64(32))
         return (a.astype(np.int64) + off).astype(u64) if off else a
 
+    # a wave-uniform scratch dword access (no VGPR or SGPR address: clang's spills)
+    uniform = (seg == "SCRATCH" and f["saddr"] == d.NULL and not f["sve"] and not to_lds
+               and op in ("load", "store") and kind[0] in (None, np.uint32)
+               and kind[2] is None)
+
     def run(g: WaveGroup, ctx: MemoryContext) -> None:
         idx = _active(g)
         if idx is not None and idx.size == 0:
             return
+        if uniform and idx is None:
+            rows = ctx.scratch_rows(g, f["offset"], kind[1])
+            if rows is not None:  # every lane's dwords: one strided copy each
+                for k in range(kind[1]):
+                    if op == "load":
+                        _put(g, f["vdst"] + k, None, rows[:, k])
+                    else:
+                        rows[:, k] = g.v[f["data"] + k].reshape(-1)
+                return
         addr = addresses(g, ctx, idx)
         space = ctx.space_for(g, inst, seg, addr, idx)
         if to_lds:
