@@ -192,7 +192,7 @@ def compile_instruction(inst: d.Instruction) -> Compiled:
     if cache_op is not None:
         return Compiled(inst, MEMORY, cache_op)
     if enc == "SOPP" or (enc == "SOP1" and inst.name in (
-            "s_getpc_b64", "s_setpc_b64", "s_swappc_b64", "s_barrier_signal")):
+            "s_getpc_b64", "s_setpc_b64", "s_swappc_b64", "s_add_pc_i64", "s_barrier_signal")):
         return Compiled(inst, CONTROL, control_fn(inst))
     if enc in ("SOP1", "SOP2", "SOPC", "SOPK"):
         fn = salu.compile_salu(inst)
@@ -272,6 +272,15 @@ def control_fn(inst: d.Instruction) -> Callable | None:
                 return int(uniq[0])
             return [(dest == u, int(u)) for u in uniq]
         return setpc
+    if name == "s_add_pc_i64":  # gfx1250's long branch: the next instruction's address + S0
+        def addpc(g: WaveGroup):
+            offset = np.asarray(g.sread(inst.f["ssrc0"], inst.literal, wide=True), np.uint64)
+            dest = offset + np.uint64(nxt)  # modulo 2**64: a signed offset
+            uniq = np.unique(dest)
+            if uniq.size == 1:
+                return int(uniq[0])
+            return [(dest == u, int(u)) for u in uniq]
+        return addpc
     if name == "s_trap":
         def trap(g: WaveGroup):
             raise TrapRaised(simm & 0xFF)
