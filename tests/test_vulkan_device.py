@@ -324,6 +324,43 @@ def test_bda_in_flight_submissions_use_separate_tables(kernels):
 
 
 @pytest.mark.vulkan
+def test_back_to_back_replays_take_an_instance_holding_their_buffers(dev, kernels):
+    """A replay of the last buffers while the last replay still runs takes another recorded
+    instance as it is only when that instance's table already holds those buffers; else it
+    is rewritten first (bda), or another instance is picked or recorded."""
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    cb = _chain(dev, k, grid, 2)  # each replay adds 2 to its first buffer
+    x = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+    y = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+
+    def gated(bindings, value):
+        return dev.submit(cb, bindings, wait=[TimelinePoint(1, value)])
+
+    gated(x, 1)  # instance A, table x, in flight
+    gated(y, 1)  # A busy: instance B, table y
+    dev.signal(TimelinePoint(1, 1))
+    dev.synchronize()
+    gated(y, 2)  # B again (the last one, idle)
+    gated(y, 2)  # B busy; A is idle but its table holds x: rewritten for y, not taken as is
+    dev.signal(TimelinePoint(1, 2))
+    dev.synchronize()
+    np.testing.assert_array_equal(x[0].to_numpy(np.float32), np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 6, np.float32))
+    records = cb.record_count
+    handles = []
+    for _ in range(2):  # the last one (idle), then, it busy, the other, which holds y
+        gated(y, 3)
+        handles.append(cb.last_handle)
+    dev.signal(TimelinePoint(1, 3))
+    dev.synchronize()
+    np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 10, np.float32))
+    np.testing.assert_array_equal(x[0].to_numpy(np.float32), np.full(N, 2, np.float32))
+    if dev.path == "bda":
+        assert cb.record_count == records == 2 and handles[0] != handles[1]
+
+
+@pytest.mark.vulkan
 def test_fill_copy_and_fixed_buffers(dev, kernels):
     name, grid = _grid(kernels["addone"])
     k = dev.load(kernels["addone"]).kernel(name)
