@@ -583,6 +583,7 @@ def test_gfx9_mimg_refusals_name_the_instruction(target, why):
 
 
 WRAP_KERNEL = "_Z11sample_wrapP15HIP_vector_typeIfLj4EEP13__hip_texturePKS_IfLj2EEi"
+LINEAR_KERNEL = "_Z13sample_linearPfP13__hip_texturePK15HIP_vector_typeIfLj2EEi"
 
 
 def test_hip_tex2d_on_gfx1201():
@@ -590,7 +591,7 @@ def test_hip_tex2d_on_gfx1201():
     tests/data/isa/hip_textures.hip): its image_sample_lz through a gfx12 T# and S# laid out
     as HIP's __hip_texture (T# dwords 0-7, width at dword 10, S# at dwords 12-15), normalised
     coordinates from -2 to 3 image sizes with wrap, which HIP snaps to texel edges; against
-    numpy's nearest texel."""
+    numpy's nearest texel. Then its tex2D<float> through a bilinear S# against `_bilinear`."""
     import subprocess
 
     from rocm6_rootfs import ensure_rootfs
@@ -624,3 +625,14 @@ def test_hip_tex2d_on_gfx1201():
                                                 h.buffer(uv.astype(np.float32)), n])
     np.testing.assert_array_equal(h.read(res, np.float32, n * 4).reshape(n, 4),
                                   texels[y % ht, x % w])
+    # the same object's tex2D<float> as HIP compiles it for hipFilterModeLinear (the S# says
+    # bilinear, unnormalised, clamp): one float channel, against Vulkan's linear filter
+    lin = rng.standard_normal((ht, 64)).astype(np.float32)  # rows of 256 bytes
+    tex[:8] = tsharp(h.buffer(lin), 22, w, ht, "2D", pitch=64, target="gfx1201")
+    tex[12:16] = ssharp(CLAMP_LAST, unnormalized=True, bilinear=True)
+    uv = np.stack([rng.integers(-w * 128, 3 * w * 128, n) / 256,
+                   rng.integers(-ht * 128, 3 * ht * 128, n) / 256], 1).astype(np.float32)
+    h.dispatch(code, LINEAR_KERNEL, (n,), (64,), [res, h.buffer(tex), h.buffer(uv), n])
+    want = _bilinear(np.repeat(lin[:, :w, None], 4, 2), uv[:, 0].astype(np.float64),
+                     uv[:, 1].astype(np.float64), CLAMP_LAST, 0.0)[:, 0]
+    np.testing.assert_allclose(h.read(res, np.float32, n), want, rtol=0, atol=1e-5)
