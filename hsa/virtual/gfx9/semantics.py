@@ -36,6 +36,10 @@ _EXACT = {
     "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
     "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32", "v_dot2c_f32_f16": "v_dot2acc_f32_f16",
     "v_fma_legacy_f32": "v_fma_dx9_zero_f32",
+    "v_cvt_pknorm_i16_f32": "v_cvt_pk_norm_i16_f32",
+    "v_cvt_pknorm_u16_f32": "v_cvt_pk_norm_u16_f32",
+    "v_cvt_pknorm_i16_f16": "v_cvt_pk_norm_i16_f16",
+    "v_cvt_pknorm_u16_f16": "v_cvt_pk_norm_u16_f16",
     # gfx9's VI-compatible 16-bit integer MADs: no op_sel, the high half zeroed (zero_hi16)
     "v_mad_legacy_u16": "v_mad_u16", "v_mad_legacy_i16": "v_mad_i16",
     "s_ff1_i32_b32": "s_ctz_i32_b32", "s_ff1_i32_b64": "s_ctz_i32_b64",
