@@ -149,3 +149,54 @@ def test_transpose_read_model_b8():
     for blk in range(4):
         for lane in range(16):
             np.testing.assert_array_equal(got[16 * blk + lane], tile[blk, :, lane])
+
+
+@pytest.mark.parametrize("name", ["ds_read_b64_tr_b16", "ds_read_b64_tr_b8"])
+def test_transpose_reads_fast_and_general_paths_agree(name):
+    """With every lane active and 8-byte-aligned in-range addresses, the transpose reads
+    take one u64 gather (BatchContext.lds_gather); otherwise the per-dword path. Both ways
+    over aligned, 4-aligned, past-the-end addresses of two workgroups' LDS give the same
+    registers, and the aligned case equals transpose_lanes of each lane's own 8 bytes."""
+    from types import SimpleNamespace
+
+    from hsa.virtual.isa import operands as d
+    from hsa.virtual.isa.executor import BatchContext
+
+    lds_size = 2048
+    rng = np.random.default_rng(11)
+    lds = rng.integers(0, 256, 2 * lds_size, dtype=np.uint8)
+    cases = {"aligned": (rng.integers(0, lds_size // 16, (3, 64)) * 8, 16, True),
+             "4-aligned": (rng.integers(0, lds_size // 16, (3, 64)) * 8 + 4, 0, False),
+             "past the end": (rng.integers(0, lds_size // 8, (3, 64)) * 8, 64, False)}
+    for why, (addr, offset, fast) in cases.items():
+        regs = []
+        for use_fast in (True, False):
+            ctx = BatchContext(SimpleNamespace(agent=0, kernel_name="k"), None, lds_size, 2,
+                               0, 0)
+            ctx.lds[:lds.size] = lds
+            ctx.wave_wg = np.array([0, 1, 1])
+            took = []
+            inner = ctx.lds_gather
+
+            def gather(*a, inner=inner, took=took, use_fast=use_fast):
+                r = inner(*a) if use_fast else None
+                took.append(r is not None)
+                return r
+            ctx.lds_gather = gather  # type: ignore[method-assign]
+            f = {"addr": 1, "vdst": 2, "data0": 0, "data1": 0, "offset0": offset & 0xFF,
+                 "offset1": offset >> 8, "gds": 0}
+            fn = gfx950._compile_ds_tr(d.Instruction(0, 8, "DS", 0, name, f, None, (0, 0)), name)
+            s = np.zeros((3, 128), u32)
+            s[:, d.EXEC_LO] = s[:, d.EXEC_HI] = 0xFFFFFFFF
+            v = np.full((4, 3, 64), 0xA5A5A5A5, u32)
+            v[1] = addr
+            g = WaveGroup(s, v, np.zeros(3, bool), np.arange(3), 0)
+            fn(g, ctx)
+            regs.append(g.v[2:4].copy())
+            assert took == [fast and use_fast], why
+        np.testing.assert_array_equal(regs[0], regs[1], err_msg=why)
+        if fast:
+            pos = ctx.wave_wg[:, None] * lds_size + addr + offset
+            own = lds.view("<u4")[(pos.reshape(-1)[:, None] + [0, 4]) // 4]  # (lanes, 2)
+            want = gfx950.transpose_lanes(own, 16 if name.endswith("b16") else 8)
+            np.testing.assert_array_equal(regs[0].reshape(2, -1).T, want, err_msg=why)

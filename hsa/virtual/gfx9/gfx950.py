@@ -27,22 +27,76 @@ def bitop3_table(f: dict) -> int:
 
 
 def bitop3(a, b, c, table: int, bits: int = 32):
-    """Bit i of the result is table bit (a_i << 2 | b_i << 1 | c_i): Shannon's expansion
-    on a, then b (a few word operations instead of one term per minterm)."""
+    """Bit i of the result is table bit (a_i << 2 | b_i << 1 | c_i): the table's shortest
+    form of at most two word operations on a, b, c or their complements where it has one
+    (IREE's byte merges use a | (b & c) and b | (a & c)), else Shannon's expansion on a,
+    then b (a few word operations instead of one term per minterm)."""
     a, b, c = (np.asarray(x, u32) for x in (a, b, c))
     shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
     ones = u32(0xFFFFFFFF)
+    form = _SHORT_FORMS.get(table)
+    if form is not None:
+        out, fresh = form(a, b, c)
+    else:
+        def of_c(t: int):  # the 2-entry table t (bit 1: c = 1, bit 0: c = 0) of c
+            return (u32(0), ~c, c, ones)[t]
 
-    def of_c(t: int):  # the 2-entry table t (bit 1: c = 1, bit 0: c = 0) as a function of c
-        return (u32(0), ~c, c, ones)[t]
+        def of_bc(t: int):  # the 4-entry table t over (b, c)
+            hi, lo = of_c(t >> 2), of_c(t & 3)
+            return lo if t >> 2 == t & 3 else (b & hi) | (~b & lo)
 
-    def of_bc(t: int):  # the 4-entry table t over (b, c)
-        hi, lo = of_c(t >> 2), of_c(t & 3)
-        return lo if t >> 2 == t & 3 else (b & hi) | (~b & lo)
+        hi, lo = of_bc(table >> 4), of_bc(table & 15)
+        out = lo if table >> 4 == table & 15 else (a & hi) | (~a & lo)
+        fresh = False
+    out = np.asarray(out, u32)
+    if bits < 32:
+        out = out & u32((1 << bits) - 1)
+        fresh = True
+    if fresh and out.shape == shape:
+        return out
+    return np.broadcast_to(out, shape).copy()
 
-    hi, lo = of_bc(table >> 4), of_bc(table & 15)
-    out = lo if table >> 4 == table & 15 else (a & hi) | (~a & lo)
-    return np.broadcast_to(np.asarray(out, u32) & u32((1 << bits) - 1), shape).copy()
+
+def _short_forms() -> dict[int, Callable]:
+    """Truth table -> fn(a, b, c) giving (value, whether it is a new array) for the tables
+    that one or two word operations on the inputs or their complements compute, the
+    cheapest found first (a complement costs an operation too)."""
+    ops = ((np.bitwise_and, lambda x, y: x & y), (np.bitwise_or, lambda x, y: x | y),
+           (np.bitwise_xor, lambda x, y: x ^ y))
+    # literals: (truth table, cost, fn of (a, b, c))
+    lits = [(0xF0, 0, lambda a, b, c: a), (0xCC, 0, lambda a, b, c: b),
+            (0xAA, 0, lambda a, b, c: c), (0x0F, 1, lambda a, b, c: ~a),
+            (0x33, 1, lambda a, b, c: ~b), (0x55, 1, lambda a, b, c: ~c)]
+    found: dict[int, tuple[int, Callable]] = {}
+
+    def offer(t: int, cost: int, fn: Callable) -> None:
+        if t not in found or cost < found[t][0]:
+            found[t] = (cost, fn)
+
+    pairs = []
+    for i, (tx, cx, fx) in enumerate(lits):
+        for ty, cy, fy in lits[i + 1:]:
+            for ufunc, tt in ops:
+                t = tt(tx, ty) & 0xFF
+
+                def pair(a, b, c, fx=fx, fy=fy, ufunc=ufunc):
+                    return ufunc(fx(a, b, c), fy(a, b, c))
+                pairs.append((t, cx + cy + 1, pair))
+                offer(t, cx + cy + 1, pair)
+    for tx, cx, fx in lits:
+        for ty, cy, fy in pairs:
+            for ufunc, tt in ops:
+                def nested(a, b, c, fx=fx, fy=fy, ufunc=ufunc):
+                    return ufunc(fx(a, b, c), fy(a, b, c))
+                offer(tt(tx, ty) & 0xFF, cx + cy + 1, nested)
+    forms = {}
+    for t, (cost, fn) in found.items():
+        if cost >= 1:  # an operation ran: a new array
+            forms[t] = lambda a, b, c, fn=fn: (fn(a, b, c), True)
+    return forms
+
+
+_SHORT_FORMS = _short_forms()
 
 
 def _compile_bitop3(inst: d.Instruction) -> Callable[[WaveGroup], None]:
@@ -220,6 +274,13 @@ def _compile_ds_tr(inst: d.Instruction, name: str) -> Callable | None:
 
     def run(g: WaveGroup, ctx) -> None:
         idx = mem._active(g)
+        if idx is None and nw == 2:  # every lane, 8-byte aligned in range: one u64 gather
+            got = ctx.lds_gather(g, g.v[f["addr"]], offset, np.dtype("<u8"))
+            if got is not None:
+                out = transpose_lanes(got.view(u32).reshape(-1, 2), bits)
+                for k in range(nw):
+                    mem._put(g, f["vdst"] + k, None, out[:, k])
+                return
         space, addr = ctx.lds_space(g, inst, mem._sel(g.v[f["addr"]], idx), idx)
         got = space.gather_words(addr + offset, nw)
         full = np.zeros((g.count * g.lanes, nw), u32)
