@@ -355,7 +355,7 @@ class ServerQueue:
                 "write": self.load_write_index(),
                 "doorbell": int(self.client.server.lib.devside_load(self.doorbell)),
                 "rung": proc._rung[0], "processor_read": proc._read,
-                "processor": ("stopped" if proc._stop else "sleeping" if proc._needs_wake
+                "processor": ("stopped" if proc._stop else "sleeping" if proc.needs_wake
                               else "running"),
                 "watch": {"last": fast.last, "passed": fast.passed, "retired": fast.retired,
                           "next": fast.next, "fast": fast.fast},
@@ -548,6 +548,14 @@ class Pm4Queue(_RingQueue):
         for event_id in np.flatnonzero(types == EVENT_HW_EXCEPTION):
             self.client.fire(int(event_id))
 
+
+
+def _state(q: ServerQueue) -> dict:
+    """A queue's state for status, or what kept it from being read: status must answer."""
+    try:
+        return q.state()
+    except Exception as exc:  # noqa: BLE001 - a status reader gets the error, not a hang-up
+        return {"kfd_id": q.kfd_id, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _raise_to(heap: list[int], value: int) -> None:
@@ -1250,7 +1258,7 @@ class Server:
                              # barrier packets the doorbell watch retired without Python
                              "barriers_taken": sum(int(q.fast.taken)
                                                    for q in list(c.queues.values())),
-                             "aql": [q.state() for q in list(c.queues.values())
+                             "aql": [_state(q) for q in list(c.queues.values())
                                      if isinstance(q, ServerQueue)]}
                             for c in clients]}
 
