@@ -514,26 +514,32 @@ def test_gather4(target, mode):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_anisotropic_sampler_is_one_line(target):
-    """Anisotropic filtering (XY_MAG/MIN_FILTER 3) is not modelled: one line."""
+@pytest.mark.parametrize("case", ["aniso", "mips"])
+def test_unmodelled_sampling_is_one_line(target, case):
+    """Anisotropic filtering (S# XY_MAG/MIN_FILTER 3) and a mip-mapped T# (LAST_LEVEL 2: where
+    levels 1-2 lie is not modelled) each stop the queue in one line."""
     import amdgpu
     from amdgpu.errors import QueueError
 
     _harness(target)
     dev = amdgpu.open(f"amdgpu:virtual:{target}")
-    samp = ssharp(CLAMP_LAST)
-    samp[2] |= 3 << 20 | 3 << 22
+    samp, desc = ssharp(CLAMP_LAST), tsharp(0, 63, 4, 4, target=target)
+    if case == "aniso":
+        samp[2] |= 3 << 20 | 3 << 22
+        why = "image_sample: S# anisotropic filtering (XY_MAG/MIN_FILTER 3/3)"
+    else:
+        desc[3] |= np.uint32(2 << (15 if target.startswith("gfx12") else 16))
+        why = "image_sample: a mip-mapped T# (LAST_LEVEL 2) is not modelled"
     try:
         k = load_kernel(dev, _CODE[target], "sample_2d")
         with pytest.raises(QueueError) as err:
             dev.dispatch(k, 32, 32, (dev.buffer(np.zeros(128, np.float32)),
-                                     dev.buffer(tsharp(0, 63, 4, 4, target=target)),
-                                     dev.buffer(samp),
+                                     dev.buffer(desc), dev.buffer(samp),
                                      dev.buffer(np.zeros(64, np.float32)))).wait(60)
     finally:
         dev.close()
     text = str(err.value)
-    assert "image_sample: S# anisotropic filtering (XY_MAG/MIN_FILTER 3/3)" in text
+    assert why in text, text
     assert "code-object offset 0x" in text and "\n" not in text
 
 
