@@ -8,7 +8,7 @@ next step) and exits non-zero.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeVar as _TypeVar  # (private: amdgpu.errors re-exports the public names)
 
 
 class AmdgpuError(Exception):
@@ -107,7 +107,7 @@ class BufferRangeError(AmdgpuError, ValueError):
 
 
 
-_E = TypeVar("_E", bound=BaseException)
+_E = _TypeVar("_E", bound=BaseException)
 
 
 def without_frames(error: _E) -> _E:
