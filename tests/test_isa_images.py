@@ -592,6 +592,7 @@ WRAP_KERNEL = "_Z11sample_wrapP15HIP_vector_typeIfLj4EEP13__hip_texturePKS_IfLj2
 LINEAR_KERNEL = "_Z13sample_linearPfP13__hip_texturePK15HIP_vector_typeIfLj2EEi"
 
 
+@pytest.mark.slow  # sid's hipcc compiles the object: ~36 s on the 2-core VM
 def test_hip_tex2d_on_gfx1201():
     """HIP 6.4's tex2D for gfx1201 (sid's hipcc through scripts/rocm6.sh, device code of
     tests/data/isa/hip_textures.hip): its image_sample_lz through a gfx12 T# and S# laid out
