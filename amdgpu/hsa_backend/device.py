@@ -371,7 +371,8 @@ def _compiled_class(hot: ModuleType) -> type[HsaDevice]:
         or trace sink, a failed lane, arguments its converters refuse), so both give the
         same results."""
 
-        dispatch = hot.Dispatch(DeviceSubmission.dispatch, HsaKernel, TimelinePoint, Lifetime)
+        dispatch = hot.Dispatch(DeviceSubmission.dispatch, HsaKernel, TimelinePoint, Lifetime,
+                                QueueLane)
         submit = hot.Submit(
             DeviceSubmission.submit, HsaCommandBuffer, Buffer, TimelinePoint, Lifetime)
 

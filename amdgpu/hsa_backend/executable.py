@@ -44,6 +44,10 @@ class LaunchPlan(NamedTuple):
 class HsaKernel:
     """One kernel of a loaded executable: symbol facts, metadata and kernarg layout."""
 
+    # the two attributes every immediate dispatch reads: slots, which the compiled hot path
+    # (hotpath.c's Dispatch) reads at their offsets instead of looking them up by name
+    __slots__ = ("device", "last", "__dict__", "__weakref__")
+
     def __init__(self, executable: HsaExecutable, info: Any, symbol: Any):
         self.executable = executable
         self.device = executable.device

@@ -189,9 +189,6 @@ static PyObject *attr_get(Attrs *a, PyObject *name) { /* a new reference */
     return PyObject_GetAttr(a->obj, name);
 }
 
-static int attr_set(Attrs *a, PyObject *name, PyObject *v) {
-    return a->dict != NULL ? PyDict_SetItem(a->dict, name, v) : PyObject_SetAttr(a->obj, name, v);
-}
 
 /* 1 if the attribute is true, 0 if false, -1 on error */
 static int attr_true(Attrs *a, PyObject *name) {
@@ -250,15 +247,14 @@ typedef struct {
     uint64_t (*add_write_fn)(void *queue, uint64_t n);
     void (*store_signal_fn)(uint64_t signal, int64_t value);
     uint64_t queue_address, doorbell_signal;
-    Py_buffer index_mem, bell_mem, flags_mem;
+    Py_buffer index_mem, bell_mem, flags_mem, rung_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
     /* The virtual queue's flag word (VirtualQueue.flags): its first 4 bytes (one aligned
      * u32 load) all zero for the lock-free doorbell (no waiter on or note of the doorbell signal, the
      * queue neither destroyed nor failed), byte `flag_wake` set while the processor
      * sleeps: one load each instead of five attribute reads. */
     Py_ssize_t flag_unusual, flag_wake;
-    PyObject *queue, *processor, *rung, *raise_to;
-    int raise_to_is_heappushpop;                 /* raise_to is heapq.heappushpop */
+    PyObject *queue, *processor;                 /* processor.wake() when it sleeps */
     Attrs queue_a;                               /* RocrQueue's `destroyed` */
 } RingPort;
 
@@ -271,8 +267,6 @@ static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->after_reserve);
     Py_VISIT(self->queue);
     Py_VISIT(self->processor);
-    Py_VISIT(self->rung);
-    Py_VISIT(self->raise_to);
     Py_VISIT(self->queue_a.dict);
     return 0;
 }
@@ -284,8 +278,6 @@ static void port_clear(RingPort *self) {
     Py_CLEAR(self->after_reserve);
     Py_CLEAR(self->queue);
     Py_CLEAR(self->processor);
-    Py_CLEAR(self->rung);
-    Py_CLEAR(self->raise_to);
     Py_CLEAR(self->queue_a.dict);
     self->native = 0;
 }
@@ -300,32 +292,42 @@ static void port_release(RingPort *self) { /* the exported buffers (dealloc) */
         PyBuffer_Release(&self->bell_mem);
     if (self->flags_mem.obj)
         PyBuffer_Release(&self->flags_mem);
+    if (self->rung_mem.obj)
+        PyBuffer_Release(&self->rung_mem);
 }
 
-/* add_write_index(n): the virtual queue's word (one atomic add, as VirtualQueue's GIL-atomic
- * update), else the provider's callable. A new reference to the old index, or NULL. */
-static PyObject *port_reserve(RingPort *self, PyObject *n_obj, uint64_t n) {
+/* add_write_index(n) into *idx: the virtual queue's word (one atomic add, as VirtualQueue's
+ * GIL-atomic update), ROCr's function, else the provider's callable. 0, or -1 with an
+ * error. No Python object is made on the native ways. */
+static int port_reserve(RingPort *self, uint64_t n, __int128 *idx) {
     if (self->native == NATIVE_VIRTUAL) {
         uint64_t *word = (uint64_t *)((char *)self->index_mem.buf + self->index_off);
-        return PyLong_FromUnsignedLongLong(__atomic_fetch_add(word, n, __ATOMIC_ACQ_REL));
+        *idx = __atomic_fetch_add(word, n, __ATOMIC_ACQ_REL);
+        return 0;
     }
     if (self->native == NATIVE_ROCR) {
         int gone = attr_true(&self->queue_a, s_destroyed);
         if (gone < 0)
-            return NULL;
-        if (!gone)
-            return PyLong_FromUnsignedLongLong(
-                self->add_write_fn((void *)(uintptr_t)self->queue_address, n));
+            return -1;
+        if (!gone) {
+            *idx = self->add_write_fn((void *)(uintptr_t)self->queue_address, n);
+            return 0;
+        }
     }
-    return PyObject_CallOneArg(self->add_write_index, n_obj);
+    PyObject *n_obj = PyLong_FromUnsignedLongLong(n);
+    PyObject *r = n_obj ? PyObject_CallOneArg(self->add_write_index, n_obj) : NULL;
+    Py_XDECREF(n_obj);
+    int bad = r == NULL || as_i128(r, idx) < 0;
+    Py_XDECREF(r);
+    return bad ? -1 : 0;
 }
 
 /* VirtualQueue.doorbell's common case (see it): the value into the doorbell signal's word,
- * the processor's rung id raised (heappushpop on its one-element heap), a wake only if it
- * sleeps; the unusual cases (waiters, a note, a failed or destroyed queue: a non-zero byte
- * among the flag word's first ones; an id beyond int64) through the Python method, which
- * takes the signal table's lock. */
-static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
+ * the processor's rung word raised to it (raise_rung: max, one step under the GIL), a wake
+ * only if it sleeps; the unusual cases (waiters, a note, a failed or destroyed queue: a
+ * non-zero byte among the flag word's first four; an id beyond int64) through the Python
+ * method, which takes the signal table's lock. */
+static int port_doorbell(RingPort *self, __int128 idx) {
     PyObject *r;
     if (self->native == NATIVE_ROCR && idx >= 0 && idx <= INT64_MAX) {
         int gone = attr_true(&self->queue_a, s_destroyed);
@@ -336,28 +338,14 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
             return 0;
         }
     }
-    if (self->native == NATIVE_VIRTUAL && idx <= INT64_MAX) {
+    if (self->native == NATIVE_VIRTUAL && idx <= INT64_MAX && idx >= INT64_MIN) {
         const unsigned char *flags = (const unsigned char *)self->flags_mem.buf;
         if (!__atomic_load_n((const uint32_t *)flags, __ATOMIC_RELAXED)) { /* bytes 0..3 */
             int64_t *word = (int64_t *)((char *)self->bell_mem.buf + self->bell_off);
             __atomic_store_n(word, (int64_t)idx, __ATOMIC_RELEASE);
-            /* raise_to(rung, id): heappushpop on the processor's one-element heap, i.e.
-             * rung[0] = max(rung[0], id), one step under the GIL either way */
-            PyObject *top = PyList_CheckExact(self->rung) && PyList_GET_SIZE(self->rung) == 1
-                                ? PyList_GET_ITEM(self->rung, 0) : NULL;
-            int overflow = 1;
-            long long was = top && PyLong_CheckExact(top)
-                                ? PyLong_AsLongLongAndOverflow(top, &overflow) : 0;
-            if (self->raise_to_is_heappushpop && !overflow) {
-                if ((__int128)was < idx)
-                    PyList_SetItem(self->rung, 0, Py_NewRef(idx_obj)); /* steals the new ref */
-            } else {
-                PyErr_Clear();
-                PyObject *argv[2] = {self->rung, idx_obj};
-                if ((r = PyObject_Vectorcall(self->raise_to, argv, 2, NULL)) == NULL)
-                    return -1;
-                Py_DECREF(r);
-            }
+            int64_t *rung = (int64_t *)self->rung_mem.buf; /* raised under the GIL */
+            if (__atomic_load_n(rung, __ATOMIC_RELAXED) < (int64_t)idx)
+                __atomic_store_n(rung, (int64_t)idx, __ATOMIC_RELEASE);
             /* read after the rung is raised (the processor sets it before its last look) */
             if (__atomic_load_n(flags + self->flag_wake, __ATOMIC_ACQUIRE)) {
                 if ((r = PyObject_CallMethodNoArgs(self->processor, s_wake)) == NULL)
@@ -367,7 +355,12 @@ static int port_doorbell(RingPort *self, PyObject *idx_obj, __int128 idx) {
             return 0;
         }
     }
-    if ((r = PyObject_CallOneArg(self->doorbell, idx_obj)) == NULL)
+    PyObject *idx_obj = from_i128(idx);
+    if (idx_obj == NULL)
+        return -1;
+    r = PyObject_CallOneArg(self->doorbell, idx_obj);
+    Py_DECREF(idx_obj);
+    if (r == NULL)
         return -1;
     Py_DECREF(r);
     return 0;
@@ -415,8 +408,7 @@ static int port_native(RingPort *self, PyObject *native) {
     PyObject *fk = PyDict_GetItemString(native, "flag_wake");
     PyObject *proc = PyDict_GetItemString(native, "processor");
     PyObject *rung = PyDict_GetItemString(native, "rung");
-    PyObject *raise_to = PyDict_GetItemString(native, "raise_to");
-    if (!iw || !io || !bw || !bo || !q || !fw || !fu || !fk || !proc || !rung || !raise_to) {
+    if (!iw || !io || !bw || !bo || !q || !fw || !fu || !fk || !proc || !rung) {
         PyErr_SetString(PyExc_KeyError, "hot path: native_ops() lacks a key");
         return -1;
     }
@@ -432,6 +424,12 @@ static int port_native(RingPort *self, PyObject *native) {
         return -1;
     if (writable(fw, &self->flags_mem, "flags") < 0)
         return -1;
+    if (writable(rung, &self->rung_mem, "rung") < 0)
+        return -1;
+    if (self->rung_mem.len != 8 || ((uintptr_t)self->rung_mem.buf & 7)) {
+        PyErr_SetString(PyExc_ValueError, "hot path: native_ops()'s rung is not one int64");
+        return -1;
+    }
     if (self->flag_unusual != 4 || self->flags_mem.len < 4 || ((uintptr_t)self->flags_mem.buf & 3) ||
         self->flag_wake < 4 || self->flag_wake >= self->flags_mem.len) {
         PyErr_SetString(PyExc_ValueError,
@@ -446,15 +444,6 @@ static int port_native(RingPort *self, PyObject *native) {
     }
     self->queue = Py_NewRef(q);
     self->processor = Py_NewRef(proc);
-    self->rung = Py_NewRef(rung);
-    self->raise_to = Py_NewRef(raise_to);
-    PyObject *heapq = PyImport_ImportModule("heapq");
-    PyObject *hpp = heapq ? PyObject_GetAttrString(heapq, "heappushpop") : NULL;
-    Py_XDECREF(heapq);
-    if (hpp == NULL)
-        return -1;
-    self->raise_to_is_heappushpop = raise_to == hpp;
-    Py_DECREF(hpp);
     self->native = NATIVE_VIRTUAL;
     return 0;
 }
@@ -887,22 +876,25 @@ static int64_t now_ns(void) { /* time.monotonic_ns() */
  * `headers` where given, `first_header` into the first slot's header word with one
  * release store, the doorbell count, the doorbell with the last id. `src`'s own first
  * header word is never copied: a block keeps it INVALID, a launch's template holds its
- * header apart. `times` (or NULL): the reserve, publish and doorbell times. A new
- * reference to the first id, or NULL. */
-static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
-                              uint32_t first_header, const RowPatch *patch,
-                              const uint32_t *headers, int64_t *times) {
+ * header apart. `times` (or NULL): the reserve, publish and doorbell times. The first
+ * id into *first: 0, or -1 with an error. The common case (room known, a native write
+ * index and doorbell) makes no Python object. */
+static int lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
+                        uint32_t first_header, const RowPatch *patch, const uint32_t *headers,
+                        int64_t *times, __int128 *first) {
     const __int128 n = nbytes >> 6;
     __int128 idx;
-    PyObject *r, *idx_obj = NULL, *n_obj = NULL, *last_obj = NULL;
+    PyObject *r, *idx_obj = NULL, *n_obj = NULL;
 
     if (times != NULL)
         times[0] = now_ns();
-    if ((n_obj = from_i128(n)) == NULL)
-        return NULL;
     if (port->hint + n - port->read > port->ring_size) { /* Room.before_reserve */
-        if ((r = PyObject_CallOneArg(port->before_reserve, n_obj)) == NULL)
-            goto fail;
+        if ((n_obj = from_i128(n)) == NULL)
+            return -1;
+        r = PyObject_CallOneArg(port->before_reserve, n_obj);
+        Py_CLEAR(n_obj);
+        if (r == NULL)
+            return -1;
         __int128 write, read;
         int bad = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 ||
                   as_i128(PyTuple_GET_ITEM(r, 0), &write) < 0 ||
@@ -911,32 +903,35 @@ static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes
         if (bad) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "hot path: Room.before_reserve's answer");
-            goto fail;
+            return -1;
         }
         if (read > port->read)
             port->read = read;
         if (write > port->hint)
             port->hint = write;
     }
-    if ((idx_obj = port_reserve(port, n_obj, (uint64_t)n)) == NULL || as_i128(idx_obj, &idx) < 0)
-        goto fail;
+    if (port_reserve(port, (uint64_t)n, &idx) < 0)
+        return -1;
     /* `hint` and `read` are read again here, not kept from before: a provider's
      * add_write_index or the wait may run Python code, and another thread may have
      * published on this port meanwhile (the native reserve runs none). */
     const __int128 last_id = idx + n - 1;
-    if ((last_obj = n == 1 ? Py_NewRef(idx_obj) : from_i128(last_id)) == NULL)
-        goto fail;
     if (last_id >= port->hint)
         port->hint = last_id + 1;
     if (last_id - port->read >= port->ring_size) { /* Room.after_reserve */
+        idx_obj = from_i128(idx);
+        n_obj = idx_obj ? from_i128(n) : NULL;
         PyObject *argv[2] = {idx_obj, n_obj};
-        if ((r = PyObject_Vectorcall(port->after_reserve, argv, 2, NULL)) == NULL)
-            goto fail;
+        r = n_obj ? PyObject_Vectorcall(port->after_reserve, argv, 2, NULL) : NULL;
+        Py_XDECREF(idx_obj);
+        Py_XDECREF(n_obj);
+        if (r == NULL)
+            return -1;
         __int128 read;
         int bad = as_i128(r, &read) < 0;
         Py_DECREF(r);
         if (bad)
-            goto fail;
+            return -1;
         if (read > port->read)
             port->read = read;
     }
@@ -966,18 +961,12 @@ static PyObject *lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes
     port->doorbells++;
     if (times != NULL)
         times[1] = now_ns();
-    if (port_doorbell(port, last_obj, last_id) < 0)
-        goto fail;
+    if (port_doorbell(port, last_id) < 0)
+        return -1;
     if (times != NULL)
         times[2] = now_ns();
-    Py_DECREF(n_obj);
-    Py_DECREF(last_obj);
-    return idx_obj;
-fail:
-    Py_XDECREF(n_obj);
-    Py_XDECREF(idx_obj);
-    Py_XDECREF(last_obj);
-    return NULL;
+    *first = idx;
+    return 0;
 }
 
 /* An immediate dispatch's steps under the lane's lock: the timeline value, a kernarg block
@@ -1001,10 +990,9 @@ static uint64_t lane_submit_locked(Lane *self, char *templ, uint32_t header, Py_
     }
     memcpy((char *)self->kernarg.buf + head, PyBytes_AS_STRING(data), (size_t)size);
     ((uint64_t *)templ)[5] = self->base + (uint64_t)head; /* kernarg_address */
-    PyObject *r = lane_publish(&self->port, templ, 64, header, NULL, NULL, NULL);
-    if (r == NULL)
+    __int128 first;
+    if (lane_publish(&self->port, templ, 64, header, NULL, NULL, NULL, &first) < 0)
         return 0;
-    Py_DECREF(r);
     self->submitted = value;
     return value;
 }
@@ -1122,17 +1110,16 @@ static PyObject *lane_block(Lane *self, PyObject *const *args, Py_ssize_t nargs,
         if (n)
             header = *(const uint32_t *)src.buf;
     }
+    __int128 idx;
     if (n == 0) { /* nothing to publish: the write index (publish_many's answer) */
-        PyObject *zero = PyLong_FromLong(0);
-        if (zero != NULL)
-            r = port_reserve(&self->port, zero, 0);
-        Py_XDECREF(zero);
-        if (r != NULL && times != NULL)
+        if (port_reserve(&self->port, 0, &idx) == 0 && (r = from_i128(idx)) != NULL &&
+            times != NULL)
             times[0] = times[1] = times[2] = now_ns();
         goto done;
     }
-    r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, NULL,
-                     hb.obj ? (const uint32_t *)hb.buf : NULL, times);
+    if (lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, NULL,
+                     hb.obj ? (const uint32_t *)hb.buf : NULL, times, &idx) == 0)
+        r = from_i128(idx);
 done:
     Py_XDECREF(size);
     if (hb.obj)
@@ -1202,8 +1189,10 @@ static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t 
         Py_XDECREF(size);
         Py_XDECREF(k);
     } else {
-        r = lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch,
-                         NULL, NULL);
+        __int128 idx;
+        if (lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch,
+                         NULL, NULL, &idx) == 0)
+            r = from_i128(idx);
     }
     PyBuffer_Release(&offs);
     PyBuffer_Release(&src);
@@ -1546,6 +1535,28 @@ static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
     return m->type == T_OBJECT_EX ? m->offset : -1;
 }
 
+/* `obj.name` where `off` is the byte offset of that __slots__ member of obj's type (read in
+ * place: no lookup), else (off < 0, or the slot empty) the attribute protocol. A new
+ * reference or NULL. */
+static inline PyObject *slot_get(PyObject *obj, Py_ssize_t off, PyObject *name) {
+    if (off >= 0) {
+        PyObject *v = *(PyObject **)((char *)obj + off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* obj.name = v into the slot at `off` (the member descriptor's store), else the protocol. */
+static int slot_set(PyObject *obj, Py_ssize_t off, PyObject *name, PyObject *v) {
+    if (off < 0)
+        return PyObject_SetAttr(obj, name, v);
+    PyObject **slot = (PyObject **)((char *)obj + off), *old = *slot;
+    *slot = Py_NewRef(v);
+    Py_XDECREF(old);
+    return 0;
+}
+
 static PyObject *fast_attr(PyObject *obj, PyObject *name);
 static int fast_true(PyObject *obj, PyObject *name);
 
@@ -1563,14 +1574,14 @@ static int point_slots(PyTypeObject *pt, Py_ssize_t *lane, Py_ssize_t *value,
     return 0;
 }
 
-/* A new TimelinePoint(index of ln, value, ln); the references to value and ln move in (both
- * are released on failure). */
+/* A new TimelinePoint(index, value, ln); the references to index, value and ln move in
+ * (all are released on failure). */
 static PyObject *new_point(PyTypeObject *pt, Py_ssize_t lane_off, Py_ssize_t value_off,
-                           Py_ssize_t timeline_off, PyObject *ln, PyObject *value) {
+                           Py_ssize_t timeline_off, PyObject *ln, PyObject *index,
+                           PyObject *value) {
     PyObject *point = pt->tp_alloc(pt, 0);
-    PyObject *index = point ? fast_attr(ln, s_index) : NULL;
-    if (index == NULL) {
-        Py_XDECREF(point);
+    if (point == NULL) {
+        Py_DECREF(index);
         Py_DECREF(value);
         Py_DECREF(ln);
         return NULL;
@@ -1670,21 +1681,29 @@ enum {
     LAUNCH_FIELDS = 12,
 };
 
+/* The attributes every dispatch reads are __slots__ members of their classes (HsaKernel's
+ * device and last, QueueLane's index and failed), read here at their byte offsets, found
+ * once; -1 where a class has no such slot (then the attribute protocol). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     Entry e;
     PyObject *kernel_type;            /* HsaKernel */
-    int kernel_dicts;                 /* HsaKernel's attributes may be read from its __dict__ */
+    int kernel_dicts;                 /* _launches, args_cacheable may be read from __dict__ */
+    Py_ssize_t device_off, last_off;  /* HsaKernel.device, .last */
+    PyObject *lane_type;              /* QueueLane, or None */
+    Py_ssize_t index_off, failed_off; /* QueueLane.index, .failed */
 } Dispatch;
 
 static int dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(self->kernel_type);
+    Py_VISIT(self->lane_type);
     return entry_traverse(&self->e, visit, arg);
 }
 
 static int dispatch_clear(Dispatch *self) {
     Py_CLEAR(self->kernel_type);
+    Py_CLEAR(self->lane_type);
     entry_clear(&self->e);
     return 0;
 }
@@ -1699,9 +1718,9 @@ static void dispatch_dealloc(Dispatch *self) {
 /* The kernarg bytes of `call_args` for this launch entry: the kernel's last bytes when the
  * same tuple comes again, else explicit.pack(*fast(args)) + hidden. NULL without an error
  * set: let the Python path do it (it converts what it can, else names the argument). */
-static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_args,
-                               PyObject *dev, PyObject *lifetime_type) {
-    PyObject *last = attr_get(kernel_a, s_last);
+static PyObject *kernarg_bytes(Dispatch *self, Attrs *kernel_a, PyObject *entry,
+                               PyObject *call_args, PyObject *dev, PyObject *lifetime_type) {
+    PyObject *last = slot_get(kernel_a->obj, self->last_off, s_last);
     if (last == NULL)
         return NULL;
     /* Lifetime.ends: unchanged since `last` was kept, so its buffers are still live */
@@ -1772,7 +1791,7 @@ static PyObject *kernarg_bytes(Attrs *kernel_a, PyObject *entry, PyObject *call_
         }
         if (yes) {
             PyObject *t = PyTuple_Pack(4, call_args, entry, data, ends);
-            if (t == NULL || attr_set(kernel_a, s_last, t) < 0) {
+            if (t == NULL || slot_set(kernel_a->obj, self->last_off, s_last, t) < 0) {
                 Py_XDECREF(t);
                 Py_DECREF(data);
                 Py_DECREF(ends);
@@ -1813,10 +1832,11 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
         if (w != 0)
             return w < 0 ? NULL : entry_slow(&self->e, args, nargsf, kwnames);
     }
-    Attrs kernel_a = {kernel, NULL};
-    if (self->kernel_dicts && (kernel_a.dict = PyObject_GenericGetDict(kernel, NULL)) == NULL)
-        return NULL;
-    PyObject *owner = attr_get(&kernel_a, s_device);
+    Attrs kernel_a = {kernel, NULL}; /* its __dict__, fetched off the common case */
+#define KERNEL_DICT()                                                                      \
+    if (self->kernel_dicts && kernel_a.dict == NULL &&                                     \
+        (kernel_a.dict = PyObject_GenericGetDict(kernel, NULL)) == NULL)
+    PyObject *owner = slot_get(kernel, self->device_off, s_device);
     if (owner == NULL)
         goto error;
     Py_DECREF(owner);
@@ -1828,7 +1848,7 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     /* The same argument tuple and shape as the kernel's last dispatch, no buffer freed
      * since: its plan and bytes (kernel.last), without the launch cache's key and lookup. */
     PyObject *entry = NULL, *data = NULL;
-    PyObject *last = attr_get(&kernel_a, s_last);
+    PyObject *last = slot_get(kernel, self->last_off, s_last);
     if (last == NULL) {
         Py_XDECREF(empty);
         goto error;
@@ -1846,6 +1866,10 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     }
     Py_DECREF(last);
     if (entry == NULL) { /* the launch cache: kernel._launches[(grid, block, 0, lane)] */
+        KERNEL_DICT() {
+            Py_XDECREF(empty);
+            goto error;
+        }
         PyObject *launches = attr_get(&kernel_a, s_launches);
         if (launches == NULL) {
             Py_XDECREF(empty);
@@ -1880,8 +1904,15 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     /* the lane's compiled publisher, its lane plain: else the timed or traced publishers */
     int bad = Py_TYPE(publisher) != &PublisherType || ((Publisher *)publisher)->lane == NULL ||
               lane_watched(((Publisher *)publisher)->lane);
-    if (!bad) /* set by the queue's error callback, and by close */
-        bad = fast_true(ln, s_failed);
+    if (!bad) { /* set by the queue's error callback, and by close */
+        if (Py_TYPE(ln) == (PyTypeObject *)self->lane_type) {
+            PyObject *f = slot_get(ln, self->failed_off, s_failed);
+            bad = f ? PyObject_IsTrue(f) : -1;
+            Py_XDECREF(f);
+        } else {
+            bad = fast_true(ln, s_failed);
+        }
+    }
     if (bad != 0) {
         Py_DECREF(entry);
         Py_XDECREF(data);
@@ -1890,8 +1921,15 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
             goto error;
         goto slow;
     }
-    if (data == NULL)
-        data = kernarg_bytes(&kernel_a, entry, call_args, dev, self->e.lifetime_type);
+    if (data == NULL) {
+        KERNEL_DICT() {
+            Py_DECREF(entry);
+            Py_XDECREF(empty);
+            goto error;
+        }
+        data = kernarg_bytes(self, &kernel_a, entry, call_args, dev, self->e.lifetime_type);
+    }
+#undef KERNEL_DICT
     Py_XDECREF(empty);
     Py_CLEAR(kernel_a.dict);
     if (data == NULL) {
@@ -1902,13 +1940,17 @@ static PyObject *dispatch_vectorcall(PyObject *callable, PyObject *const *args, 
     PyObject *value = publish((Publisher *)publisher, data);
     Py_DECREF(data);
     Py_DECREF(entry);
-    if (value == NULL) {
+    PyObject *index = value == NULL ? NULL
+                      : Py_TYPE(ln) == (PyTypeObject *)self->lane_type
+                          ? slot_get(ln, self->index_off, s_index) : fast_attr(ln, s_index);
+    if (index == NULL) {
+        Py_XDECREF(value);
         Py_DECREF(ln);
         return NULL;
     }
     /* TimelinePoint(ln.index, value, ln) without its __init__ call: its three slots */
     return new_point((PyTypeObject *)self->e.point_type, self->e.lane_off, self->e.value_off,
-                     self->e.timeline_off, ln, value);
+                     self->e.timeline_off, ln, index, value);
 slow:
     Py_XDECREF(kernel_a.dict);
     return entry_slow(&self->e, args, nargsf, kwnames);
@@ -1918,11 +1960,16 @@ error:
 }
 
 static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    static char *names[] = {"slow", "kernel_type", "point_type", "lifetime_type", NULL};
-    PyObject *slow, *kt, *pt, *lt;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!", names, &slow, &PyType_Type, &kt,
-                                     &PyType_Type, &pt, &PyType_Type, &lt))
+    static char *names[] = {"slow", "kernel_type", "point_type", "lifetime_type", "lane_type",
+                            NULL};
+    PyObject *slow, *kt, *pt, *lt, *lnt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!|O", names, &slow, &PyType_Type, &kt,
+                                     &PyType_Type, &pt, &PyType_Type, &lt, &lnt))
         return NULL;
+    if (lnt != Py_None && !PyType_Check(lnt)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: lane_type is a class or None");
+        return NULL;
+    }
     Dispatch *self = (Dispatch *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -1931,11 +1978,22 @@ static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
         Py_DECREF(self);
         return NULL;
     }
-    PyObject *kn[] = {s_device, s_launches, s_last, s_args_cacheable};
+    PyObject *kn[] = {s_launches, s_args_cacheable};
     PyTypeObject *ktt = (PyTypeObject *)kt;
     self->kernel_dicts = ktt->tp_getattro == PyObject_GenericGetAttr &&
                          ktt->tp_setattro == PyObject_GenericSetAttr && ktt->tp_dictoffset != 0;
-    for (int i = 0; i < 4 && self->kernel_dicts; i++) {
+    /* slots are read in place only where the type reads its attributes generically */
+    int generic = ktt->tp_getattro == PyObject_GenericGetAttr &&
+                  ktt->tp_setattro == PyObject_GenericSetAttr;
+    self->device_off = generic ? slot_offset(ktt, s_device) : -1;
+    self->last_off = generic ? slot_offset(ktt, s_last) : -1;
+    self->lane_type = Py_NewRef(lnt);
+    self->index_off = self->failed_off = -1;
+    if (lnt != Py_None && ((PyTypeObject *)lnt)->tp_getattro == PyObject_GenericGetAttr) {
+        self->index_off = slot_offset((PyTypeObject *)lnt, s_index);
+        self->failed_off = slot_offset((PyTypeObject *)lnt, s_failed);
+    }
+    for (int i = 0; i < 2 && self->kernel_dicts; i++) {
         PyObject *d = _PyType_Lookup(ktt, kn[i]);
         if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL)
             self->kernel_dicts = 0;
@@ -1974,12 +2032,16 @@ static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_er
     *s_last_row, *s_signal, *s_view, *s_aql;
 
 /* `obj.name` through obj's __dict__ where the generic protocol would find it there (no
- * data descriptor of that name on the type), else the protocol: a new reference or NULL. */
+ * data descriptor of that name on the type), in place for a __slots__ member, else the
+ * protocol: a new reference or NULL. */
 static PyObject *fast_attr(PyObject *obj, PyObject *name) {
     PyTypeObject *t = Py_TYPE(obj);
-    if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_dictoffset != 0) {
+    if (t->tp_getattro == PyObject_GenericGetAttr) {
         PyObject *d = _PyType_Lookup(t, name);
-        if (d == NULL || Py_TYPE(d)->tp_descr_set == NULL) {
+        if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
+            ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+            return slot_get(obj, ((PyMemberDescrObject *)d)->d_member->offset, name);
+        if (t->tp_dictoffset != 0 && (d == NULL || Py_TYPE(d)->tp_descr_set == NULL)) {
             PyObject **dp = _PyObject_GetDictPtr(obj);
             if (dp != NULL && *dp != NULL) {
                 PyObject *v = PyDict_GetItemWithError(*dp, name);
@@ -2329,8 +2391,14 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto slow;
     }
     {
-        PyObject *point = new_point((PyTypeObject *)self->e.point_type, self->e.lane_off,
-                                    self->e.value_off, self->e.timeline_off, ln, value);
+        PyObject *index = fast_attr(ln, s_index);
+        PyObject *point = index == NULL ? NULL
+                          : new_point((PyTypeObject *)self->e.point_type, self->e.lane_off,
+                                      self->e.value_off, self->e.timeline_off, ln, index, value);
+        if (index == NULL) {
+            Py_DECREF(value);
+            Py_DECREF(ln);
+        }
         Py_XDECREF(queue);
         Py_XDECREF(cb_dict);
         Py_XDECREF(table);

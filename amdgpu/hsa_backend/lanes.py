@@ -181,12 +181,16 @@ def _native_ops(queue: Any) -> dict | None:
 class QueueLane:
     """An HSA queue with its timeline signal and kernarg ring."""
 
+    # read on every immediate dispatch: slots, which the compiled hot path (hotpath.c's
+    # Dispatch) reads at their offsets instead of looking them up by name
+    __slots__ = ("index", "failed", "__dict__", "__weakref__")
+
     def __init__(self, device: LaneHost, index: int, queue_size: int, kernarg_bytes: int):
         self.device = device
         self.index = index
         p = self.provider = device.provider
         self._error_status: int | None = None
-        self.failed = False  # instance attributes, read on every dispatch
+        self.failed = False  # slots (see __slots__), read on every dispatch
         self.closed = False
         # one token per thread inside wait(): close() destroys the timeline signal only once
         # they have left (ROCr asserts on a destroyed signal: the process aborts)
@@ -251,7 +255,7 @@ class QueueLane:
         """The timeline value of the latest submission (the Lane's counter)."""
         return self.aql.submitted
 
-    failed = False  # True once the queue reported an error (dispatch checks only this)
+    failed: bool  # True once the queue reported an error (dispatch checks only this)
     closed = False  # the device was closed (failed is set too)
     profiling = False  # the queue records dispatch timestamps (enable_profiling)
 

@@ -379,9 +379,7 @@ class ServerQueue:
         taken = self.fast.next  # packets the doorbell watch retired itself (devside.c)
         if taken > proc._read:  # the processor had finished all it was given: it sleeps
             proc._read = taken
-        _raise_to(proc._rung, value)
-        if proc.needs_wake:
-            proc.wake()
+        proc.ring(value)
 
     def retired(self, next_packet: int, completion: int) -> None:
         """The processor finished a packet (its signal too): the doorbell watch may take
@@ -556,12 +554,6 @@ def _state(q: ServerQueue) -> dict:
         return q.state()
     except Exception as exc:  # noqa: BLE001 - a status reader gets the error, not a hang-up
         return {"kfd_id": q.kfd_id, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _raise_to(heap: list[int], value: int) -> None:
-    import heapq
-
-    heapq.heappushpop(heap, value)
 
 
 class _Processor(PacketProcessor):

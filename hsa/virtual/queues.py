@@ -16,7 +16,6 @@ waits then time out normally, with the queue error quoted in the timeout message
 
 from __future__ import annotations
 
-import heapq
 import logging
 import sys
 import threading
@@ -237,7 +236,7 @@ class VirtualQueue(Queue):
             self._signals.store(self.doorbell_signal, packet_id)
             return
         proc = self.processor
-        _raise_to(proc._rung, packet_id)
+        raise_rung(proc._rung, packet_id)
         if self.flags[FLAG_WAKE]:  # read after the rung is raised (see PacketProcessor)
             proc.wake()
 
@@ -247,8 +246,9 @@ class VirtualQueue(Queue):
         objects as the two methods above: the write-index and doorbell words (buffers and
         byte offsets), the flag word (`flags`: bytes 0..3 zero for the lock-free path,
         FLAG_WAKE for a wake; `flag_unusual_bytes`, `flag_wake`: their offsets), the
-        processor, its rung heap and the function that raises it. None where the write
-        index is not GIL-atomic (a free-threaded Python): then it calls the methods."""
+        processor (its `wake`) and its rung word (an int64 raised to max(rung, id) under
+        the GIL, as raise_rung does). None where the write index is not GIL-atomic (a
+        free-threaded Python): then it calls the methods."""
         if not _GIL_ATOMIC:
             return None
         proc = self.processor
@@ -256,7 +256,7 @@ class VirtualQueue(Queue):
             "index_words": self._words, "index_offset": _W_WRITE * 8,
             "bell_words": self._bell_words, "bell_offset": self._bell_value * 8,
             "queue": self, "flags": self.flags, "flag_unusual_bytes": 4, "flag_wake": FLAG_WAKE,
-            "processor": proc, "rung": proc._rung, "raise_to": _raise_to,
+            "processor": proc, "rung": proc._rung,
         }
 
     @property
@@ -299,10 +299,11 @@ class PacketProcessor:
         self.queue = queue
         self.signals: SignalTable = side.signals
         self.cv = threading.Condition(self.signals.lock)
-        # The highest packet id rung so far, as a one-element min-heap: `heappushpop` of a
-        # new id keeps the larger of the two in one C call, so concurrent doorbells raise it
-        # without a lock and it never goes back (a lost update would strand packets).
-        self._rung = [-1]
+        # The highest packet id rung so far, an int64 word: doorbells raise it with
+        # raise_rung (one step under the GIL), so concurrent doorbells never lower it (a
+        # lost update would strand packets); compiled producers raise the same word.
+        self._rung = memoryview(bytearray(8)).cast("q")
+        self._rung[0] = -1
         # FLAG_WAKE: set while the thread sleeps for a doorbell or has not started: only
         # then does a doorbell take the lock to wake it. The thread sets it (under the lock)
         # before its last look at `_rung`, and a doorbell raises `_rung` before it reads the
@@ -334,9 +335,17 @@ class PacketProcessor:
     def on_doorbell(self, value: int) -> None:
         """The doorbell signal's store hook (a store through the signal table): called with
         the signal-table lock held."""
-        _raise_to(self._rung, value)
+        raise_rung(self._rung, value)
         if self._flags[FLAG_WAKE]:
             self._wake_locked()
+
+    def ring(self, value: int) -> None:
+        """A doorbell up to packet `value` from outside the signal table (a queue whose
+        doorbell is not one of its signals): the rung raised, the thread woken if it
+        sleeps."""
+        raise_rung(self._rung, value)
+        if self._flags[FLAG_WAKE]:  # after the raise (see FLAG_WAKE)
+            self.wake()
 
     def wake(self) -> None:
         """Start or wake the thread after a doorbell (takes the signal-table lock)."""
@@ -780,7 +789,25 @@ class PacketProcessor:
 
 
 _active_sink = packets.trace.active_sink
-_raise_to = heapq.heappushpop  # on a one-element heap: keeps max(old, new), atomically
+_I64_MAX = (1 << 63) - 1
+_RUNG_LOCK = threading.Lock()  # raise_rung without the GIL
+
+
+def _raise_rung_gil(rung: memoryview, value: int) -> None:
+    if value > _I64_MAX:
+        value = _I64_MAX
+    if value > rung[0]:  # load, compare, store: no call or backward jump between them
+        rung[0] = value
+
+
+def _raise_rung_locked(rung: memoryview, value: int) -> None:
+    with _RUNG_LOCK:
+        _raise_rung_gil(rung, value)
+
+
+# raise_rung(rung, id): rung[0] = max(rung[0], id), atomically: under the GIL the body runs
+# without a thread switch (as VirtualQueue's write-index methods), else under a lock
+raise_rung = _raise_rung_gil if _GIL_ATOMIC else _raise_rung_locked
 
 
 def _all_zero(values: list[int]) -> bool | None:
