@@ -909,7 +909,11 @@ def say(t, seen):
           f"{type(e).__name__}: {e}" if isinstance(e, Exception) else f"value {e}", flush=True)
 
 # 1. a copy whose queue never runs (its doorbell is never passed on): DeviceError
-protocol.request(node, protocol.OP_HOLD)
+status = protocol.request(node, protocol.OP_HOLD)
+me = [c for c in status["clients"] if c["pid"] == os.getpid()][0]
+print("aql queues", len(me["aql"]), "all read", all(
+    "error" not in q and q["read"] == q["write"] and q["processor"] == "sleeping"
+    for q in me["aql"]), flush=True)
 say(*read_in_a_thread())
 protocol.request(node, protocol.OP_RELEASE)
 time.sleep(0.5)
@@ -939,7 +943,10 @@ def test_a_copy_that_cannot_run_ends_in_one_error_not_a_hang():
     run = subprocess.run([sys.executable, "-c", COPY_THAT_CANNOT_RUN], env=_env(node),
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     lines = run.stdout.splitlines()
-    assert run.returncode == 0 and len(lines) == 3, run.stdout + run.stderr[-3000:]
+    assert run.returncode == 0 and len(lines) == 4, run.stdout + run.stderr[-3000:]
+    # the server's status reads each AQL queue of the client (ROCr's utility queue and the
+    # device's two lanes): all idle, every packet read
+    assert lines.pop(0) == "aql queues 3 all read True", lines
     assert lines[0].startswith("DeviceError: hsa_amd_memory_async_copy: a copy of 4096 "
                                "bytes did not complete in 3 s"), lines
     assert lines[1] == "value 5", lines
