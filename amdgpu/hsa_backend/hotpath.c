@@ -156,26 +156,6 @@ typedef struct {
     PyObject *obj, *dict; /* dict NULL: the normal protocol for every name */
 } Attrs;
 
-static int attrs_init(Attrs *a, PyObject *obj, PyObject *const *names, int n) {
-    PyTypeObject *t = Py_TYPE(obj);
-    a->obj = obj;
-    a->dict = NULL;
-    if (t->tp_getattro != PyObject_GenericGetAttr || t->tp_setattro != PyObject_GenericSetAttr)
-        return 0;
-    for (int i = 0; i < n; i++) {
-        PyObject *d = _PyType_Lookup(t, names[i]);
-        if (d != NULL && Py_TYPE(d)->tp_descr_set != NULL)
-            return 0; /* a property or slot: keep the protocol */
-    }
-    PyObject *dict = PyObject_GenericGetDict(obj, NULL);
-    if (dict == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    a->dict = dict;
-    return 0;
-}
-
 static PyObject *attr_get(Attrs *a, PyObject *name) { /* a new reference */
     if (a->dict != NULL) {
         PyObject *v = PyDict_GetItemWithError(a->dict, name);
@@ -190,15 +170,6 @@ static PyObject *attr_get(Attrs *a, PyObject *name) { /* a new reference */
 }
 
 
-/* 1 if the attribute is true, 0 if false, -1 on error */
-static int attr_true(Attrs *a, PyObject *name) {
-    PyObject *o = attr_get(a, name);
-    if (o == NULL)
-        return -1;
-    int r = PyObject_IsTrue(o);
-    Py_DECREF(o);
-    return r;
-}
 
 /* A writable, C-contiguous buffer: its address and length (the buffer stays exported). */
 static int writable(PyObject *obj, Py_buffer *view, const char *what) {
@@ -249,16 +220,16 @@ typedef struct {
     uint64_t queue_address, doorbell_signal;
     Py_buffer index_mem, bell_mem, flags_mem, rung_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
-    /* The virtual queue's flag word (VirtualQueue.flags): its first 4 bytes (one aligned
-     * u32 load) all zero for the lock-free doorbell (no waiter on or note of the doorbell signal, the
-     * queue neither destroyed nor failed), byte `flag_wake` set while the processor
-     * sleeps: one load each instead of five attribute reads. */
+    /* The queue's flag word: the virtual queue's (VirtualQueue.flags) has its first 4
+     * bytes (one aligned u32 load) all zero for the lock-free doorbell (no waiter on or
+     * note of the doorbell signal, the queue neither destroyed nor failed) and byte
+     * `flag_wake` set while the processor sleeps: one load each instead of five attribute
+     * reads; ROCr's (RocrQueue.flags) byte 0 is its `destroyed`. */
     Py_ssize_t flag_unusual, flag_wake;
     PyObject *queue, *processor;                 /* processor.wake() when it sleeps */
-    Attrs queue_a;                               /* RocrQueue's `destroyed` */
 } RingPort;
 
-static PyObject *s_destroyed, *s_wake;
+static PyObject *s_wake;
 
 static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->add_write_index);
@@ -267,7 +238,6 @@ static int port_traverse(RingPort *self, visitproc visit, void *arg) {
     Py_VISIT(self->after_reserve);
     Py_VISIT(self->queue);
     Py_VISIT(self->processor);
-    Py_VISIT(self->queue_a.dict);
     return 0;
 }
 
@@ -278,7 +248,6 @@ static void port_clear(RingPort *self) {
     Py_CLEAR(self->after_reserve);
     Py_CLEAR(self->queue);
     Py_CLEAR(self->processor);
-    Py_CLEAR(self->queue_a.dict);
     self->native = 0;
 }
 
@@ -305,14 +274,10 @@ static int port_reserve(RingPort *self, uint64_t n, __int128 *idx) {
         *idx = __atomic_fetch_add(word, n, __ATOMIC_ACQ_REL);
         return 0;
     }
-    if (self->native == NATIVE_ROCR) {
-        int gone = attr_true(&self->queue_a, s_destroyed);
-        if (gone < 0)
-            return -1;
-        if (!gone) {
-            *idx = self->add_write_fn((void *)(uintptr_t)self->queue_address, n);
-            return 0;
-        }
+    if (self->native == NATIVE_ROCR && !__atomic_load_n((const char *)self->flags_mem.buf,
+                                                          __ATOMIC_ACQUIRE)) { /* destroyed */
+        *idx = self->add_write_fn((void *)(uintptr_t)self->queue_address, n);
+        return 0;
     }
     PyObject *n_obj = PyLong_FromUnsignedLongLong(n);
     PyObject *r = n_obj ? PyObject_CallOneArg(self->add_write_index, n_obj) : NULL;
@@ -329,14 +294,11 @@ static int port_reserve(RingPort *self, uint64_t n, __int128 *idx) {
  * method, which takes the signal table's lock. */
 static int port_doorbell(RingPort *self, __int128 idx) {
     PyObject *r;
-    if (self->native == NATIVE_ROCR && idx >= 0 && idx <= INT64_MAX) {
-        int gone = attr_true(&self->queue_a, s_destroyed);
-        if (gone < 0)
-            return -1;
-        if (!gone) { /* RocrQueue.doorbell: hsa_signal_store_screlease(doorbell, id) */
-            self->store_signal_fn(self->doorbell_signal, (int64_t)idx);
-            return 0;
-        }
+    if (self->native == NATIVE_ROCR && idx >= 0 && idx <= INT64_MAX &&
+        !__atomic_load_n((const char *)self->flags_mem.buf, __ATOMIC_ACQUIRE)) {
+        /* RocrQueue.doorbell: hsa_signal_store_screlease(doorbell, id) */
+        self->store_signal_fn(self->doorbell_signal, (int64_t)idx);
+        return 0;
     }
     if (self->native == NATIVE_VIRTUAL && idx <= INT64_MAX && idx >= INT64_MIN) {
         const unsigned char *flags = (const unsigned char *)self->flags_mem.buf;
@@ -373,8 +335,15 @@ static int port_native_rocr(RingPort *self, PyObject *native) {
     PyObject *qa = PyDict_GetItemString(native, "queue_address");
     PyObject *ds = PyDict_GetItemString(native, "doorbell_signal");
     PyObject *q = PyDict_GetItemString(native, "queue");
-    if (!aw || !ss || !qa || !ds || !q) {
+    PyObject *fw = PyDict_GetItemString(native, "flags");
+    if (!aw || !ss || !qa || !ds || !q || !fw) {
         PyErr_SetString(PyExc_KeyError, "hot path: ROCr's native_ops() lacks a key");
+        return -1;
+    }
+    if (writable(fw, &self->flags_mem, "flags") < 0)
+        return -1;
+    if (self->flags_mem.len < 1) {
+        PyErr_SetString(PyExc_ValueError, "hot path: ROCr's native_ops() flags are empty");
         return -1;
     }
     void *add = PyLong_AsVoidPtr(aw), *store = PyLong_AsVoidPtr(ss);
@@ -389,8 +358,6 @@ static int port_native_rocr(RingPort *self, PyObject *native) {
     self->add_write_fn = (uint64_t (*)(void *, uint64_t))add;
     self->store_signal_fn = (void (*)(uint64_t, int64_t))store;
     self->queue = Py_NewRef(q);
-    PyObject *qn[] = {s_destroyed};
-    attrs_init(&self->queue_a, q, qn, 1);
     self->native = NATIVE_ROCR;
     return 0;
 }
@@ -2530,7 +2497,6 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_timeline, "timeline");
     INTERN(s_index, "index");
     INTERN(s_pack, "pack");
-    INTERN(s_destroyed, "destroyed");
     INTERN(s_wake, "wake");
     INTERN(s_lanes_, "lanes_");
     INTERN(s_closed, "closed");

@@ -176,19 +176,29 @@ class RocrQueue(Queue):
         self._store_write = api.hsa_queue_store_write_index_screlease
         self._load_read = api.hsa_queue_load_read_index_scacquire
         self._store_signal = api.hsa_signal_store_screlease
-        self.destroyed = False  # set by _invalidate; read by native_ops' users
+        # byte 0: destroyed (set by _invalidate), read by native_ops' users in one load
+        self.flags = bytearray(8)
+
+    @property
+    def destroyed(self) -> bool:
+        return bool(self.flags[0])
+
+    @destroyed.setter
+    def destroyed(self, value: bool) -> None:
+        self.flags[0] = 1 if value else 0
 
     def native_ops(self) -> dict[str, Any]:
         """What a compiled producer (amdgpu.hsa_backend's hot path) needs to call ROCr's
         hsa_queue_add_write_index_scacq_screl and hsa_signal_store_screlease itself, as
         add_write_index and doorbell do through ctypes (~0.2 us a call): the two functions'
         addresses, this queue's hsa_queue_t address and its doorbell signal. It must read
-        `destroyed` first and call the methods once that is true (they raise)."""
+        `destroyed` (byte 0 of `flags`) first and call the methods once that is true (they
+        raise)."""
         return {
             "add_write_fn": ctypes.cast(self._add_write, c_void_p).value,
             "store_signal_fn": ctypes.cast(self._store_signal, c_void_p).value,
             "queue_address": self.handle, "doorbell_signal": self.doorbell_signal,
-            "queue": self,
+            "queue": self, "flags": self.flags,
         }
 
     def load_write_index(self) -> int:
