@@ -206,3 +206,31 @@ def test_reused_operands_follow_every_register_change(monkeypatch):
         np.testing.assert_array_equal(fast.v, np.asarray(slow.v))
         assert before is None or not np.array_equal(fast.v[40:48], before)
         before = fast.v[40:48].copy()
+
+
+def test_kept_operands_stay_within_their_count_and_bytes(monkeypatch):
+    """strided.converted keeps at most _KEPT operands and _KEPT_BYTES of them, dropping the
+    oldest first; a kept one is still returned while its words are unchanged, and a
+    dropped one is converted again."""
+    monkeypatch.setattr(strided, "_KEPT_BYTES", 3 * (64 + 512))
+    memo: dict = {}
+    calls: list[int] = []
+
+    def conv(i: int):
+        def run():
+            calls.append(i)
+            return np.full(64, i, np.float64)  # 512 bytes (+ 64 of words)
+        return run
+    words = [np.full(16, i, np.uint32) for i in range(5)]
+    first = [strided.converted(memo, ("k", i), words[i], conv(i)) for i in range(5)]
+    assert calls == [0, 1, 2, 3, 4]
+    assert list(memo["matrix_operands"]) == [("k", 2), ("k", 3), ("k", 4)]  # three fit
+    assert strided.converted(memo, ("k", 4), words[4], conv(4)) is first[4]  # kept
+    strided.converted(memo, ("k", 0), words[0], conv(0))  # dropped: converted again
+    assert calls == [0, 1, 2, 3, 4, 0]
+    monkeypatch.setattr(strided, "_KEPT_BYTES", 1 << 30)
+    monkeypatch.setattr(strided, "_KEPT", 2)
+    memo.clear()
+    for i in range(5):
+        strided.converted(memo, ("k", i), words[i], conv(i))
+    assert list(memo["matrix_operands"]) == [("k", 3), ("k", 4)]

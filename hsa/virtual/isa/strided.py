@@ -100,8 +100,11 @@ def view(x: np.ndarray, p: Plan, batch_axis: int, batch_at: int) -> np.ndarray:
 
 
 # converted operands a wave group keeps (by register, layout and type), each with the
-# register bits it was converted from
+# register bits it was converted from: at most 16, and at most 72 MB in all (gfx950's
+# 16x16x128 fp8 operand of 512 waves is 9 MB; IREE's fp8 GEMM reuses as many with 8 kept
+# as with 16, and the first run of a GEMM then touches 70 MB less fresh memory)
 _KEPT = 16
+_KEPT_BYTES = 72 << 20
 
 
 def converted(memo: dict, key: tuple, words: np.ndarray,
@@ -117,8 +120,11 @@ def converted(memo: dict, key: tuple, words: np.ndarray,
         return hit[1]
     out = convert()
     out.flags.writeable = False
-    if key not in kept and len(kept) >= _KEPT:
-        kept.pop(next(iter(kept)))
+    if key not in kept:  # the oldest go first
+        size = words.nbytes + out.nbytes
+        while kept and (len(kept) >= _KEPT or size + sum(
+                w.nbytes + o.nbytes for w, o in kept.values()) > _KEPT_BYTES):
+            kept.pop(next(iter(kept)))
     kept[key] = (words.copy(), out)
     return out
 
