@@ -56,6 +56,7 @@ import numpy as np
 import packets
 from amdgpu.buffer import Buffer
 from amdgpu.command_buffer import BindingSlot, Param, split_grid
+from amdgpu.hsa_backend import hotpath
 from amdgpu.hsa_backend.command_replay import CommandReplay
 from amdgpu.hsa_backend.command_segments import (
     FLOAT_CODE,
@@ -88,7 +89,10 @@ class HsaCommandBuffer(CommandReplay):
         # One replay at a time patches the shared kernarg template and packet block and
         # copies them out (into its own kernarg block, into the ring): replays from several
         # threads then each get their own bindings. Taken before a lane's lock, never after.
-        self._replay_lock = threading.Lock()
+        # The compiled build's LaneLock where it is loaded (its Submit takes it without a
+        # Python call), else a threading.Lock.
+        self._replay_lock = (threading.Lock() if hotpath.MODULE is None
+                             else hotpath.MODULE.LaneLock())
 
     # --- recording -----------------------------------------------------------------------
     def _check_recording(self) -> None:

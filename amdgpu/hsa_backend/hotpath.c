@@ -2082,14 +2082,19 @@ static int fast_true(PyObject *obj, PyObject *name) {
 /* The lane's queue (a new reference) when QueueLane.check() would pass: not closed or
  * failed, no error status, no fault, no queue error; else NULL with no error set (the
  * Python method then raises what check() says). */
-static PyObject *usable_queue(PyObject *ln) {
+static PyObject *usable_queue(PyObject *ln, PyObject *aql) {
     if (attr_is_none(ln, s_error_status) != 1 || attr_is_none(ln, s_fault) != 1 ||
         fast_true(ln, s_failed) != 0 || fast_true(ln, s_closed) != 0) {
         PyErr_Clear();
         return NULL;
     }
     PyObject *queue = fast_attr(ln, s_queue);
-    if (queue != NULL && attr_is_none(queue, s_error_prop) != 1)
+    /* the virtual queue's error is a byte of its flag word (set with queue.error): all of
+     * its unusual bytes zero means no error, without a call of the property */
+    const RingPort *port = aql && Py_TYPE(aql) == &LaneType ? &((Lane *)aql)->port : NULL;
+    int clean = port && port->native == NATIVE_VIRTUAL && port->queue == queue &&
+                !__atomic_load_n((const uint32_t *)port->flags_mem.buf, __ATOMIC_ACQUIRE);
+    if (queue != NULL && !clean && attr_is_none(queue, s_error_prop) != 1)
         Py_CLEAR(queue);
     PyErr_Clear();
     return queue;
@@ -2293,7 +2298,9 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
     Py_DECREF(lanes);
     if (ln == NULL)
         goto slow;
-    if ((queue = usable_queue(ln)) == NULL) /* QueueLane.check() would raise: it says why */
+    if ((aql = fast_attr(ln, s_aql)) == NULL)
+        goto error;
+    if ((queue = usable_queue(ln, aql)) == NULL) /* QueueLane.check() would raise: it says why */
         goto slow;
     /* the command buffer: this device's, finalized to one dispatch segment, no parameters */
     if ((cb_dict = PyObject_GenericGetDict(cb, NULL)) == NULL) {
@@ -2327,13 +2334,15 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         goto slow_clear;
     if ((key = PyTuple_Pack(2, ln, table)) == NULL)
         goto error;
-    if ((aql = fast_attr(ln, s_aql)) == NULL)
-        goto error;
     /* no compiled Lane, or a watched one (timed, traced): the Python method */
     if (Py_TYPE(aql) != &LaneType || lane_watched((Lane *)aql))
         goto slow;
     /* with cb._replay_lock, lane.lock: */
-    if (call_lock(replay_lock, s_acquire) < 0)
+    /* a LaneLock (the compiled build's replay lock) taken without a Python call */
+    const int c_lock = Py_TYPE(replay_lock) == &LaneLockType;
+    if (c_lock)
+        lock_take((LaneLock *)replay_lock, -1);
+    else if (call_lock(replay_lock, s_acquire) < 0)
         goto error;
     lock_take(((Lane *)aql)->lock, -1);
     value = submit_locked((Lane *)aql, seg, key);
@@ -2341,7 +2350,7 @@ static PyObject *submit_vectorcall(PyObject *callable, PyObject *const *args, si
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
         int r1 = lock_give(((Lane *)aql)->lock);
-        int r2 = call_lock(replay_lock, s_release);
+        int r2 = c_lock ? lock_give((LaneLock *)replay_lock) : call_lock(replay_lock, s_release);
         if (r1 < 0 || r2 < 0) { /* a release that failed: its error wins */
             Py_XDECREF(et);
             Py_XDECREF(ev);
@@ -2554,7 +2563,8 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     if (PyModule_AddObject(m, "Publisher", (PyObject *)&PublisherType) < 0 ||
         PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
         PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 ||
-        PyModule_AddObject(m, "Submit", (PyObject *)&SubmitType) < 0) {
+        PyModule_AddObject(m, "Submit", (PyObject *)&SubmitType) < 0 ||
+        PyModule_AddObject(m, "LaneLock", (PyObject *)&LaneLockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
