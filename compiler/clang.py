@@ -140,13 +140,7 @@ def compile_opencl(
     `warnings`, when given, receives clang's warnings as one-line strings. Raises
     CompileError carrying clang's diagnostics (file:line of the source as given).
     """
-    if code_object_version not in CODE_OBJECT_VERSIONS:
-        raise CompileError(
-            f"code object version {code_object_version} is not supported; use 4, 5 or 6"
-        )
-    path = Path(source)
-    if not path.is_file():
-        raise CompileError(f"OpenCL source {str(path)!r} does not exist; check the path")
+    path = _source(source, "OpenCL source", code_object_version)
     flags = [
         "-x", "cl", "-cl-std=CL2.0",
         "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}",
@@ -168,16 +162,22 @@ def compile_llvm_ir(source: str | os.PathLike, target: str, *,
     """Compile one LLVM IR file (.ll, triple amdgcn-amd-amdhsa) for one target id to HSACO
     bytes: for what no OpenCL builtin reaches (e.g. the llvm.amdgcn.image.atomic.*
     intrinsics). Raises CompileError carrying clang's diagnostics."""
+    path = _source(source, "LLVM IR source", code_object_version)
+    flags = ["-x", "ir", "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", "-nogpulib", "-O2",
+             f"-mcode-object-version={code_object_version}"]
+    return _compile_and_link(flags, path, target, None)
+
+
+def _source(source: str | os.PathLike, kind: str, code_object_version: int) -> Path:
+    """The source file's path, once the version is one clang emits and the file exists."""
     if code_object_version not in CODE_OBJECT_VERSIONS:
         raise CompileError(
             f"code object version {code_object_version} is not supported; use 4, 5 or 6"
         )
     path = Path(source)
     if not path.is_file():
-        raise CompileError(f"LLVM IR source {str(path)!r} does not exist; check the path")
-    flags = ["-x", "ir", "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", "-nogpulib", "-O2",
-             f"-mcode-object-version={code_object_version}"]
-    return _compile_and_link(flags, path, target, None)
+        raise CompileError(f"{kind} {str(path)!r} does not exist; check the path")
+    return path
 
 
 def _compile_and_link(flags: list[str], path: Path, target: str,
