@@ -722,7 +722,10 @@ class Watchdog:
                     subprocess.run(["gdb", "-p", str(proc.pid), "-batch", "-ex",
                                     "thread apply all bt"], stdout=out,
                                    stderr=subprocess.STDOUT, timeout=180)
-                where += f", native {native}"
+                # named only when gdb attached (a worker that ended meanwhile: "ptrace: No
+                # such process")
+                if "Thread 1 " in native.read_text(errors="replace"):
+                    where += f", native {native}"
             except (OSError, subprocess.TimeoutExpired):
                 pass
         if self.server is not None:

@@ -119,8 +119,10 @@ def test_the_soak_ends_with_fail_when_a_worker_stops_reporting(tmp_path):
     """The whole soak on amdgpu:virtual, with worker 0 made to stop reporting (test-only
     hook): it ends in seconds with one FAIL line and status 1, Python stacks and gdb's."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), SOAK_TEST_HANG="0:2")
+    # 5 minutes, never reached: the watchdog kills the only worker within seconds, and the
+    # worker's own end (at 1 minute, on a loaded machine) cannot race the stacks' capture
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--minutes",
-                           "1", "--processes", "1", "--threads", "1", "--interval", "1",
+                           "5", "--processes", "1", "--threads", "1", "--interval", "1",
                            "--silent-after", "6", "--fault-every", "1000", "--kill-every",
                            "1000", "--stacks-dir", str(tmp_path)],
                           capture_output=True, text=True, env=env, timeout=240)
