@@ -376,17 +376,13 @@ class CommandBuffer(CommandBufferAPI):
         ends = Lifetime.ends
         plan = self._plan
         self.check_recorded()
-        aliased = False
         passing = self._passing(bindings) if params is None and self._checks else None
         addresses: tuple | None = None
         if passing is not None:  # every check passed in one pass (the usual case)
             words: tuple = ()
             groups = None
-            if isinstance(passing, tuple):
+            if isinstance(passing, tuple):  # no two buffers share an allocation
                 addresses = passing
-            else:  # two buffers in one allocation: do their ranges overlap?
-                aliased = plan.alias_sensitive and self.device.tuning.barrier == "narrow" \
-                    and aliased_bindings(bindings, plan.fixed_buffers)
         else:  # the checks one by one, for the error they raise (or with params)
             self.check_bindings(bindings, self.slot_count)
             values = self.check_params(params)
@@ -399,9 +395,10 @@ class CommandBuffer(CommandBufferAPI):
                         f"binding {b!r} is smaller than the {need} bytes the command buffer "
                         "recorded for its slot; bind a larger buffer"
                     )
-            if plan.alias_sensitive and self.device.tuning.barrier == "narrow" and \
-                    aliased_bindings(bindings, plan.fixed_buffers):
-                aliased = True
+        # bindings in distinct allocations (addresses known) cannot overlap
+        aliased = addresses is None and plan.alias_sensitive and \
+            self.device.tuning.barrier == "narrow" and \
+            aliased_bindings(bindings, plan.fixed_buffers)
         key: tuple
         if plan.baked_slots:
             key = tuple(

@@ -604,7 +604,7 @@ class RocrProvider(HsaProvider):
         else:
             self.signal_store(signal, 1)
         self.memory_async_copy(dst, dst_agent, src, src_agent, size, [], signal)
-        self._wait_copy(signal, size, [a for a in (dst_agent, src_agent)])
+        self._wait_copy(signal, size, [dst_agent, src_agent])
         with self._copy_lock:
             self._copy_signals.append(signal)
 
