@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -104,9 +105,21 @@ def test_bad_invocations_get_one_line(rootfs):
         assert done.returncode == 2
         assert len(done.stderr.strip().splitlines()) == 1 and words in done.stderr
     if shutil.which("setpriv"):
-        as_nobody = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash",
-             str(SCRIPT), "true"], capture_output=True, text=True, timeout=60)
+        # a copy uid 65534 can read: the checkout may sit in a folder only root may enter
+        # (a clone into `mktemp -d`), where bash could not even open the script
+        readable = Path(tempfile.mkdtemp(prefix="rocm6-as-nobody-"))
+        try:
+            readable.chmod(0o755)
+            (readable / "scripts").mkdir(mode=0o755)
+            script = readable / "scripts" / SCRIPT.name
+            shutil.copyfile(SCRIPT, script)
+            script.chmod(0o644)
+            as_nobody = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash",
+                 str(script), "true"], capture_output=True, text=True, timeout=60,
+                cwd=readable)
+        finally:
+            shutil.rmtree(readable, ignore_errors=True)
         assert as_nobody.returncode == 2
         assert as_nobody.stderr.count("\n") == 1 and "needs root" in as_nobody.stderr
     missing = rocm6("no-such-command-here")
