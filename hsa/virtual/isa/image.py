@@ -45,7 +45,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hsa.virtual.isa import bufformat, mem
+from hsa.virtual.isa import bufformat, mem, tiling_gfx9
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 
@@ -427,7 +427,7 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
     problems = []
     if t["format"] is None:
         problems.append(f"T# format {t['format_number']}")
-    if sw_mode:
+    if sw_mode and t["family"] not in _TILINGS:
         problems.append(f"tiled layout (T# SW_MODE {sw_mode})")
     if base_level:
         problems.append(f"T# BASE_LEVEL {base_level}")
@@ -453,6 +453,12 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
     if t["pitch"] is None:  # gfx10+ linear 3D and arrays: rows aligned to 256 bytes
         align = max(1, LINEAR_ROW_ALIGN // t["format"].size)
         t["pitch"] = -(-t["width"] // align) * align
+    if sw_mode:  # the family's swizzle of this surface, or why it has none
+        t["kind"] = kind
+        tiled = _TILINGS[t["family"]](t, sw_mode)
+        if isinstance(tiled, str):
+            raise ImageError(f"{name}: {tiled} is not modelled")
+        t["tiled"] = tiled
     t["word3"] = np.asarray(u32(w[3]))
     t.setdefault("last_level", (w[3] >> 16) & 0xF)
     t["base"] = (w[0] | (w[1] & 0xFF) << 32) << 8
@@ -464,7 +470,7 @@ def _tsharp_gfx11(w: list[int]) -> dict:
     number = (w[1] >> 20) & 0xFF
     kind = (w[3] >> 28) & 0xF
     flat = kind in (8, 9)  # 1D and 2D carry PITCH-1; 3D and arrays DEPTH-1 and BASE_ARRAY
-    return {"format": bufformat.format_of(number), "format_number": number,
+    return {"family": "gfx11", "format": bufformat.format_of(number), "format_number": number,
             "width": (((w[1] >> 30) & 3) | ((w[2] & 0xFFF) << 2)) + 1,
             "height": ((w[2] >> 14) & 0x3FFF) + 1,
             "pitch": (w[4] & 0x3FFF) + 1 if flat else None,
@@ -479,7 +485,7 @@ def _tsharp_gfx12(w: list[int]) -> dict:
     number = (w[1] >> 17) & 0xFF
     kind = (w[3] >> 28) & 0xF
     flat = kind in (8, 9)
-    return {"format": bufformat.format_of(number), "format_number": number,
+    return {"family": "gfx12", "format": bufformat.format_of(number), "format_number": number,
             "width": (((w[1] >> 30) & 3) | ((w[2] & 0x3FFF) << 2)) + 1,
             "height": ((w[2] >> 14) & 0xFFFF) + 1,
             "pitch": (w[4] & 0xFFFF) + 1 if flat else None,
@@ -508,10 +514,22 @@ def _tsharp_gfx9(w: list[int]) -> dict:
     [27:14]; word 3 as gfx11's; word 4 DEPTH-1 (or the last array slice) [12:0], PITCH-1
     [28:13] for every type; BASE_ARRAY word 5 [12:0]. A slice is pitch x height texels."""
     data, num = (w[1] >> 20) & 0x3F, (w[1] >> 26) & 0xF
-    return {"format": gfx9_format(data, num), "format_number": f"{data}/{num} (DATA/NUM)",
+    return {"family": "gfx9", "format": gfx9_format(data, num),
+            "format_number": f"{data}/{num} (DATA/NUM)",
             "width": (w[2] & 0x3FFF) + 1, "height": ((w[2] >> 14) & 0x3FFF) + 1,
             "pitch": ((w[4] >> 13) & 0xFFFF) + 1, "depth": (w[4] & 0x1FFF) + 1,
             "base_array": w[5] & 0x1FFF}
+
+
+def _tiled_gfx9(t: dict, sw_mode: int) -> Callable | str:
+    """gfx9's swizzle of the T#'s surface (hsa.virtual.isa.tiling_gfx9), or why not."""
+    return tiling_gfx9.texel_offsets(sw_mode, t["format"].size, t["pitch"], t["height"],
+                                     t["depth"], t["kind"] == 10)
+
+
+# a family's tiled layouts: fn(T# fields, SW_MODE) -> fn(x, y, z) -> byte offsets of those
+# texels from the base (int64 arrays, coordinates inside the image), or a one-line why not
+_TILINGS: dict[str, Callable[[dict, int], Callable | str]] = {"gfx9": _tiled_gfx9}
 
 
 def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
@@ -528,8 +546,11 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
         slices = t["depth"]  # the last slice in view + 1
     inside = ((x >= 0) & (x < t["width"]) & (y >= 0) & (y < t["height"]) & (z >= 0)
               & (z < max(slices, 1)))
-    element = (z * t["height"] + y) * t["pitch"] + x
-    addr = np.where(inside, t["base"] + element * t["format"].size, t["base"])
+    if "tiled" in t:  # the family's swizzle: byte offsets of in-image texels
+        offset = t["tiled"](*(np.where(inside, c, 0) for c in (x, y, z)))
+    else:
+        offset = ((z * t["height"] + y) * t["pitch"] + x) * t["format"].size
+    addr = np.where(inside, t["base"] + offset, t["base"])
     return addr.astype(u64), inside
 
 
