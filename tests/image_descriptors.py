@@ -15,15 +15,18 @@ GFX9_FORMATS = {63: (14, 7), 42: (10, 0), 11: (2, 4), 6: (1, 5), 48: (11, 4), 55
 
 
 def tsharp(base: int, fmt: int, width: int, height: int = 1, kind: str = "2D", pitch: int = 0,
-           slices: int = 1, sel: tuple[int, ...] = XYZW, target: str = "gfx1100") -> np.ndarray:
+           slices: int = 1, sel: tuple[int, ...] = XYZW, target: str = "gfx1100",
+           sw_mode: int = 0) -> np.ndarray:
     """The 8-dword T# ROCr's PopulateImageSrd writes for a linear image: gfx11's
     (image_manager_gfx11.cpp), gfx12's (image_manager_gfx12.cpp: FORMAT moved to word 1
     [24:17], PITCH-1 in word 4's DEPTH for 1D/2D) or gfx9's (image_manager_ai.cpp:
     DATA/NUM_FORMAT, WIDTH-1 in word 2, DEPTH-1 and PITCH-1 side by side in word 4 for every
-    type)."""
+    type). `sw_mode`: word 3's SW_MODE [24:20] (0: linear; a tiled T#'s PITCH is the padded
+    pitch)."""
     w = [0] * 8
     w[0] = (base >> 8) & 0xFFFFFFFF
-    w[3] = sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | TYPES[kind] << 28
+    w[3] = (sel[0] | sel[1] << 3 | sel[2] << 6 | sel[3] << 9 | (sw_mode & 0x1F) << 20
+            | TYPES[kind] << 28)
     if target.startswith("gfx9"):
         data, num = GFX9_FORMATS[fmt]
         w[1] = ((base >> 40) & 0xFF) | data << 20 | num << 26

@@ -46,6 +46,10 @@ class Target:
     architecture: str = ""  # "CDNA3", "RDNA3", ...
     generic: str | None = None  # the generic target whose code objects run here
     members: tuple[str, ...] = ()  # for a generic target: the processors it covers
+    # GB_ADDR_CONFIG as the amdgpu kernel driver reports it (KFD's GET_TILE_CONFIG, DRM's
+    # READ_MMR_REG): pipes, banks, shader engines and pipe interleave, which tiled image
+    # layouts depend on; None where the project has not pinned a real part's value
+    gb_addr_config: int | None = None
 
     @property
     def xnack(self) -> bool:
@@ -75,8 +79,13 @@ TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
         # Older targets that real HIP builds still carry (hipcc --genco fat binaries).
+        # GB_ADDR_CONFIG: Linux's gfx_v9_0.c (gfx_v9_0_gpu_early_init, GC 9.4.2) keeps the
+        # register's NUM_SHADER_ENGINES and NUM_RB_PER_SE and sets the rest to 0x22014042
+        # (4 pipes, 256 B interleave, 16 banks, ...); NUM_SHADER_ENGINES 3: eight shader
+        # engines per MI250X die (AMD's CDNA2 block diagram, Hot Chips 34); NUM_RB_PER_SE 0:
+        # not in the public record (addrlib reads it only for metadata layouts)
         Target("gfx90a", "gfx9", 64, 0x3F, 64 * _KIB, True, True,
-               ("cdna2", "mi250x", "mi250", "mi210"), "CDNA2"),
+               ("cdna2", "mi250x", "mi250", "mi210"), "CDNA2", gb_addr_config=0x22194042),
         Target("gfx1030", "gfx10", 32, 0x36, 64 * _KIB, False, False,
                ("rdna2", "rx6900xt", "rx6800"), "RDNA2"),
         Target("gfx942", "gfx9", 64, 0x4C, 64 * _KIB, True, True,

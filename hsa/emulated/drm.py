@@ -39,7 +39,7 @@ __all__ = ["answer", "pointer_writes", "DRM_IOCTL_VERSION", "DRM_IOCTL_AMDGPU_IN
 DRIVER_NAME, DRIVER_DATE, DRIVER_DESC = b"amdgpu", b"20150101", b"AMD GPU"
 KMS_VERSION = (3, 61, 0)
 GPU_COUNTER_KHZ = 100_000  # the 100 MHz reference clock: ROCr's wallclock frequency
-GB_ADDR_CONFIG = 0x263E  # mmGB_ADDR_CONFIG; libdrm keeps it, no compute path uses it
+GB_ADDR_CONFIG = 0x263E  # mmGB_ADDR_CONFIG (its value: GpuModel.gb_addr_config)
 # VA layout the kernel reports (amdgpu_kms.c, amdgpu_vm.h): 2 MiB reserved at the bottom,
 # the low half below the GMC hole, the high half above it.
 VA_RESERVED_BOTTOM = 1 << 21
@@ -269,7 +269,7 @@ def _info_reply(info: drm_amdgpu_info, node: NodeInfo) -> bytes:
         reg = info.read_mmr_reg
         if reg.dword_offset != GB_ADDR_CONFIG or reg.count != 1:
             raise _refuse(f"register 0x{reg.dword_offset:x} (x{reg.count}) is not readable")
-        return bytes(u32(0x26010042 if m.wave_size == 64 else 0x00000545))
+        return bytes(u32(m.gb_addr_config))
     if q == AMDGPU_INFO_HW_IP_COUNT:
         return bytes(u32(1 if _hw_ip(node, info.query_hw_ip.type).available_rings else 0))
     if q == AMDGPU_INFO_HW_IP_INFO:

@@ -63,6 +63,16 @@ class GpuModel:
         return lookup(self.target).wave_size
 
     @property
+    def gb_addr_config(self) -> int:
+        """GB_ADDR_CONFIG, what DRM's READ_MMR_REG and KFD's GET_TILE_CONFIG report: the
+        target's (hsa.abi.targets, which the virtual GPU's tiled image layouts read too), else
+        the placeholder the emulated kernel has always reported for that wave size."""
+        pinned = lookup(self.target).gb_addr_config
+        if pinned is not None:
+            return pinned
+        return 0x26010042 if self.wave_size == 64 else 0x00000545
+
+    @property
     def lds_bytes(self) -> int:
         return lookup(self.target).lds_size
 

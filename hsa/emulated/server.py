@@ -884,9 +884,16 @@ class Kfd:
     def nr_11(self, a, extra, fds):  # SET_SCRATCH_BACKING_VA
         pass
 
-    def nr_12(self, a, extra, fds):  # GET_TILE_CONFIG: gfx9 has none to report
+    def nr_12(self, a, extra, fds):  # GET_TILE_CONFIG (kfd_ioctl_get_tile_config)
+        # gfx9 and later have no tile mode tables to copy (the kernel's are all zero; none is
+        # copied here); ROCr's image manager hands gb_addr_config to addrlib, which lays out
+        # tiled images by it; num_banks/num_ranks are not set from gfx9 on (0)
+        node = self.server.node(_u32(a, 24))
         _put32(a, 16, 0)
         _put32(a, 20, 0)
+        _put32(a, 28, node.model.gb_addr_config)
+        _put32(a, 32, 0)
+        _put32(a, 36, 0)
 
     def nr_13(self, a, extra, fds):  # SET_TRAP_HANDLER
         pass

@@ -456,7 +456,7 @@ def make_compile(
             if target.startswith(("gfx94", "gfx95")):  # LLVM: no image-insts there
                 return core.Compiled(named, core.SIMPLE, None, f"{target} has no image "
                                      "instructions (a code object for another target?)")
-            fn, why = image.compile_gfx9(named)
+            fn, why = image.compile_gfx9(named, target)
             if fn is not None:
                 return core.Compiled(named, core.MEMORY, fn)
             return core.Compiled(named, core.SIMPLE, None, f"{why}; the virtual GPU runs "

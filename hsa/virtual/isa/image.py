@@ -12,15 +12,19 @@ field: the T#'s TYPE says how many address VGPRs an access reads. gfx90a has ima
 image_store(_mip) and image_sample (no _lz); gfx940+ have no image instructions.
 
 What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 2D, 3D,
-1D-array and 2D-array images in linear layout (SW_MODE 0), in any unified format of
+1D-array and 2D-array images in linear layout (SW_MODE 0) or, on gfx9, in any of addrlib's
+tiled layouts (the T#'s SW_MODE; `_TILINGS` routes a tiled T# to its family's swizzle:
+hsa.virtual.isa.tiling_gfx9 with the target's GB_ADDR_CONFIG), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float formats
 with a point or bilinear S# (see `_compile_sample`), and on gfx11/gfx12 image_sample_l over
 one-level T#s and image_gather4(_lz); image atomics on 32- and 64-bit texels
 (`_compile_atomic`); image_get_resinfo (`_compile_resinfo`); D16 data (two 16-bit channels
 a VGPR, through bufformat's to_d16/from_d16) and A16 addresses for all of them. Everything
-else an image instruction or descriptor can ask for (anisotropic filtering, tiled layouts,
-mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it: nothing is guessed.
+else an image instruction or descriptor can ask for (anisotropic filtering, gfx11/gfx12
+tiled layouts, mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it (a
+tiled one names its SW_MODE): nothing is guessed. gfx9's DA bit on a 1D/2D/3D T# addresses
+it by the T#'s TYPE (see `_descriptor`).
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
 GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16],
@@ -41,10 +45,12 @@ loads zeros and stores nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
 
+from hsa.abi import targets
 from hsa.virtual.isa import bufformat, mem, tiling_gfx9
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
@@ -152,8 +158,8 @@ def _flags_of(inst: d.Instruction) -> list[str]:
                              ("LWE", (w1 >> 22) & 1)) if bit]
 
 
-def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
-    """(fn(g, ctx), "") for a modelled gfx9 MIMG instruction, else (None, why)."""
+def compile_gfx9(inst: d.Instruction, target: str = "gfx90a") -> tuple[Callable | None, str]:
+    """(fn(g, ctx), "") for a modelled gfx9 MIMG instruction of `target`, else (None, why)."""
     w0, w1 = inst.words[0], inst.words[1]
     op = (w0 >> 18) & 0x7F
     name = mimg_name_gfx9(op)
@@ -164,7 +170,8 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     dim = _GFX9_DA if (w0 >> 14) & 1 else None
     if op == _GFX9_RESINFO:
         return _compile_resinfo(name, flags, dim, (w0 >> 8) & 0xF, w1 & 0xFF,
-                                (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4, _tsharp_gfx9, a16)
+                                (w1 >> 8) & 0xFF, ((w1 >> 16) & 0x1F) * 4,
+                                functools.partial(_tsharp_gfx9, target=target), a16)
     if (op not in _GFX9_LOADS and op not in _GFX9_STORES and op not in _GFX9_SAMPLES
             and op not in _GFX9_ATOMICS):
         return None, f"{name} is not modelled (image loads, stores, samples and atomics are)"
@@ -172,7 +179,8 @@ def compile_gfx9(inst: d.Instruction) -> tuple[Callable | None, str]:
     return _compile(inst, name, op in (0x01, 0x09), op in _GFX9_STORES, op in _GFX9_SAMPLES,
                     flags, dim, (w0 >> 8) & 0xF, vaddr, (w1 >> 8) & 0xFF,
                     ((w1 >> 16) & 0x1F) * 4, ((w1 >> 21) & 0x1F) * 4, bool((w0 >> 12) & 1),
-                    a16, _tsharp_gfx9, atomic=(_GFX9_ATOMICS[op], bool((w0 >> 13) & 1))
+                    a16, functools.partial(_tsharp_gfx9, target=target),
+                    atomic=(_GFX9_ATOMICS[op], bool((w0 >> 13) & 1))
                     if op in _GFX9_ATOMICS else None)
 
 
@@ -432,8 +440,12 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
     if base_level:
         problems.append(f"T# BASE_LEVEL {base_level}")
     if dim is None or dim == _GFX9_DA:
+        # gfx9: the T#'s TYPE decides. DA (an array access) on a 1D/2D/3D T# addresses it by
+        # its type, the extra slice VGPR unread: ROCclr's blit kernels (HIP 5.2.3's
+        # hipMemcpy2DToArray, compiled by its comgr for gfx90a) store through 2D T#s with DA
+        # set, which real MI200s run; a non-array access to an array T# stays refused
         by_type = {want: (dname, n) for dname, want, n in _DIMS.values()}
-        if kind not in by_type or (dim == _GFX9_DA) != (kind in (12, 13)):
+        if kind not in by_type or (dim is None and kind in (12, 13)):
             problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for "
                             f"{'an array' if dim == _GFX9_DA else 'a non-array'} access")
             dim_name, ncoord = "", 0
@@ -508,13 +520,13 @@ def gfx9_format(data_format: int, num_format: int) -> bufformat.Format | None:
     return bufformat.format_by_name(name)
 
 
-def _tsharp_gfx9(w: list[int]) -> dict:
+def _tsharp_gfx9(w: list[int], target: str = "gfx90a") -> dict:
     """gfx9's T# (ROCr's image_manager_ai.cpp PopulateImageSrd): base >> 8 in word 0 and word 1
     [7:0], DATA_FORMAT word 1 [25:20], NUM_FORMAT [29:26]; WIDTH-1 word 2 [13:0], HEIGHT-1
     [27:14]; word 3 as gfx11's; word 4 DEPTH-1 (or the last array slice) [12:0], PITCH-1
     [28:13] for every type; BASE_ARRAY word 5 [12:0]. A slice is pitch x height texels."""
     data, num = (w[1] >> 20) & 0x3F, (w[1] >> 26) & 0xF
-    return {"family": "gfx9", "format": gfx9_format(data, num),
+    return {"family": "gfx9", "target": target, "format": gfx9_format(data, num),
             "format_number": f"{data}/{num} (DATA/NUM)",
             "width": (w[2] & 0x3FFF) + 1, "height": ((w[2] >> 14) & 0x3FFF) + 1,
             "pitch": ((w[4] >> 13) & 0xFFFF) + 1, "depth": (w[4] & 0x1FFF) + 1,
@@ -523,8 +535,11 @@ def _tsharp_gfx9(w: list[int]) -> dict:
 
 def _tiled_gfx9(t: dict, sw_mode: int) -> Callable | str:
     """gfx9's swizzle of the T#'s surface (hsa.virtual.isa.tiling_gfx9), or why not."""
+    config = targets.lookup(t["target"]).gb_addr_config
+    if config is None:
+        return f"tiled layout (T# SW_MODE {sw_mode}) without a GB_ADDR_CONFIG for {t['target']}"
     return tiling_gfx9.texel_offsets(sw_mode, t["format"].size, t["pitch"], t["height"],
-                                     t["depth"], t["kind"] == 10)
+                                     t["depth"], t["kind"] == 10, config)
 
 
 # a family's tiled layouts: fn(T# fields, SW_MODE) -> fn(x, y, z) -> byte offsets of those
