@@ -1,0 +1,63 @@
+// What ROCr's image manager (ROCr 5.2.3, its built-in AMD addrlib) makes of image
+// descriptors on the agent it finds (issue 32): for each line "geometry order type width
+// height depth layers" on stdin (HSA's enum numbers), the size and alignment
+// hsa_ext_image_data_get_info reports for the opaque (tiled where ROCr tiles) layout, and the
+// T# hsa_ext_image_create writes for an image at memory of that size and alignment.
+// Prints "size align w0 .. w7" per line ("error N" when ROCr refuses the descriptor).
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+#include <hsa/hsa_ext_image.h>
+#include <stdint.h>
+#include <stdio.h>
+
+static hsa_agent_t gpu;
+static hsa_amd_memory_pool_t pool;
+
+static hsa_status_t find_gpu(hsa_agent_t agent, void* found) {
+  hsa_device_type_t type;
+  hsa_agent_get_info(agent, HSA_AGENT_INFO_DEVICE, &type);
+  if (type == HSA_DEVICE_TYPE_GPU && !*(int*)found) { gpu = agent; *(int*)found = 1; }
+  return HSA_STATUS_SUCCESS;
+}
+
+static hsa_status_t find_pool(hsa_amd_memory_pool_t p, void* found) {
+  hsa_amd_segment_t segment;
+  hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &segment);
+  if (segment == HSA_AMD_SEGMENT_GLOBAL && !*(int*)found) { pool = p; *(int*)found = 1; }
+  return HSA_STATUS_SUCCESS;
+}
+
+int main(void) {
+  int found = 0, found_pool = 0;
+  if (hsa_init() != HSA_STATUS_SUCCESS) { printf("hsa_init failed\n"); return 1; }
+  hsa_iterate_agents(find_gpu, &found);
+  if (!found) { printf("no GPU agent\n"); return 1; }
+  hsa_amd_agent_iterate_memory_pools(gpu, find_pool, &found_pool);
+  if (!found_pool) { printf("no global memory pool\n"); return 1; }
+  int geometry, order, type;
+  unsigned long w, h, d, layers;
+  while (scanf("%d %d %d %lu %lu %lu %lu", &geometry, &order, &type, &w, &h, &d, &layers) == 7) {
+    hsa_ext_image_descriptor_t desc = {(hsa_ext_image_geometry_t)geometry, w, h, d, layers,
+                                       {(hsa_ext_image_channel_type_t)type,
+                                        (hsa_ext_image_channel_order_t)order}};
+    hsa_ext_image_data_info_t info;
+    hsa_status_t s = hsa_ext_image_data_get_info(gpu, &desc, HSA_ACCESS_PERMISSION_RW, &info);
+    if (s != HSA_STATUS_SUCCESS) { printf("error %d\n", (int)s); continue; }
+    void* data = NULL;
+    s = hsa_amd_memory_pool_allocate(pool, info.size + info.alignment, 0, &data);
+    if (s != HSA_STATUS_SUCCESS) { printf("error %d\n", (int)s); continue; }
+    uintptr_t at = ((uintptr_t)data + info.alignment - 1) / info.alignment * info.alignment;
+    hsa_ext_image_t image;
+    s = hsa_ext_image_create(gpu, &desc, (void*)at, HSA_ACCESS_PERMISSION_RW, &image);
+    if (s != HSA_STATUS_SUCCESS) { printf("error %d\n", (int)s); continue; }
+    const uint32_t* srd = (const uint32_t*)(uintptr_t)image.handle;
+    printf("%zu %zu", info.size, info.alignment);
+    for (int i = 0; i < 8; i++) printf(" %08x", srd[i]);
+    printf("\n");
+    fflush(stdout);
+    hsa_ext_image_destroy(gpu, image);
+    hsa_amd_memory_pool_free(data);
+  }
+  hsa_shut_down();
+  return 0;
+}
