@@ -383,3 +383,29 @@ def test_tiled_bilinear_sample_and_atomic(tmp_path_factory):
     np.testing.assert_array_equal(h.read(out, np.uint32, n), old)
     after = _read(22, 2, False, h.read(img_addr, np.uint8, surface.size), (1, ht, w, 4), pitch)
     np.testing.assert_array_equal(after.view(np.uint32).reshape(ht, w), ref)
+
+
+@pytest.mark.parametrize("sw_mode, why", [
+    (12, "image_load: tiled layout (T# SW_MODE 12, reserved or variable-size) is not modelled"),
+    (27, "image_load: tiled layout (T# SW_MODE 27, ADDR_SW_64KB_R_X) for 16-byte texels is "
+         "not modelled")])
+def test_unmodelled_tiled_t_sharp_stops_the_queue_in_one_line(sw_mode, why, tmp_path_factory):
+    """A reserved swizzle mode, and a rotated one on 16-byte texels (addrlib defines no
+    equation for it): the queue stops naming the SW_MODE and the code-object offset."""
+    import amdgpu
+    from amdgpu.errors import QueueError
+    from codeobjects import load_kernel
+
+    _harness(tmp_path_factory)
+    dev = amdgpu.open("amdgpu:virtual:gfx90a")
+    try:
+        k = load_kernel(dev, _CODE["cl"], "load_store_2d")
+        desc = tsharp(0, 63, 4, 4, pitch=64, target="gfx90a", sw_mode=sw_mode)
+        with pytest.raises(QueueError) as err:
+            dev.dispatch(k, 4, 4, (dev.buffer(np.zeros(64, np.float32)), dev.buffer(desc),
+                                   dev.buffer(desc), np.int32(4))).wait(60)
+    finally:
+        dev.close()
+    text = str(err.value)
+    assert why in text, text
+    assert "code-object offset 0x" in text and "\n" not in text
