@@ -79,7 +79,8 @@ DESCRIPTORS = [(1, 1, 11, 37, 23, 0, 0), (1, 1, 14, 37, 23, 0, 0), (1, 1, 15, 37
 
 def test_rocr_sizes_tiled_images_as_the_executor_lays_them_out(tmp_path):
     """What ROCr 5.2.3's own addrlib makes of each descriptor on the emulated gfx90a (given
-    the GB_ADDR_CONFIG the emulated kernel reports): hsa_ext_image_data_get_info's size and
+    the GB_ADDR_CONFIG the emulated kernel reports, checked to be hsa.abi.targets' gfx90a
+    value through libhsakmt's hsaKmtGetTileConfig): hsa_ext_image_data_get_info's size and
     alignment and hsa_ext_image_create's T# (tests/c/image_layouts.c). For every tiled T#,
     hsa.virtual.isa.tiling_gfx9 pads the image to the same pitch (the T#'s PITCH), surface
     size and block alignment; 1D images stay linear. The swizzle modes seen are the ones
@@ -95,14 +96,15 @@ def test_rocr_sizes_tiled_images_as_the_executor_lays_them_out(tmp_path):
     build.ensure_built()
     exe = tmp_path / "image_layouts"
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(HERE / "c" / "image_layouts.c"),
-                    "-lhsa-runtime64"], check=True, capture_output=True)
+                    "-lhsa-runtime64", "-lhsakmt"], check=True, capture_output=True)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env.update(AMDGPU_EMULATED_NODE=NODE, PYTHONPATH=str(HERE.parent))
     run = subprocess.run(["bash", str(HERE.parent / "scripts" / "emulated.sh"), str(exe)],
                          input="".join(" ".join(map(str, d)) + "\n" for d in DESCRIPTORS),
                          env=env, capture_output=True, text=True, timeout=300)
-    lines = run.stdout.splitlines()
+    config, *lines = run.stdout.splitlines()
     assert run.returncode == 0 and len(lines) == len(DESCRIPTORS), run.stdout + run.stderr
+    assert config == f"gb_addr_config 0x{MI200_CONFIG:08x}"  # ROCr's addrlib gets the target's
     modes = set()
     for desc, line in zip(DESCRIPTORS, lines, strict=True):
         geometry, _, _, width, height, depth, layers = desc

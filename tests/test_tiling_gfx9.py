@@ -320,18 +320,20 @@ def test_tiled_2d_load_and_store(mode, width, height, tmp_path_factory):
                                   texels * np.float32(2) + np.float32(1))
 
 
-@pytest.mark.parametrize("kind, mode", [("2D_ARRAY", 22), ("3D", 20), ("3D", 24), ("3D", 26)])
+@pytest.mark.parametrize("kind, mode", [("2D_ARRAY", 22), ("3D", 20), ("3D", 24), ("3D", 26),
+                                        ("2D", 22)])
 def test_tiled_array_and_3d_loads(kind, mode, tmp_path_factory):
     """8_8_8_8_UNORM 2D array (4KB_D_X: the slice XORs into the pipe bits) and 3D images in
-    4KB_Z_X, 64KB_Z_X (thick: blocks span slices) and 64KB_D_X (thin) layouts."""
+    4KB_Z_X, 64KB_Z_X (thick: blocks span slices) and 64KB_D_X (thin) layouts; and a 2D T#
+    read by the 2D-array load (MIMG DA set, as ROCclr's blit kernels do): addressed as 2D."""
     h, code, _ = _harness(tmp_path_factory)
-    w, ht, dp = 21, 10, 5
+    w, ht, dp = 21, 10, 1 if kind == "2D" else 5
     raw = np.random.default_rng(mode).integers(0, 256, (dp, ht, w, 4), dtype=np.uint8)
     surface, pitch = _place(mode, 2, kind == "3D", raw)
     src = h.buffer(tsharp(h.buffer(surface), 42, w, ht, kind, pitch=pitch, slices=dp,
                           target="gfx90a", sw_mode=mode))
     out = h.alloc(dp * ht * w * 16)
-    kernel = "load_3d" if kind == "3D" else "load_2d_array"
+    kernel = "load_3d" if kind == "3D" else "load_2d_array"  # 2D_ARRAY and 2D: DA set
     h.dispatch(code, kernel, (w, ht, dp), (4, 4, 2), [out, src, w, ht])
     got = h.read(out, np.float32, dp * ht * w * 4).reshape(dp, ht, w, 4)
     np.testing.assert_array_equal(got, (raw / 255.0).astype(np.float32))
@@ -392,9 +394,10 @@ def test_tiled_bilinear_sample_and_atomic(tmp_path_factory):
 def test_unmodelled_tiled_t_sharp_stops_the_queue_in_one_line(sw_mode, why, tmp_path_factory):
     """A reserved swizzle mode, and a rotated one on 16-byte texels (addrlib defines no
     equation for it): the queue stops naming the SW_MODE and the code-object offset."""
+    from codeobjects import load_kernel
+
     import amdgpu
     from amdgpu.errors import QueueError
-    from codeobjects import load_kernel
 
     _harness(tmp_path_factory)
     dev = amdgpu.open("amdgpu:virtual:gfx90a")

@@ -3,7 +3,10 @@
 // height depth layers" on stdin (HSA's enum numbers), the size and alignment
 // hsa_ext_image_data_get_info reports for the opaque (tiled where ROCr tiles) layout, and the
 // T# hsa_ext_image_create writes for an image at memory of that size and alignment.
-// Prints "size align w0 .. w7" per line ("error N" when ROCr refuses the descriptor).
+// Prints "size align w0 .. w7" per line ("error N" when ROCr refuses the descriptor), after
+// a first line "gb_addr_config 0x..": what libhsakmt's hsaKmtGetTileConfig (KFD's
+// GET_TILE_CONFIG) gives ROCr's image manager for its addrlib.
+#include <hsakmt.h>
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 #include <hsa/hsa_ext_image.h>
@@ -34,6 +37,19 @@ int main(void) {
   if (!found) { printf("no GPU agent\n"); return 1; }
   hsa_amd_agent_iterate_memory_pools(gpu, find_pool, &found_pool);
   if (!found_pool) { printf("no global memory pool\n"); return 1; }
+  uint32_t node = 0;
+  hsa_agent_get_info(gpu, (hsa_agent_info_t)HSA_AMD_AGENT_INFO_DRIVER_NODE_ID, &node);
+  HSAuint32 tiles[40], macro[40];
+  HsaGpuTileConfig tile = {0};
+  tile.TileConfig = tiles;
+  tile.NumTileConfigs = 40;
+  tile.MacroTileConfig = macro;
+  tile.NumMacroTileConfigs = 40;
+  if (hsaKmtGetTileConfig(node, &tile) != HSAKMT_STATUS_SUCCESS) {
+    printf("hsaKmtGetTileConfig failed\n");
+    return 1;
+  }
+  printf("gb_addr_config 0x%08x\n", tile.GbAddrConfig);
   int geometry, order, type;
   unsigned long w, h, d, layers;
   while (scanf("%d %d %d %lu %lu %lu %lu", &geometry, &order, &type, &w, &h, &d, &layers) == 7) {
