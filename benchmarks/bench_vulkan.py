@@ -650,11 +650,25 @@ class _DriverClock:
 
         self.lib = Lib()
 
+        try:  # the compiled submit (fast_submit.c) notes its own driver call's times
+            from amdgpu.vulkan.fast_submit import MODULE
+        except ImportError:  # a tree without it
+            MODULE = None
+        self.compiled = MODULE
+
     def __enter__(self):
         self.vk.lib = self.lib
+        if self.compiled is not None:
+            self.compiled.set_driver_clock(True)
+            self.before = self.compiled.driver_clock()
 
     def __exit__(self, *exc):
         self.vk.lib = self.real
+        if self.compiled is not None:
+            self.compiled.set_driver_clock(False)
+            times = self.compiled.driver_clock()
+            if times != self.before:  # the call went through the compiled submit
+                self.entered, self.left = times
 
 
 def vk_ffi():

@@ -54,3 +54,6 @@ fi
 # The HSA backend's compiled immediate-dispatch hot path (build/hotpath/; rebuilt only when
 # amdgpu/hsa_backend/hotpath.c changed; without it the backend runs the same steps in Python).
 .venv/bin/python -c "from amdgpu.hsa_backend.hotpath import main; main()"
+# The Vulkan backend's compiled same-buffers replay (build/vulkan/; rebuilt only when
+# amdgpu/vulkan/fast_submit.c changed; without it CommandBuffer runs the same steps in Python).
+.venv/bin/python -c "from amdgpu.vulkan.fast_submit import main; main()"

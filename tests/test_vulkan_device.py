@@ -726,3 +726,206 @@ def test_bda_table_in_host_memory_gives_the_same_results(kernels):
         flags = device.memory_properties.memoryTypes[inst.table_allocation.memory_type]
         assert flags.propertyFlags & 0x2  # host-visible: replay rewrites it with numpy
         np.testing.assert_array_equal(a.to_numpy(np.float32), np.full(N, 4.0))
+
+
+# --- the same-buffers replay: fast_submit.c, or its Python form where not built (issue 31) --
+def _python_way(monkeypatch) -> None:
+    """VulkanDevice.submit as the Python method and the Python short way: the steps used
+    where fast_submit.c is not built."""
+    from amdgpu.vulkan import command_buffer, fast_submit
+
+    if fast_submit.MODULE is not None:
+        monkeypatch.setattr(VulkanDevice, "submit", VulkanDevice.__dict__["submit"].slow)
+    monkeypatch.setattr(command_buffer, "SHORT_WAY_IN_PYTHON", True)
+
+
+@pytest.fixture(params=["compiled", "python"])
+def way(request, monkeypatch):
+    from amdgpu.vulkan import fast_submit
+
+    if request.param == "compiled":
+        if os.environ.get(fast_submit.ENV_VAR, "") not in ("", "0"):
+            pytest.skip(f"{fast_submit.ENV_VAR} is set: the Python steps were asked for")
+        if fast_submit.MODULE is None:  # scripts/setup.sh builds it
+            pytest.fail(f"the compiled Vulkan submit is not loaded: {fast_submit.status()}")
+        assert type(VulkanDevice.__dict__["submit"]) is fast_submit.MODULE.Submit
+    else:
+        _python_way(monkeypatch)
+    return request.param
+
+
+def _count_checked(monkeypatch) -> list:
+    """Calls of the checked (slow) submit, counted."""
+    from amdgpu.vulkan.command_buffer import CommandBuffer
+
+    calls: list = []
+    checked = CommandBuffer._submit_checked
+
+    def counted(self, *args, **kw):
+        calls.append(args[0])
+        return checked(self, *args, **kw)
+
+    monkeypatch.setattr(CommandBuffer, "_submit_checked", counted)
+    return calls
+
+
+@pytest.mark.vulkan
+def test_same_buffer_replays_take_the_short_way(dev, kernels, way, monkeypatch):
+    """Replays of the last submit's buffers skip the checks (one checked submit), on the
+    compiled and the Python way alike: consecutive timeline values on the lane, results
+    right, each replay after the lane's earlier work. Back to back (the last replay still
+    pending) another instance is taken as it is only when its table already holds those
+    buffers (no new recording on bda); one that holds others is rewritten first."""
+    import time
+
+    name, grid = _grid(kernels["addone"])
+    k = dev.load(kernels["addone"]).kernel(name)
+    cb = _chain(dev, k, grid, 2)  # each replay adds 2 to its first buffer
+    x = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+    y = [dev.buffer(np.zeros(N, np.float32)), dev.buffer(N * 4)]
+    calls = _count_checked(monkeypatch)
+    points = []
+    for _ in range(3):
+        points.append(dev.submit(cb, x))
+        points[-1].wait()
+    assert len(calls) == 1
+    assert [p.value for p in points] == list(range(points[0].value, points[0].value + 3))
+    assert {(p.lane, p.timeline) for p in points} == {(0, dev._timeline(0))}
+    # lane 0 held behind a gate: each replay is still pending when the next comes
+    gate = TimelinePoint(1, 1)
+    dev.barrier(0, wait=[gate])
+    held = dev.submit(cb, x)  # the last instance (A), idle: taken as it is, after the gate
+    time.sleep(0.1)
+    assert not held.done()
+    lane = dev._timeline(0)  # what it was submitted with: a wait on the lane's last value
+    assert lane._submit.waitSemaphoreInfoCount == 1 and lane._waits[0].value == held.value - 1
+    assert lane._waits[0].semaphore == lane.semaphore and lane._signal.value == held.value
+    dev.submit(cb, y)  # new buffers, A pending: another instance (B) for y
+    records = cb.record_count
+    dev.signal(gate)
+    dev.synchronize()
+    del calls[:]
+    handles = []
+    for _ in range(2):  # drained: B, then (B pending) A: its table holds x, so rewritten
+        dev.submit(cb, y)
+        handles.append(cb.last_handle)
+    dev.synchronize()
+    assert len(calls) == 0
+    np.testing.assert_array_equal(x[0].to_numpy(np.float32), np.full(N, 8, np.float32))
+    np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 6, np.float32))
+    for _ in range(2):  # drained: the last one, then (it pending) the other, holding y
+        dev.submit(cb, y)
+        handles.append(cb.last_handle)
+    dev.synchronize()
+    assert len(calls) == 0
+    if dev.path == "bda":  # (baked paths record one more where the driver is slower)
+        assert cb.record_count == records == 2 and len(set(handles)) == 2
+    np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 10, np.float32))
+    np.testing.assert_array_equal(x[0].to_numpy(np.float32), np.full(N, 8, np.float32))
+
+
+@pytest.mark.vulkan
+@needs_vulkan
+def test_a_failed_driver_submit_says_the_same_on_both_ways(kernels, monkeypatch):
+    """vkQueueSubmit2 failing on a same-buffers replay: the same one-line VulkanError from
+    the compiled submit (its Port's function pointer returning VK_ERROR_DEVICE_LOST) as from
+    the Python lane (vk.lib's call returning it), nothing counted; the next replay goes."""
+    import ctypes
+
+    from amdgpu.vulkan import fast_submit, timeline
+    from amdgpu.vulkan.instance import take_validation_messages
+
+    lost = -4  # VK_ERROR_DEVICE_LOST
+    messages = []
+    for compiled in (True, False):
+        if compiled and fast_submit.MODULE is None:
+            continue
+        with VulkanDevice(0, path="descriptor_sets") as device, monkeypatch.context() as m:
+            if not compiled:
+                _python_way(m)
+            name, grid = _grid(kernels["addone"])
+            k = device.load(kernels["addone"]).kernel(name)
+            cb = _chain(device, k, grid, 2)
+            y = [device.buffer(np.zeros(N, np.float32)), device.buffer(N * 4)]
+            device.submit(cb, y).wait()
+            lane = device._timeline(0)
+            before = lane.submitted
+            if compiled:
+                failing = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_uint32,
+                                           ctypes.c_void_p, ctypes.c_uint64)(lambda *a: lost)
+                port = lane._port
+                ffi = timeline.vk.ffi
+                a = timeline._address
+                m.setattr(lane, "_port", fast_submit.MODULE.Port(
+                    ctypes.cast(failing, ctypes.c_void_p).value, a(lane.queue),
+                    a(lane._submit), a(ffi.addressof(lane._submit, "waitSemaphoreInfoCount")),
+                    a(ffi.addressof(lane._submit, "commandBufferInfoCount")),
+                    a(ffi.addressof(lane._command, "commandBuffer")),
+                    a(ffi.addressof(lane._signal, "value")),
+                    a(ffi.addressof(lane._waits[0], "semaphore")),
+                    a(ffi.addressof(lane._waits[0], "value")), a(lane.semaphore)))
+            else:
+                class Failing:
+                    real = timeline.vk.lib
+
+                    def __getattr__(self, name):
+                        return getattr(self.real, name)
+
+                    @staticmethod
+                    def vkQueueSubmit2(*args):
+                        return lost
+
+                m.setattr(timeline.vk, "lib", Failing())
+            take_validation_messages()  # earlier tests' layer messages would join the line
+            with pytest.raises(VulkanError) as error:
+                device.submit(cb, y)
+            assert lane.submitted == before
+            m.undo()
+            if compiled:
+                assert lane._port is port
+            device.submit(cb, y).wait()
+            np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 4, np.float32))
+            messages.append(str(error.value))
+    assert messages and "\n" not in messages[0] and "VK_ERROR_DEVICE_LOST" in messages[0]
+    assert len(set(messages)) == 1, messages
+
+
+@pytest.mark.vulkan
+@needs_vulkan
+def test_same_buffer_replays_from_two_threads_and_under_a_trace_sink(kernels, way):
+    """Two threads replaying one command buffer with the same buffers (the locks taken, or
+    the call left to the Python method while the other holds one): every replay runs once,
+    in lane order; with a trace sink on, every replay is recorded."""
+    import threading
+
+    from packets import trace
+
+    with VulkanDevice(0, path="bda" if BDA else "descriptor_sets") as device:
+        name, grid = _grid(kernels["addone"])
+        k = device.load(kernels["addone"]).kernel(name)
+        cb = _chain(device, k, grid, 2)
+        y = [device.buffer(np.zeros(N, np.float32)), device.buffer(N * 4)]
+        values: list = []
+
+        def replay():
+            for _ in range(40):
+                values.append(device.submit(cb, y).value)
+
+        threads = [threading.Thread(target=replay) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        device.synchronize()
+        assert sorted(values) == list(range(1, 81))
+        np.testing.assert_array_equal(y[0].to_numpy(np.float32), np.full(N, 160, np.float32))
+        sink = trace.MemorySink()
+        previous = trace.set_sink(sink)
+        try:
+            for _ in range(3):
+                device.submit(cb, y)
+        finally:
+            trace.set_sink(previous)
+        device.synchronize()
+        records = [r for r in sink.records if isinstance(r, trace.VulkanSubmissionRecord)]
+        assert [r.payload["signal_value"] for r in records] == [81, 82, 83]

@@ -64,6 +64,7 @@ from .command_plan import (
 from .command_plan import to_u32 as to_u32
 from .command_recording import Instance, free_instance, record
 from .executable import Kernel
+from .fast_submit import MODULE as _COMPILED
 from .sync import dependency_struct
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +78,9 @@ _UID = attrgetter("handle.uid")  # the allocation
 _ADDRESS = attrgetter("address")
 _SEQUENCES = (list, tuple)  # what bindings may be
 MAX_KEYS = 8  # distinct binding keys kept recorded per command buffer
+# A replay of the last submit's buffers: fast_submit.c's Submit (VulkanDevice.submit) takes
+# it where built; else CommandBuffer._same_buffers, in Python. Never both.
+SHORT_WAY_IN_PYTHON = _COMPILED is None
 # The operation types under their former names (tests build recordings from them).
 _Dispatch, _Fill, _Copy, _Barrier = Dispatch, Fill, Copy, Barrier
 
@@ -338,6 +342,17 @@ class CommandBuffer(CommandBufferAPI):
 
     def submit(self, bindings: Sequence[Buffer], lane: int, wait,
                params=None) -> TimelinePoint:
+        if SHORT_WAY_IN_PYTHON:
+            point = self._same_buffers(bindings, lane, wait, params)
+            if point is not None:
+                return point
+        return self._submit_checked(bindings, lane, wait, params)
+
+    def _same_buffers(self, bindings: Sequence[Buffer], lane: int, wait,
+                      params) -> TimelinePoint | None:
+        """The replay of the last checked submit's buffers, as Python: used only where
+        fast_submit.c is not built (its Submit does these steps, then calls
+        VulkanDevice.submit's Python method for anything else). None: not that case."""
         last = self._last_checked
         if last is not None and last[0] == Lifetime.ends and params is None and \
                 isinstance(bindings, _SEQUENCES) and len(bindings) == last[4] and \
@@ -371,6 +386,11 @@ class CommandBuffer(CommandBufferAPI):
                 return self._submit_instance(
                     last[2], bindings, lane, wait, (), None, last[3], last[5],
                     recent[3] if recent is not None and recent[2] is lane else None)
+        return None
+
+    def _submit_checked(self, bindings: Sequence[Buffer], lane: int, wait,
+                        params=None) -> TimelinePoint:
+        """A submit through every check (the usual way for new buffers)."""
         if not self.finalized:
             self.check_finalized()
         ends = Lifetime.ends

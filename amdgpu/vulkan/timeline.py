@@ -18,6 +18,7 @@ from amdgpu.device import TimelinePoint
 from ground.errors import KernelArgumentError, SignalTimeout
 from packets import trace
 
+from .fast_submit import MODULE as _COMPILED
 from .instance import check, vk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,6 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_WAITS = 16
 VK_TIMEOUT = 2
+
+
+def _address(cdata) -> int:
+    return int(vk.ffi.cast("uintptr_t", cdata))
 
 
 class Lane:
@@ -82,6 +87,19 @@ class Lane:
         self._signal_info = ffi.new("VkSemaphoreSignalInfo*")
         self._signal_info.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO
         self._signal_info.semaphore = self.semaphore
+        # fast_submit.c's view of this lane: the driver's vkQueueSubmit2 and where the
+        # structs above keep what a submission rewrites (None: not built, or destroyed)
+        submit2 = 0 if _COMPILED is None else _address(
+            vk.lib.vkGetDeviceProcAddr(device.handle, b"vkQueueSubmit2"))
+        self._port = None if not submit2 else _COMPILED.Port(  # type: ignore[union-attr]
+            submit2, _address(queue), _address(self._submit),
+            _address(ffi.addressof(self._submit, "waitSemaphoreInfoCount")),
+            _address(ffi.addressof(self._submit, "commandBufferInfoCount")),
+            _address(ffi.addressof(self._command, "commandBuffer")),
+            _address(ffi.addressof(self._signal, "value")),
+            _address(ffi.addressof(self._waits[0], "semaphore")),
+            _address(ffi.addressof(self._waits[0], "value")),
+            _address(self.semaphore))
 
     def submit(
         self, command_buffer, waits: Sequence[TimelinePoint] = (), details: dict | None = None
@@ -231,4 +249,5 @@ class Lane:
         self.submitted = max(self.submitted, value)
 
     def destroy(self) -> None:
+        self._port = None
         vk.lib.vkDestroySemaphore(self.device.handle, self.semaphore, vk.ffi.NULL)
