@@ -387,13 +387,17 @@ def test_tiled_bilinear_sample_and_atomic(tmp_path_factory):
     np.testing.assert_array_equal(after.view(np.uint32).reshape(ht, w), ref)
 
 
-@pytest.mark.parametrize("sw_mode, why", [
-    (12, "image_load: tiled layout (T# SW_MODE 12, reserved or variable-size) is not modelled"),
-    (27, "image_load: tiled layout (T# SW_MODE 27, ADDR_SW_64KB_R_X) for 16-byte texels is "
-         "not modelled")])
-def test_unmodelled_tiled_t_sharp_stops_the_queue_in_one_line(sw_mode, why, tmp_path_factory):
-    """A reserved swizzle mode, and a rotated one on 16-byte texels (addrlib defines no
-    equation for it): the queue stops naming the SW_MODE and the code-object offset."""
+@pytest.mark.parametrize("sw_mode, levels, why", [
+    (12, 0, "image_load: tiled layout (T# SW_MODE 12, reserved or variable-size) is not "
+     "modelled"),
+    (27, 0, "image_load: tiled layout (T# SW_MODE 27, ADDR_SW_64KB_R_X) for 16-byte texels "
+     "is not modelled"),
+    (22, 3, "image_load: tiled layout (T# SW_MODE 22) with LAST_LEVEL 3 is not modelled")])
+def test_unmodelled_tiled_t_sharp_stops_the_queue_in_one_line(sw_mode, levels, why,
+                                                               tmp_path_factory):
+    """A reserved swizzle mode, a rotated one on 16-byte texels (addrlib defines no
+    equation for it), a tiled mip chain (where even level 0's blocks lie depends on the
+    chain): the queue stops naming the SW_MODE and the code-object offset."""
     from codeobjects import load_kernel
 
     import amdgpu
@@ -404,6 +408,7 @@ def test_unmodelled_tiled_t_sharp_stops_the_queue_in_one_line(sw_mode, why, tmp_
     try:
         k = load_kernel(dev, _CODE["cl"], "load_store_2d")
         desc = tsharp(0, 63, 4, 4, pitch=64, target="gfx90a", sw_mode=sw_mode)
+        desc[3] |= np.uint32(levels << 16)  # LAST_LEVEL
         with pytest.raises(QueueError) as err:
             dev.dispatch(k, 4, 4, (dev.buffer(np.zeros(64, np.float32)), dev.buffer(desc),
                                    dev.buffer(desc), np.int32(4))).wait(60)

@@ -465,6 +465,7 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
     if t["pitch"] is None:  # gfx10+ linear 3D and arrays: rows aligned to 256 bytes
         align = max(1, LINEAR_ROW_ALIGN // t["format"].size)
         t["pitch"] = -(-t["width"] // align) * align
+    t.setdefault("last_level", (w[3] >> 16) & 0xF)
     if sw_mode:  # the family's swizzle of this surface, or why it has none
         t["kind"] = kind
         tiled = _TILINGS[t["family"]](t, sw_mode)
@@ -472,7 +473,6 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
             raise ImageError(f"{name}: {tiled} is not modelled")
         t["tiled"] = tiled
     t["word3"] = np.asarray(u32(w[3]))
-    t.setdefault("last_level", (w[3] >> 16) & 0xF)
     t["base"] = (w[0] | (w[1] & 0xFF) << 32) << 8
     return t, dim_name, ncoord
 
@@ -536,6 +536,8 @@ def _tsharp_gfx9(w: list[int], target: str = "gfx90a") -> dict:
 def _tiled_gfx9(t: dict, sw_mode: int) -> Callable | str:
     """gfx9's swizzle of the T#'s surface (hsa.virtual.isa.tiling_gfx9), or why not."""
     config = targets.lookup(t["target"]).gb_addr_config
+    if t["last_level"]:  # a mip chain moves even level 0's blocks (addrlib's mipChainPitch)
+        return f"tiled layout (T# SW_MODE {sw_mode}) with LAST_LEVEL {t['last_level']}"
     if config is None:
         return f"tiled layout (T# SW_MODE {sw_mode}) without a GB_ADDR_CONFIG for {t['target']}"
     return tiling_gfx9.texel_offsets(sw_mode, t["format"].size, t["pitch"], t["height"],
