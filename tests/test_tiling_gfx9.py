@@ -173,10 +173,11 @@ def test_every_mode_rocr_makes_is_modelled():
 
 @pytest.mark.parametrize("mode, e, is_3d", CASES)
 def test_swizzle_is_a_bijection_and_matches_addrlibs_coordinate_routine(mode, e, is_3d):
-    """Every texel of a padded surface (3 blocks x 2 rows x 2 slabs of slices) lands on its
-    own element of the surface addrlib sizes, at the address `_addrlib_offset` computes."""
+    """Every texel of a padded surface (2 x 2 blocks, 2 slabs of slices or 3 slices) lands
+    on its own element of the surface addrlib sizes, at the address `_addrlib_offset`
+    computes."""
     bw, bh, bd = tiling.block_shape(mode, e, is_3d)
-    width, height, depth = 3 * bw - 1, 2 * bh - 1, (2 * bd if is_3d else 3)
+    width, height, depth = 2 * bw - 1, 2 * bh - 1, (2 * bd if is_3d else 3)
     pitch, size, _ = tiling.surface_bytes(mode, 1 << e, width, height, depth, is_3d)
     offsets = tiling.texel_offsets(mode, 1 << e, pitch, height, depth, is_3d, MI200)
     assert not isinstance(offsets, str)
