@@ -24,8 +24,15 @@ compute and transfer on both sides, blocking host wait, no bind elision), each s
 changed alone, the defaults, and three diagnostic recordings under the defaults whose
 results are not checked: without barriers (the floor), with execution-only barriers (no
 memory dependency, not a valid ordering), and with the same bindings on every dispatch
-(nothing to rebind). Per variant: chain-100 submit + wait (median), the host's submit share,
-chain-1 (the fixed cost), and the slope (chain-100 - chain-1) / 99 = GPU time per dispatch.
+(nothing to rebind). Other valid forms of the same dependencies, results checked: one
+global VkMemoryBarrier2 (COMPUTE stages, or ALL_COMMANDS), the Vulkan 1.0 call, events,
+chain-100 split into 2 or 4 command buffers (a dev.submit each, or all in one
+vkQueueSubmit2), and, a diagnostic of another workload, two independent chain-100s
+interleaved between the same barriers (200 dispatches); and the descriptor paths' buffer
+barriers without the execution-only barrier beside them (not valid: synchronization
+validation reports a write after read). Per variant: chain-100 submit + wait (median), the
+host's submit share, chain-1 (the fixed cost), and the slope (chain-100 - chain-1) / 99 =
+GPU time per dispatch.
 
 The kernels come from IREE (compiler.iree.compile_mlir, target "portable"), so nothing here
 depends on lavapipe; any Vulkan 1.3 device works.
@@ -41,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -215,11 +223,22 @@ SAME_BINDINGS = "same bindings"  # every dispatch x -> y: nothing to rebind betw
 GLOBAL_READ = "one global barrier"  # VkMemoryBarrier2 COMPUTE->COMPUTE, write -> read only
 SYNC1 = "vkCmdPipelineBarrier"  # the Vulkan 1.0 call, VkMemoryBarrier write -> read
 EVENTS = "events"  # vkCmdSetEvent2 then vkCmdWaitEvents2 (and a reset) per barrier
+ALL_STAGES = "one global barrier, ALL_COMMANDS"  # ALL_COMMANDS both sides, memory w -> r|w
+# Diagnostic (results not checked): the narrow recording without the execution-only
+# VkMemoryBarrier2 beside its buffer-range barriers. Not a valid ordering: the Khronos
+# synchronization validation reports the write after read of the buffer read before
+BUFFER_ALONE = "buffer barriers alone"
+SPLIT = "split into {} submits"  # chain-100 recorded as k command buffers, dev.submit each
+ONE_SUBMIT = "{} command buffers, one vkQueueSubmit2"  # the same parts in one submit
+# Diagnostic (another workload, results checked): two independent chain-100s on two pairs
+# of buffers, step i of both between the same two barriers (200 dispatches, 100 barriers)
+INTERLEAVED = "two chains interleaved"
+CHECKED = ("chain", GLOBAL_READ, SYNC1, EVENTS, ALL_STAGES, INTERLEAVED)
 
 
 class _RecordingLib:
     """vk.lib while recording a diagnostic variant: vkCmdPipelineBarrier2 recorded as
-    `kind` (SYNC1 or EVENTS); everything else passes through."""
+    `kind` (SYNC1, EVENTS or BUFFER_ALONE); everything else passes through."""
 
     def __init__(self, lib, device, kind: str):
         self._lib, self._dev, self._kind = lib, device, kind
@@ -233,6 +252,17 @@ class _RecordingLib:
 
         ffi, lib = vk.ffi, self._lib
         compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+        if self._kind == BUFFER_ALONE:
+            if info.bufferMemoryBarrierCount and info.memoryBarrierCount == 1 and \
+                    not info.pMemoryBarriers[0].srcAccessMask | \
+                    info.pMemoryBarriers[0].dstAccessMask:
+                alone = ffi.new("VkDependencyInfo*", info[0])
+                alone.memoryBarrierCount = 0
+                alone.pMemoryBarriers = ffi.NULL
+                self.events.append(alone)
+                info = alone
+            lib.vkCmdPipelineBarrier2(cb, info)
+            return
         if self._kind == SYNC1:
             mb = ffi.new("VkMemoryBarrier*")
             mb.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
@@ -286,9 +316,65 @@ def tuning_variants(dev) -> list[tuple[str, dict, str]]:
     variants.append(("defaults, execution-only barriers", {**defaults, "barrier": "tight"},
                      EXECUTION_ONLY))
     variants.append(("defaults, same bindings", defaults, SAME_BINDINGS))
-    for kind in (GLOBAL_READ, SYNC1, EVENTS):
+    for kind in (GLOBAL_READ, SYNC1, EVENTS, ALL_STAGES):
         variants.append((f"defaults, {kind}", {**defaults, "barrier": "tight"}, kind))
+    if dev.path != "bda" and defaults["barrier"] == "narrow":  # (bda: no buffer barriers)
+        variants.append((f"defaults, {BUFFER_ALONE}", defaults, BUFFER_ALONE))
+    for k in (2, 4):
+        variants.append((f"defaults, {SPLIT.format(k)}", defaults, SPLIT.format(k)))
+    variants.append((f"defaults, {ONE_SUBMIT.format(4)}", defaults, ONE_SUBMIT.format(4)))
+    variants.append((f"defaults, {INTERLEAVED}", defaults, INTERLEAVED))
     return variants
+
+
+def _parts(kind: str) -> int:
+    """How many command buffers a SPLIT or ONE_SUBMIT kind records chain-100 as (else 1)."""
+    for form in (SPLIT, ONE_SUBMIT):
+        head, tail = form.split("{}")
+        if kind.startswith(head) and kind.endswith(tail):
+            return int(kind[len(head):len(kind) - len(tail)])
+    return 1
+
+
+class _OneSubmit:
+    """Several recorded VkCommandBuffers in one vkQueueSubmit2 on a lane (its timeline
+    signaled once, after all of them; each part ends in its recording's last barrier)."""
+
+    def __init__(self, lane, handles: list):
+        from amdgpu.vulkan.instance import vk
+
+        ffi = vk.ffi
+        self.vk, self.lane = vk, lane
+        self.infos = ffi.new("VkCommandBufferSubmitInfo[]", len(handles))
+        for info, handle in zip(self.infos, handles, strict=True):
+            info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_SUBMIT_INFO
+            info.commandBuffer = handle
+        self.signal = ffi.new("VkSemaphoreSubmitInfo*")
+        self.signal.sType = vk.VK_STRUCTURE_TYPE_SEMAPHORE_SUBMIT_INFO
+        self.signal.semaphore = lane.semaphore
+        self.signal.stageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+        self.info = ffi.new("VkSubmitInfo2*")
+        self.info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO_2
+        self.info.commandBufferInfoCount = len(handles)
+        self.info.pCommandBufferInfos = self.infos
+        self.info.signalSemaphoreInfoCount = 1
+        self.info.pSignalSemaphoreInfos = self.signal
+
+    def submit(self):
+        from amdgpu.vulkan import TimelinePoint
+
+        lane = self.lane
+        if lane.submitted > lane.reached:  # (every replay here is waited for first)
+            lane.wait(lane.submitted, 10)
+        with lane.queue_lock:
+            value = lane.submitted + 1
+            self.signal.value = value
+            result = self.vk.lib.vkQueueSubmit2(lane.queue, 1, self.info, self.vk.ffi.NULL)
+            if result != 0:
+                raise SystemExit(f"vkQueueSubmit2 of {self.info.commandBufferInfoCount} "
+                                 f"command buffers returned {result}")
+            lane.submitted = value
+        return TimelinePoint(lane.index, value, lane)
 
 
 def memory_types(dev) -> list[str]:
@@ -309,12 +395,44 @@ class VariantBench(PathBench):
     def chain_cb(self, n: int, kind: str):
         cb = self.dev.command_buffer()
         s0, s1 = cb.binding(0), cb.binding(1)
+        s2, s3 = (cb.binding(2), cb.binding(3)) if kind == INTERLEAVED else (None, None)
         for i in range(n):
             src, dst = (s0, s1) if i % 2 == 0 or kind == SAME_BINDINGS else (s1, s0)
             cb.dispatch(self.kernel, self.grid, args=(src, dst))
+            if kind == INTERLEAVED:  # the second chain's step i, independent of the first's
+                cb.dispatch(self.kernel, self.grid, args=(s2, s3) if i % 2 == 0 else (s3, s2))
             if kind != NO_BARRIERS:
                 cb.barrier()
         return cb.finalize()
+
+    def chain_parts(self, n: int, kind: str, bufs) -> tuple[list, Any]:
+        """chain-n as _parts(kind) command buffers, each with the bindings that continue the
+        ping-pong where the last part left it; and how one replay of it is submitted (a
+        function returning the last TimelinePoint)."""
+        a, b, c, d = bufs
+        k = _parts(kind)
+        if n % k:
+            raise SystemExit(f"chain-{n} does not split into {k} parts")
+        size = n // k
+        parts = [(self.chain_cb(size, kind), [a, b] if (j * size) % 2 == 0 else [b, a])
+                 for j in range(k)]
+        if kind == INTERLEAVED:
+            parts = [(parts[0][0], [a, b, c, d])]
+        dev = self.dev
+        if kind.startswith(ONE_SUBMIT.split("{}")[0]):
+            handles = []
+            for cb, bindings in parts:  # each part's instance bound to its bindings
+                dev.submit(cb, bindings).wait(10)
+                handles.append(_handle(cb))
+            one = _OneSubmit(dev._timeline(0), handles)
+            return [cb for cb, _ in parts], one.submit
+
+        def submit():
+            for cb, bindings in parts:
+                point = dev.submit(cb, bindings)
+            return point
+
+        return [cb for cb, _ in parts], submit
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -328,8 +446,9 @@ class VariantBench(PathBench):
         self._proxies = []
         super().close()
 
-    def execution_only_barrier(self, memory: bool = False):
-        """COMPUTE -> COMPUTE with no accesses, or (memory) storage write -> storage read."""
+    def execution_only_barrier(self, memory: bool = False, all_stages: bool = False):
+        """COMPUTE -> COMPUTE with no accesses, or (memory) storage write -> storage read;
+        (all_stages) ALL_COMMANDS -> ALL_COMMANDS, memory write -> memory read and write."""
         from amdgpu.vulkan.instance import vk
 
         mb = vk.ffi.new("VkMemoryBarrier2*")
@@ -338,6 +457,10 @@ class VariantBench(PathBench):
         if memory:
             mb.srcAccessMask = vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
             mb.dstAccessMask = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT
+        if all_stages:
+            mb.srcStageMask = mb.dstStageMask = vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT
+            mb.srcAccessMask = vk.VK_ACCESS_2_MEMORY_WRITE_BIT
+            mb.dstAccessMask = vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT
         info = vk.ffi.new("VkDependencyInfo*")
         info.sType = vk.VK_STRUCTURE_TYPE_DEPENDENCY_INFO
         info.memoryBarrierCount = 1
@@ -354,25 +477,30 @@ class VariantBench(PathBench):
                 continue
             vars(dev.tuning).update(defaults)
             vars(dev.tuning).update(changes)
-            if kind in (EXECUTION_ONLY, GLOBAL_READ, EVENTS):
-                info = self.execution_only_barrier(kind != EXECUTION_ONLY)
+            if kind in (EXECUTION_ONLY, GLOBAL_READ, EVENTS, ALL_STAGES):
+                info = self.execution_only_barrier(kind != EXECUTION_ONLY, kind == ALL_STAGES)
                 dev.dependency_info = lambda before, after, info=info: info
             from amdgpu.vulkan.instance import vk
 
             lib = vk.lib
-            if kind in (SYNC1, EVENTS):
+            if kind in (SYNC1, EVENTS, BUFFER_ALONE):
                 vk.lib = proxy = _RecordingLib(lib, dev, kind)
                 self._proxies.append(proxy)
+            bufs = self.buffers(6)  # chain-100 (a, b; an interleaved chain's c, d), chain-1
             try:
-                a, b, c, d = self.buffers(4)
-                long, short = self.chain_cb(100, kind), self.chain_cb(1, kind)
-                dev.submit(long, [a, b]).wait(10)  # records the instance under these settings
-                dev.submit(short, [c, d]).wait(10)
+                # records the instances under these settings (one replay)
+                longs, submit = self.chain_parts(100, kind, bufs[:4])
+                one_submit = kind.startswith(ONE_SUBMIT.split("{}")[0])
+                if not one_submit:  # (its parts were each submitted once to bind them)
+                    submit().wait(10)
+                short = self.chain_cb(1, "chain" if _parts(kind) > 1 or kind == INTERLEAVED
+                                      else kind)
+                dev.submit(short, bufs[4:]).wait(10)
             finally:
                 vk.lib = lib
             vars(dev).pop("dependency_info", None)
             table = ""
-            for pool in long._instances.values():
+            for pool in longs[0]._instances.values():
                 for inst in pool:
                     if inst.table_allocation is not None:
                         table = f" table in type {inst.table_allocation.memory_type}"
@@ -381,9 +509,11 @@ class VariantBench(PathBench):
                     "name": name,
                     "tuning": dict(vars(dev.tuning)),
                     "kind": kind,
-                    "long": long,
+                    "longs": longs,
+                    "go": submit,
                     "short": short,
-                    "bufs": (a, b, c, d),
+                    "bufs": bufs,
+                    "dispatches": 200 if kind == INTERLEAVED else 100,
                     "runs": 1,
                     "total": [],
                     "submit": [],
@@ -394,10 +524,10 @@ class VariantBench(PathBench):
         for _ in range(rounds):
             for case in cases:
                 vars(dev.tuning).update(case["tuning"])
-                a, b, c, d = case["bufs"]
+                go, short, ends = case["go"], case["short"], case["bufs"][4:]
                 for _ in range(reps):
                     t0 = time.perf_counter()
-                    point = dev.submit(case["long"], [a, b])
+                    point = go()
                     t1 = time.perf_counter()
                     point.wait(10)
                     t2 = time.perf_counter()
@@ -406,28 +536,33 @@ class VariantBench(PathBench):
                 case["runs"] += reps
                 for _ in range(max(5, reps // 3)):
                     t0 = time.perf_counter()
-                    dev.submit(case["short"], [c, d]).wait(10)
+                    dev.submit(short, ends).wait(10)
                     case["one"].append(time.perf_counter() - t0)
         vars(dev.tuning).update(defaults)
         lines = []
         for case in cases:
             total, one = median_us(case["total"]), median_us(case["one"])
-            a = case["bufs"][0].to_numpy(np.float32)
-            right = bool((a == 100.0 * case["runs"]).all())
+            ends = [case["bufs"][0]] + ([case["bufs"][2]] if case["kind"] == INTERLEAVED else [])
+            got = [e.to_numpy(np.float32) for e in ends]
+            right = all(bool((a == 100.0 * case["runs"]).all()) for a in got)
             check = "ok" if right else "WRONG"
             if case["kind"] == SAME_BINDINGS:
                 check = "diagnostic"
-            elif case["kind"] not in ("chain", GLOBAL_READ, SYNC1, EVENTS):
+            elif case["kind"] not in CHECKED and _parts(case["kind"]) == 1:
                 check = "right (by luck)" if right else "wrong, as it may be"
             elif not right:
-                raise SystemExit(f"{self.path} {case['name']}: chain-100 gave {a[0]} (WRONG)")
+                raise SystemExit(f"{self.path} {case['name']}: chain-100 gave "
+                                 f"{[a[0] for a in got]} (WRONG)")
+            n = case["dispatches"]
+            what = "chain-100" if n == 100 else "2 x chain-100"
             lines.append(
-                f"[{self.path}] {case['name']:<34} chain-100 {fmt_us(total):>9} "
-                f"({total / 100:.2f} us/dispatch); submit {fmt_us(median_us(case['submit']))}, "
-                f"chain-1 {fmt_us(one)}, slope {(total - one) / 99:.2f} us/dispatch; "
+                f"[{self.path}] {case['name']:<44} {what} {fmt_us(total):>9} "
+                f"({total / n:.2f} us/dispatch); submit {fmt_us(median_us(case['submit']))}, "
+                f"chain-1 {fmt_us(one)}, slope {(total - one) / (n - 1):.2f} us/dispatch; "
                 f"{check}{case['table']}"
             )
-            case["long"].release()
+            for cb in case["longs"]:
+                cb.release()
             case["short"].release()
         return lines
 
