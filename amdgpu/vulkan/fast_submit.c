@@ -161,13 +161,21 @@ static int try_take(PyObject *lock) {
 
 /* lock.release(), keeping an error already raised (the driver's) as it is. */
 static void give(PyObject *lock) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *raised = PyErr_GetRaisedException();
+#else
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
+#endif
     PyObject *r = PyObject_CallMethodNoArgs(lock, s_release);
     if (r == NULL)
         PyErr_WriteUnraisable(lock);
     Py_XDECREF(r);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(raised);
+#else
     PyErr_Restore(type, value, tb);
+#endif
 }
 
 /* u64 of a Python int, or -1 (as uint64 max) with the error cleared. */
