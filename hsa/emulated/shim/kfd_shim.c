@@ -16,7 +16,8 @@
  * into a shared page and wakes waiters with a futex), clock counters (CLOCK_MONOTONIC ns,
  * the clock the server stamps packets with), and userptr registration's page swap (the user's
  * pages become a memfd's shared pages of the same content, MAP_FIXED, so the server sees
- * them; the memfd goes to the server with the ALLOC ioctl).
+ * them; the memfd goes to the server with the ALLOC ioctl; other threads' writes to those
+ * pages wait out the swap instead of being lost).
  * See docs/ARCHITECTURE.md ("The emulated kernel").
  */
 #define _GNU_SOURCE
@@ -29,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -984,13 +986,89 @@ static int userptr_backing(const char* maps, uint64_t start, uint64_t end, uint6
     return found;
 }
 
+/* The page swap is atomic for the program's other threads: the range is made read-only
+ * while its pages are copied into the memfd and the memfd is mapped over them, and a write
+ * to it in between faults into swap_fault, which holds the writer until the memfd is in
+ * place and returns, so the write lands on the new pages. Without this, a write another
+ * thread made between the copy and the mapping was lost: malloc's bookkeeping in a page
+ * shared with a pinned small buffer (hip_memcpy2d's "unaligned tcache chunk" aborts). */
+static uint32_t swap_word;                 /* futex word: odd while a swap is under way */
+static volatile uint64_t swap_lo, swap_hi; /* the range being swapped */
+static struct sigaction swap_before;       /* SIGSEGV's action before ours, for other faults */
+
+static void swap_fault(int sig, siginfo_t* si, void* context) {
+    uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
+    uint32_t word = __atomic_load_n(&swap_word, __ATOMIC_ACQUIRE);
+    if ((word & 1) && a >= swap_lo && a < swap_hi) {
+        while (__atomic_load_n(&swap_word, __ATOMIC_ACQUIRE) == word)
+            syscall(SYS_futex, &swap_word, FUTEX_WAIT, word, NULL, NULL, 0);
+        return; /* the faulting write runs again, on the memfd's pages */
+    }
+    /* a fault that is not ours: what the action before would have done */
+    if (swap_before.sa_flags & SA_SIGINFO) {
+        swap_before.sa_sigaction(sig, si, context);
+    } else if (swap_before.sa_handler == SIG_DFL || swap_before.sa_handler == SIG_IGN) {
+        sigaction(SIGSEGV, &swap_before, NULL); /* the fault comes again and takes its course */
+    } else {
+        swap_before.sa_handler(sig);
+    }
+}
+
+/* Copies the resident pages of [start, end) into mfd and maps mfd over them, with writers
+ * held off (above). `resident` has a byte per page, outside the range: this thread may not
+ * write the range in the window (it would wait on itself), so nothing here allocates. */
+static int swap_pages(uint64_t start, uint64_t end, int mfd, unsigned char* resident) {
+    size_t pages = (end - start) / PAGE;
+    char here;
+    /* this thread's own stack in the range would fault on itself: swap it unguarded */
+    uint64_t sp = (uint64_t)(uintptr_t)&here;
+    int guard = !(sp + 65536 > start && sp < end + 65536);
+    struct sigaction mine = {0};
+    mine.sa_sigaction = swap_fault;
+    mine.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&mine.sa_mask);
+    if (guard) {
+        if (sigaction(SIGSEGV, &mine, &swap_before)) return -1;
+        swap_lo = start;
+        swap_hi = end;
+        __atomic_add_fetch(&swap_word, 1, __ATOMIC_RELEASE);
+        if (mprotect((void*)(uintptr_t)start, end - start, PROT_READ)) guard = -1;
+    }
+    int ok = 0;
+    if (guard >= 0) {
+        if (mincore((void*)(uintptr_t)start, end - start, resident)) memset(resident, 1, pages);
+        ok = 1;
+        for (size_t p = 0; p < pages && ok;) {
+            if (!(resident[p] & 1)) {
+                p++;
+                continue;
+            }
+            size_t q = p;
+            while (q < pages && (resident[q] & 1)) q++;
+            ok = pwrite(mfd, (void*)(uintptr_t)(start + p * PAGE), (q - p) * PAGE,
+                        (off_t)(p * PAGE)) >= 0;
+            p = q;
+        }
+        /* on failure the pages go back to read-write, unswapped */
+        if (ok && real_mmap((void*)(uintptr_t)start, end - start, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_FIXED, mfd, 0) == MAP_FAILED)
+            ok = 0;
+        if (!ok && guard) mprotect((void*)(uintptr_t)start, end - start, PROT_READ | PROT_WRITE);
+    }
+    if (guard) {
+        __atomic_add_fetch(&swap_word, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &swap_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        sigaction(SIGSEGV, &swap_before, NULL);
+    }
+    return ok ? 0 : -1;
+}
+
 /* Userptr registration: the range's pages become shared memfd pages of the same content
  * (pages never touched are zero and are not copied), so the server can map them. Pages a
  * memfd of ours already backs keep it, as long as /proc/self/maps says that one memfd still
  * backs the whole range: a later registration over part of a range, or memory the program
  * freed and got back, gets a new memfd instead of a stale one (a stale one was silently
- * wrong data: the GPU wrote pages the program no longer had). A thread of the program that
- * writes these pages while they are copied can lose that write, as with no page locking. */
+ * wrong data: the GPU wrote pages the program no longer had). */
 static int userptr_fd(uint64_t addr, uint64_t size, uint64_t* offset_in_fd) {
     uint64_t start = addr & ~(PAGE - 1), end = (addr + size + PAGE - 1) & ~(PAGE - 1);
     char* maps = read_maps();
@@ -1011,34 +1089,23 @@ static int userptr_fd(uint64_t addr, uint64_t size, uint64_t* offset_in_fd) {
     int mfd = memfd_create("amdgpu-userptr", MFD_CLOEXEC);
     if (mfd < 0) return -1;
     struct stat st;
+    unsigned char* resident = NULL;
+    size_t rlen = ((end - start) / PAGE + PAGE - 1) & ~(PAGE - 1);
     if (ftruncate(mfd, (off_t)(end - start)) || fstat(mfd, &st)) goto fail;
-    size_t pages = (end - start) / PAGE;
-    unsigned char* resident = malloc(pages);
-    if (!resident) goto fail;
-    if (mincore((void*)(uintptr_t)start, end - start, resident)) memset(resident, 1, pages);
-    for (size_t p = 0; p < pages;) {
-        if (!(resident[p] & 1)) {
-            p++;
-            continue;
-        }
-        size_t q = p;
-        while (q < pages && (resident[q] & 1)) q++;
-        if (pwrite(mfd, (void*)(uintptr_t)(start + p * PAGE), (q - p) * PAGE,
-                   (off_t)(p * PAGE)) < 0) {
-            free(resident);
-            goto fail;
-        }
-        p = q;
-    }
-    free(resident);
+    /* mincore's answer goes to pages of their own: from malloc they could lie in the range */
     resolve_mmap();
-    if (real_mmap((void*)(uintptr_t)start, end - start, PROT_READ | PROT_WRITE,
-                  MAP_SHARED | MAP_FIXED, mfd, 0) == MAP_FAILED)
+    resident = real_mmap(NULL, rlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (resident == MAP_FAILED) {
+        resident = NULL;
         goto fail;
+    }
+    if (swap_pages(start, end, mfd, resident)) goto fail;
+    munmap(resident, rlen);
     userptrs[nuserptrs++] = (struct userptr){(uint64_t)st.st_dev, (uint64_t)st.st_ino, mfd};
     *offset_in_fd = addr - start;
     return mfd;
 fail:
+    if (resident) munmap(resident, rlen);
     real_close(mfd);
     return -1;
 }
