@@ -92,8 +92,17 @@ TARGETS: dict[str, Target] = {
                ("cdna3", "mi300x", "mi300a", "mi300", "mi325x"), "CDNA3", "gfx9-4-generic"),
         Target("gfx950", "gfx9", 64, 0x4F, 160 * _KIB, True, True,
                ("cdna4", "mi355x", "mi350x"), "CDNA4", "gfx9-4-generic"),
+        # GB_ADDR_CONFIG of gfx1100/gfx1201: amdgpu reads it from the chip on gfx11/gfx12
+        # (amdgpu_dm_plane.c's gfx11 modifiers: RREG32_SOC15(GC, 0, regGB_ADDR_CONFIG)), so
+        # the kernel source holds no value; these are the configurations Mesa's surface
+        # tests run for the two families (src/amd/common/ac_fake_hw_db.h: "gfx11_32pipe",
+        # init_gfx11's 0x40 with NUM_PIPES 5 and NUM_PKRS 5: 32 pipes, 32 packers, the pipe
+        # count above 16 the kernel's gfx11 modifiers single out; "gfx12_16pipe": NUM_PIPES 4,
+        # NUM_PKRS 4). Not read off a real RX 7900 XTX / RX 9070 XT. Tiled layouts:
+        # hsa.virtual.isa.tiling_gfx11 (gfx12's patterns do not depend on it)
         Target("gfx1100", "gfx11", 32, 0x41, 64 * _KIB, False, False,
-               ("rdna3", "rx7900xtx", "w7900"), "RDNA3", "gfx11-generic"),
+               ("rdna3", "rx7900xtx", "w7900"), "RDNA3", "gfx11-generic",
+               gb_addr_config=0x00000545),
         Target("gfx1101", "gfx11", 32, 0x46, 64 * _KIB, False, False, (), "RDNA3",
                "gfx11-generic"),
         Target("gfx1102", "gfx11", 32, 0x47, 64 * _KIB, False, False, (), "RDNA3",
@@ -111,7 +120,7 @@ TARGETS: dict[str, Target] = {
         Target("gfx1200", "gfx12", 32, 0x48, 64 * _KIB, False, False, (), "RDNA4",
                "gfx12-generic"),
         Target("gfx1201", "gfx12", 32, 0x4E, 64 * _KIB, False, False,
-               ("rdna4", "rx9070xt"), "RDNA4", "gfx12-generic"),
+               ("rdna4", "rx9070xt"), "RDNA4", "gfx12-generic", gb_addr_config=0x00000444),
         Target("gfx1250", "gfx12", 32, 0x49, 320 * _KIB, False, False,
                ("cdna5", "mi455x", "mi450", "mi450x"), "CDNA5"),
         # Generic targets (code object v6): one code object for several processors.

@@ -12,19 +12,20 @@ field: the T#'s TYPE says how many address VGPRs an access reads. gfx90a has ima
 image_store(_mip) and image_sample (no _lz); gfx940+ have no image instructions.
 
 What runs: image_load / image_store and their _mip forms at mip level 0, on 1D, 2D, 3D,
-1D-array and 2D-array images in linear layout (SW_MODE 0) or, on gfx9, in any of addrlib's
-tiled layouts (the T#'s SW_MODE; `_TILINGS` routes a tiled T# to its family's swizzle:
-hsa.virtual.isa.tiling_gfx9 with the target's GB_ADDR_CONFIG), in any unified format of
+1D-array and 2D-array images in linear layout (SW_MODE 0) or in a tiled layout the family's
+swizzle module models (the T#'s SW_MODE; `_TILINGS` routes a tiled T# to its family's
+swizzle: hsa.virtual.isa.tiling_gfx9 for gfx9, hsa.virtual.isa.tiling_gfx11 for gfx11 and
+gfx12, each with the target's GB_ADDR_CONFIG), in any unified format of
 `bufformat` (8/16/32-bit UNORM/SNORM/UINT/SINT/FLOAT..., 1-4 channels), with the T#'s
 DST_SEL swizzle and the instruction's DMASK; image_sample / image_sample_lz of float formats
 with a point or bilinear S# (see `_compile_sample`), and on gfx11/gfx12 image_sample_l over
 one-level T#s and image_gather4(_lz); image atomics on 32- and 64-bit texels
 (`_compile_atomic`); image_get_resinfo (`_compile_resinfo`); D16 data (two 16-bit channels
 a VGPR, through bufformat's to_d16/from_d16) and A16 addresses for all of them. Everything
-else an image instruction or descriptor can ask for (anisotropic filtering, gfx11/gfx12
-tiled layouts, mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it (a
-tiled one names its SW_MODE): nothing is guessed. gfx9's DA bit on a 1D/2D/3D T# addresses
-it by the T#'s TYPE (see `_descriptor`).
+else an image instruction or descriptor can ask for (anisotropic filtering, tiled modes a
+family does not model, mips, MSAA, cubes, TFE/LWE) stops the queue with one line naming it
+(a tiled one names its SW_MODE): nothing is guessed. gfx9's DA bit on a 1D/2D/3D T#
+addresses it by the T#'s TYPE (see `_descriptor`).
 
 The MIMG encoding (LLVM's MIMGe_gfx11): dword 0 NSA [0], DIM [4:2], UNORM [7], DMASK [11:8],
 GLC [14], A16 [16], D16 [17], op [25:18]; dword 1 VADDR [7:0], VDATA [15:8], SRSRC/4 [20:16],
@@ -40,7 +41,9 @@ width rounded up to 256 bytes (the linear alignment of gfx10+'s address library)
 is pitch x height elements.
 
 Coordinates are unnormalised integers; a lane outside the image (or past the last slice)
-loads zeros and stores nothing.
+loads zeros and stores nothing. A 1D/2D T# under a 1D/2D-array access (HIP's and ROCr's
+image blit kernels address every image so) is the image at layer 0; another layer stops the
+queue (what hardware does there is not documented where we looked).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hsa.abi import targets
-from hsa.virtual.isa import bufformat, mem, tiling_gfx9
+from hsa.virtual.isa import bufformat, mem, tiling_gfx9, tiling_gfx11
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.state import WaveGroup
 
@@ -453,11 +456,16 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
             dim_name, ncoord = by_type[kind]
     else:
         dim_name, want_type, ncoord = _DIMS[dim]
-        if kind != want_type:
+        # a 1D/2D T# under a 1D/2D-array access (HIP's and ROCr's image blit kernels
+        # address every image as an array): layer 0 is the image; another is refused
+        layer0 = (kind, want_type) in ((8, 12), (9, 13))
+        if kind != want_type and not layer0:
             problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for a {dim_name} "
                             "access")
     if problems:
         raise ImageError(f"{name}: {', '.join(problems)} is not modelled")
+    if dim is not None and dim != _GFX9_DA and (kind, _DIMS[dim][1]) in ((8, 12), (9, 13)):
+        t["depth"], t["base_array"], t["layer0_only"] = 1, 0, True
     if dim_name == "1D_ARRAY":
         t["height"] = 1
     if dim_name in ("1D", "2D"):
@@ -544,9 +552,25 @@ def _tiled_gfx9(t: dict, sw_mode: int) -> Callable | str:
                                      t["depth"], t["kind"] == 10, config)
 
 
+def _tiled_gfx1x(t: dict, sw_mode: int) -> Callable | str:
+    """gfx11's and gfx12's swizzles of the T#'s surface (hsa.virtual.isa.tiling_gfx11), or
+    why not. 1D images (T# TYPE 8/12) are refused: ROCr creates them linear."""
+    if t["kind"] in (8, 12):
+        return f"tiled layout (T# SW_MODE {sw_mode}) of a 1D image"
+    slices = t["depth"] if t["kind"] in (10, 13) else 1
+    # the gfx11/gfx12 decoders are not told their target: the virtual gfx11 is a gfx1100,
+    # the gfx12 a gfx1201 (the GB_ADDR_CONFIG the emulated kernel reports for them)
+    config = targets.lookup({"gfx11": "gfx1100", "gfx12": "gfx1201"}[t["family"]])
+    assert config.gb_addr_config is not None
+    return tiling_gfx11.texel_offsets(t["family"], sw_mode, t["format"].size, t["width"],
+                                      t["height"], slices, t["kind"] == 10,
+                                      config.gb_addr_config)
+
+
 # a family's tiled layouts: fn(T# fields, SW_MODE) -> fn(x, y, z) -> byte offsets of those
 # texels from the base (int64 arrays, coordinates inside the image), or a one-line why not
-_TILINGS: dict[str, Callable[[dict, int], Callable | str]] = {"gfx9": _tiled_gfx9}
+_TILINGS: dict[str, Callable[[dict, int], Callable | str]] = {
+    "gfx9": _tiled_gfx9, "gfx11": _tiled_gfx1x, "gfx12": _tiled_gfx1x}
 
 
 def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
@@ -561,6 +585,9 @@ def _addresses(t: dict, coords: list[np.ndarray], dim_name: str
     if dim_name in ("1D_ARRAY", "2D_ARRAY"):  # the slice is the array layer past BASE_ARRAY
         z = z + t["base_array"]
         slices = t["depth"]  # the last slice in view + 1
+    if t.get("layer0_only") and np.any(z != 0):
+        raise ImageError(f"array layer {int(z[z != 0][0])} of a non-array T# (an array access "
+                         "on a 1D/2D image) is not modelled")
     inside = ((x >= 0) & (x < t["width"]) & (y >= 0) & (y < t["height"]) & (z >= 0)
               & (z < max(slices, 1)))
     if "tiled" in t:  # the family's swizzle: byte offsets of in-image texels
