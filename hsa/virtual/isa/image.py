@@ -41,9 +41,11 @@ width rounded up to 256 bytes (the linear alignment of gfx10+'s address library)
 is pitch x height elements.
 
 Coordinates are unnormalised integers; a lane outside the image (or past the last slice)
-loads zeros and stores nothing. A 1D/2D T# under a 1D/2D-array access (HIP's and ROCr's
-image blit kernels address every image so) is the image at layer 0; another layer stops the
-queue (what hardware does there is not documented where we looked).
+loads zeros and stores nothing. gfx11/gfx12: a 1D/2D T# under a 1D/2D-array access (HIP's
+image blit kernels address every image so) is the image at layer 0, another layer stops the
+queue (what hardware does there is not documented where we looked); a 3D T# under a
+2D-array load, store or atomic is addressed as 3D, the layer coordinate being z (samples
+and resinfo of that pairing stop the queue).
 """
 
 from __future__ import annotations
@@ -395,6 +397,8 @@ def _compile_resinfo(name: str, flags: list[str], dim: int | None, dmask: int, v
         if idx is not None and idx.size == 0:
             return
         t, dim_name, _ = _descriptor(g, srsrc, name, dim, layout)
+        if t.get("array_as_3d"):
+            raise ImageError(f"{name}: a 3D T# for a 2D_ARRAY access is not modelled")
         if dim_name == "1D_ARRAY" or t["base_array"]:
             raise ImageError(f"{name} on a 1D array or with BASE_ARRAY {t['base_array']} is "
                              "not modelled")
@@ -456,10 +460,14 @@ def _descriptor(g: WaveGroup, srsrc: int, name: str, dim: int | None, layout: Ca
             dim_name, ncoord = by_type[kind]
     else:
         dim_name, want_type, ncoord = _DIMS[dim]
-        # a 1D/2D T# under a 1D/2D-array access (HIP's and ROCr's image blit kernels
-        # address every image as an array): layer 0 is the image; another is refused
+        # HIP's image blit kernels (ROCclr's, as hipcc 6.4 builds them) address every image
+        # as a 2D array: a 1D/2D T# under a 1D/2D-array access is the image at layer 0
+        # (another layer is refused); a 3D T# under a 2D-array access is addressed as 3D, the
+        # layer coordinate being z (loads, stores, atomics: integer coordinates either way)
         layer0 = (kind, want_type) in ((8, 12), (9, 13))
-        if kind != want_type and not layer0:
+        if (kind, want_type) == (10, 13):
+            dim_name, t["array_as_3d"] = "3D", True
+        elif kind != want_type and not layer0:
             problems.append(f"a {_TYPE_NAMES.get(kind, f'type {kind}')} T# for a {dim_name} "
                             "access")
     if problems:
@@ -628,6 +636,8 @@ def _compile_sample(inst: d.Instruction, name: str, dim: int | None, dmask: int,
         if idx is not None and idx.size == 0:
             return
         t, dim_name, ncoord = _descriptor(g, srsrc, name, dim, layout)
+        if t.get("array_as_3d"):  # a filtered z or a rounded layer: not pinned down
+            raise ImageError(f"{name}: a 3D T# for a 2D_ARRAY access is not modelled")
         samp = _sampler(g, ssamp, name)
         if t["last_level"]:
             raise ImageError(f"{name}: a mip-mapped T# (LAST_LEVEL {t['last_level']}) is not "

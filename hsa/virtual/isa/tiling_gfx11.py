@@ -5,18 +5,17 @@ ROCr's image managers (image_manager_gfx11.cpp / image_manager_gfx12.cpp) create
 HSA_EXT_IMAGE_DATA_LAYOUT_OPAQUE image that is not a 1D buffer tiled, through AMD's address
 library (addrlib) inside ROCr, and write addrlib's swizzle mode into the T#'s SW_MODE
 unchanged. HIP's hipMallocArray images are such images. Which mode ROCr takes:
-- gfx11: Addr2GetPreferredSurfaceSetting with 64 KiB "macro" blocks forbidden (256 KiB ones,
-  addrlib's "var" blocks on gfx11, are not): ADDR_SW_256B_D (2), 4KB_D (6) / 4KB_D_X (22),
-  64KB_R_X (27), 256KB_R_X (31) for 2D images and arrays, 4KB_S(_X) (5, 21) and 256KB_S_X
-  (29) for 3D; also modelled: 64KB_D_X (26), 256KB_D_X (30) and the Z_X twins of the R_X
-  modes (24, 28: the same single-sample pattern);
+- gfx11: Addr2GetPreferredSurfaceSetting's choice: ADDR_SW_256B_D (2), 4KB_D (6) / 4KB_D_X (22),
+  64KB_R_X (27), 256KB_R_X (31) for 2D images and arrays, 4KB_S(_X) (5, 21), 64KB_S_X (25)
+  and 256KB_S_X (29) for 3D; also modelled: 64KB_S (9), 64KB_D_X (26), 256KB_D_X (30) and
+  the Z_X twins of the R_X modes (24, 28: the same single-sample pattern);
 - gfx12: addrlib3's possible modes, the largest block whose surface is at most twice the
   smallest one's: ADDR3_256B_2D (1), 4KB_2D (2), 64KB_2D (3), 256KB_2D (4), for 3D images
   too (then slice after slice); ADDR3_4KB_3D (5), 64KB_3D (6), 256KB_3D (7) are modelled
   as well.
 Seen from the real ROCr 6.4.3 (tests/data/isa/hsa_image_info.c): gfx1100 2D 67x35 float
-256B_D, 129x77 RGBA32F 4KB_D_X, 256x256 float 256KB_R_X, 2D array 64KB_R_X, 3D 4KB_S_X and
-256KB_S_X; gfx1201 256B_2D, 4KB_2D, 64KB_2D, 256KB_2D (2D, 2D arrays and 3D).
+256B_D, 129x77 RGBA32F 4KB_D_X, 256x256 float 256KB_R_X, 2D array 64KB_R_X, 3D 4KB_S_X,
+64KB_S_X and 256KB_S_X; gfx1201 256B_2D, 4KB_2D, 64KB_2D, 256KB_2D (2D, 2D arrays and 3D).
 
 Within a block of 2^n bytes, address bit i is the XOR (parity) of the coordinate bits its
 swizzle pattern names: addrlib's GFX11_SW_*_PATINFO / GFX12_SW_*_PATINFO rows (its
@@ -75,6 +74,9 @@ _G11_S3_LO = ["X0 X1 Z0 Y0 Y1 Z1 X2 Z2", "0 X0 Z0 Y0 X1 Z1 Y1 Z2", "0 0 X0 Y0 X1
               "0 0 0 X0 Y0 Z0 X1 Z1", "0 0 0 0 X0 Z0 Y0 Z1"]  # GFX11_SW_4K_S3 rows 0-4, 0-7
 _G11_4KB_S3_HI = ["Y2 X3 Z3 Y3", "Y2 X2 Z3 Y3", "Y2 X2 Z2 Y3", "Y1 X2 Z2 Y2",
                   "Y1 X1 Z2 Y2"]  # GFX11_SW_4K_S3_PATINFO rows 0-4, bits 8-11
+_G11_64KB_S3_HI = ["Y2 X3 Z3 Y3 X4 Z4 Y4 X5", "Y2 X2 Z3 Y3 X3 Z4 Y4 X4",
+                   "Y2 X2 Z2 Y3 X3 Z3 Y4 X4", "Y1 X2 Z2 Y2 X3 Z3 Y3 X4",
+                   "Y1 X1 Z2 Y2 X2 Z3 Y3 X3"]  # GFX11_SW_64K_S3_PATINFO rows 0-4, bits 8-15
 _G11_4KB_S3_X_HI = ["Y2^X6^Z6 X3^Y5^Z5 Z3^Y4^X5 Y3^X4^Z4",
                     "Y2^X5^Z6 X2^Y5^Z5 Z3^X4^Y4 X3^Y3^Z4",
                     "Y2^X5^Z5 X2^Z4^Y5 Z2^X4^Y4 X3^Y3^Z3",
@@ -85,7 +87,7 @@ _G11_256KB_S3_X_HI = ["Y2^X7^Z7 X3^Y6^Z6 Z3^Y5^X6 Y3^X5^Z5 X4^Y4^Z4 Z4 Y4 X5 Z5 
                       "Y2^X6^Z6 X2^Z5^Y6 Z2^X5^Y5 Y3^X4^Z4 X3^Z3^Y4 Z3 Y4 X4 Z4 Y5",
                       "Y1^X6^Z6 X2^Y5^Z5 Z2^Y4^X5 Y2^X4^Z4 X3^Y3^Z3 Z3 Y3 X4 Z4 Y4",
                       "Y1^X5^Z6 X1^Y5^Z5 Z2^X4^Y4 Y2^X3^Z4 X2^Y3^Z3 Z3 Y3 X3 Z4 Y4"]
-# GFX11_SW_256K_S3_X_PATINFO rows 65-69, bits 8-17
+# GFX11_SW_256K_S3_X_PATINFO rows 65-69, bits 8-17 (GFX11_SW_64K_S3_X: bits 8-15 the same)
 
 _G11_64KB_ZR_X_HI = ["Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8 Y6^X7 X7 Y7 X6^Y7",
                      "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8 Y6^X7 Y3 X7 X6^Y7",
@@ -129,6 +131,7 @@ class Mode:
     thick: bool  # 3D blocks holding several slices
     rows: tuple[str, ...]  # per log2(element bytes) 0..4
     xor: bool = False  # gfx11 pipe/packer-dependent rows
+    thin_3d: bool = False  # a thin mode that lays 3D images out too, slice after slice
 
 
 def _modes() -> dict[str, dict[int, Mode]]:
@@ -142,24 +145,27 @@ def _modes() -> dict[str, dict[int, Mode]]:
         30: Mode("ADDR_SW_256KB_D_X", 18, False,
                  tuple(_rows(_G11_256B_D, _G11_256KB_D_X_HI, 18)), True),
         24: Mode("ADDR_SW_64KB_Z_X", 16, False,
-                 tuple(_rows(_G11_256B_D, _G11_64KB_ZR_X_HI, 16)), True),
+                 tuple(_rows(_G11_256B_D, _G11_64KB_ZR_X_HI, 16)), True, True),
         27: Mode("ADDR_SW_64KB_R_X", 16, False,
-                 tuple(_rows(_G11_256B_D, _G11_64KB_ZR_X_HI, 16)), True),
+                 tuple(_rows(_G11_256B_D, _G11_64KB_ZR_X_HI, 16)), True, True),
         28: Mode("ADDR_SW_256KB_Z_X", 18, False,
-                 tuple(_rows(_G11_256B_D, _G11_256KB_ZR_X_HI, 18)), True),
+                 tuple(_rows(_G11_256B_D, _G11_256KB_ZR_X_HI, 18)), True, True),
         31: Mode("ADDR_SW_256KB_R_X", 18, False,
-                 tuple(_rows(_G11_256B_D, _G11_256KB_ZR_X_HI, 18)), True),
+                 tuple(_rows(_G11_256B_D, _G11_256KB_ZR_X_HI, 18)), True, True),
         5: Mode("ADDR_SW_4KB_S", 12, True, tuple(_rows(_G11_S3_LO, _G11_4KB_S3_HI, 12))),
         21: Mode("ADDR_SW_4KB_S_X", 12, True,
                  tuple(_rows(_G11_S3_LO, _G11_4KB_S3_X_HI, 12)), True),
+        9: Mode("ADDR_SW_64KB_S", 16, True, tuple(_rows(_G11_S3_LO, _G11_64KB_S3_HI, 16))),
+        25: Mode("ADDR_SW_64KB_S_X", 16, True,
+                 tuple(_rows(_G11_S3_LO, _G11_256KB_S3_X_HI, 16)), True),
         29: Mode("ADDR_SW_256KB_S_X", 18, True,
                  tuple(_rows(_G11_S3_LO, _G11_256KB_S3_X_HI, 18)), True),
     }
     g12 = {
-        1: Mode("ADDR3_256B_2D", 8, False, tuple(_rows(_G12_2D, [""] * 5, 8))),
-        2: Mode("ADDR3_4KB_2D", 12, False, tuple(_rows(_G12_2D, [""] * 5, 12))),
-        3: Mode("ADDR3_64KB_2D", 16, False, tuple(_rows(_G12_2D, [""] * 5, 16))),
-        4: Mode("ADDR3_256KB_2D", 18, False, tuple(_G12_2D)),
+        1: Mode("ADDR3_256B_2D", 8, False, tuple(_rows(_G12_2D, [""] * 5, 8)), thin_3d=True),
+        2: Mode("ADDR3_4KB_2D", 12, False, tuple(_rows(_G12_2D, [""] * 5, 12)), thin_3d=True),
+        3: Mode("ADDR3_64KB_2D", 16, False, tuple(_rows(_G12_2D, [""] * 5, 16)), thin_3d=True),
+        4: Mode("ADDR3_256KB_2D", 18, False, tuple(_G12_2D), thin_3d=True),
         5: Mode("ADDR3_4KB_3D", 12, True, tuple(_rows(_G12_3D, [""] * 5, 12))),
         6: Mode("ADDR3_64KB_3D", 16, True, tuple(_rows(_G12_3D, [""] * 5, 16))),
         7: Mode("ADDR3_256KB_3D", 18, True, tuple(_G12_3D)),
@@ -222,9 +228,10 @@ def texel_offsets(family: str, sw_mode: int, bpe: int, width: int, height: int,
     if mode is None:
         known = ", ".join(f"{m.name} ({k})" for k, m in sorted(modes.items()))
         return (f"tiled layout (T# SW_MODE {sw_mode}; {family} modes modelled: {known})")
-    # gfx12 lays 3D images out in 2D modes too (slice after slice: ROCr picks ADDR3_4KB_2D
-    # for a 40x30x20 float image); gfx11's 3D images take other patterns (addrlib's S3/D3)
-    if (mode.thick and not is_3d) or (is_3d and not mode.thick and family == "gfx11"):
+    # thin modes lay 3D images out slice after slice where addrlib allows it (gfx12's 2D
+    # modes: ROCr picks ADDR3_4KB_2D for a 40x30x20 float image; gfx11's Z_X/R_X modes,
+    # Gfx11Rsrc3dThinSwModeMask); gfx11's other 3D modes take the S3/D3 patterns
+    if (mode.thick and not is_3d) or (is_3d and not mode.thick and not mode.thin_3d):
         return (f"tiled layout {mode.name} (T# SW_MODE {sw_mode}) on a "
                 f"{'3D' if is_3d else '1D/2D'} image")
     if bpe not in (1, 2, 4, 8, 16):
