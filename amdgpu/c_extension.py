@@ -17,6 +17,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 from types import ModuleType
@@ -66,6 +67,19 @@ def build(source: Path, out: Path, what: str) -> Path:
     os.replace(tmp, out)  # atomic: a concurrent importer sees the old or the new file
     stamp_of(out).write_text(digest + "\n")
     return out
+
+
+def setup(source: Path, lib: Path, what: str, fallback: str) -> None:
+    """scripts/setup.sh's step for one extension: build `lib` when it is missing or stale,
+    and say what happened in one line (a failed build is not an error: `fallback` runs)."""
+    if not is_stale(lib, source):
+        return
+    try:
+        build(source, lib, what)
+    except RuntimeError as e:
+        print(f"setup: {what} was not built ({e}); {fallback}", file=sys.stderr)
+        return
+    print(f"setup: {what} compiled at {lib}")
 
 
 def load(module_name: str, lib: Path, source: Path, env_var: str,

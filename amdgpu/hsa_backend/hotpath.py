@@ -16,7 +16,6 @@ Nothing is compiled on import: a missing or stale build only falls back to Pytho
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -60,16 +59,8 @@ def status() -> str:
 
 
 def main() -> None:
-    lib = library_path()
-    if not is_stale(lib):
-        return
-    try:
-        build(lib)
-    except RuntimeError as e:
-        print(f"setup: the compiled dispatch hot path was not built ({e}); the HSA backend "
-              "uses its Python steps", file=sys.stderr)
-        return
-    print(f"setup: compiled dispatch hot path at {lib}")
+    c_extension.setup(SOURCE, library_path(), "the dispatch hot path",
+                      "the HSA backend uses its Python steps")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ module is built (tests run both). Nothing is compiled on import.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from amdgpu import c_extension
@@ -40,16 +39,8 @@ def status() -> str:
 
 
 def main() -> None:
-    lib = library_path()
-    if not c_extension.is_stale(lib, SOURCE):
-        return
-    try:
-        build(lib)
-    except RuntimeError as e:
-        print(f"setup: the compiled Vulkan submit was not built ({e}); the Vulkan backend "
-              "uses its Python steps", file=sys.stderr)
-        return
-    print(f"setup: compiled Vulkan submit at {lib}")
+    c_extension.setup(SOURCE, library_path(), "the Vulkan submit",
+                      "the Vulkan backend uses its Python steps")
 
 
 if __name__ == "__main__":
