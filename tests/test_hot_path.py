@@ -30,6 +30,7 @@ from amdgpu.errors import (
     KernelArgumentError,
     PacketError,
     QueueError,
+    QueueFullError,
 )
 from amdgpu.hsa_backend import hotpath
 
@@ -295,6 +296,109 @@ def test_publish_ready_is_the_same_on_both_paths(monkeypatch, rows):
         "PacketError"] * 3
 
 
+def _repeating_block(n: int, k: int) -> np.ndarray:
+    """n packets that repeat with period 3 but for word 5 (each row's own), the first
+    header INVALID: rows < k are kernarg rows (word 5 set by each replay), rows >= k keep
+    theirs. Rows k.. repeat rows 1.. byte for byte but for word 5."""
+    block = np.zeros((n, 64), np.uint8)
+    for i in range(n):
+        block[i] = (np.arange(64) * 7 + i % 3) % 251
+    words = block.view(np.uint64)
+    words[:, 5] = np.arange(n, dtype=np.uint64) * np.uint64(0x1001) + np.uint64(0xABC)
+    block.view(np.uint32)[:, 0] = 0x1502
+    block.view(np.uint32)[0, 0] = packets.INVALID_HEADER
+    return block
+
+
+@pytest.mark.parametrize("rows", ["avx2", "plain"])
+def test_rows_replays_write_what_the_block_would(monkeypatch, rows):
+    """A segment's Rows (hotpath.c: its distinct rows once each, which the compiled lane
+    expands into the ring) publishes the bytes the block itself does (packets.Ring on the
+    Python lane, and the numpy expectation): each kernarg row's word 5 = base + offset
+    (the block's own word 5 ignored, so rows that differ only there share a template),
+    rows past the kernarg rows with their own word 5 kept, the completion signal on its
+    row, the first header last, across the ring's wrap; in both row-copy forms."""
+    if hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    module = hotpath.MODULE
+    was = module.copy_rows()
+    try:
+        module.copy_rows(rows)
+    except ValueError:
+        pytest.skip(f"this CPU has no {rows}")
+    cases = [(40, 30, 29), (30, 30, 29), (7, 0, 6), (64, 60, 63), (1, 1, 0)]
+    made = [_repeating_block(n, k) for n, k, _ in cases]
+    forms = [module.Rows(memoryview(b).cast("B"), k)
+             for b, (_, k, _) in zip(made, cases, strict=True)]
+    # rows < k differ only in word 5: the period's 3 rows (row 0 apart: its header) and,
+    # past k, one template per row
+    assert [r.distinct for r in forms] == [1 + 3 + 10, 1 + 3, 1 + 6, 1 + 3 + 4, 1]
+    assert [(r.n, r.k) for r in forms] == [(n, k) for n, k, _ in cases]
+    got = []
+    try:
+        for compiled in (True, False):
+            dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+            ln, q = dev.lanes_[0], dev.lanes_[0].queue
+            with ln.aql:
+                ln.submit_block(_block(37, 1), 0x1502)  # the first replay wraps
+            q._store_read_index(q.load_write_index())
+            ids, rings = [], []
+            for i, ((n, k, row), block, form) in enumerate(zip(cases, made, forms, strict=True)):
+                offsets = np.arange(k, dtype=np.uint64) * np.uint64(96) + np.uint64(i)
+                before = block.copy()
+                src = form if compiled else block
+                with ln.aql:
+                    ids.append(ln.submit_rows(src, 0x1503, 0x7F0000002000 + i, offsets, row,
+                                              0xAB0 + i))
+                assert np.array_equal(block, before)  # the block itself is left as it was
+                rings.append(q.ring.tobytes())
+                q._store_read_index(q.load_write_index())  # consumed
+                # what the ring must hold: the block, word 5 of rows < k set, the signal,
+                # the first header
+                want = block.copy()
+                words = want.view(np.uint64)
+                words[:k, 5] = offsets + np.uint64(0x7F0000002000 + i)
+                words[row, 7] = 0xAB0 + i
+                want.view(np.uint32)[0, 0] = 0x1503
+                slots = (ids[-1] + np.arange(n)) % 64
+                assert q.ring.reshape(64, 64)[slots].tobytes() == want.tobytes(), (
+                    f"case {i} ({'compiled' if compiled else 'python'})")
+            got.append((ids, rings, q.load_write_index(), ln.doorbells))
+            dev.close(timeout=0)
+    finally:
+        module.copy_rows(was)
+    assert got[0] == got[1]
+    assert got[0][0] == [37, 77, 107, 114, 178]
+
+
+def test_rows_refuse_what_they_were_not_made_for(monkeypatch):
+    """Rows of another block size or kernarg row count, a block too large for the ring or
+    a first header not INVALID: one error each, nothing published."""
+    if hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    module = hotpath.MODULE
+    for bad, k in ((np.zeros((3, 64), np.uint8), 0), (_repeating_block(3, 0), 4),
+                   (np.zeros(100, np.uint8), 0), (_repeating_block(3, 0), -1)):
+        with pytest.raises(ValueError, match="Rows takes a packet block"):
+            module.Rows(memoryview(bad).cast("B"), k)
+    with pytest.raises(ValueError, match="Rows takes a packet block"):
+        module.Rows(b"", 0)
+    dev = _paused(_open(True, monkeypatch, queue_size=64))
+    ln, q = dev.lanes_[0], dev.lanes_[0].queue
+    form = module.Rows(memoryview(_repeating_block(8, 4)).cast("B"), 4)
+    with pytest.raises(ValueError, match="Rows of 8 rows with 4 kernarg rows given 8 rows "
+                                         "and 3 kernarg offsets"):
+        with ln.aql:
+            ln.submit_rows(form, 0x1503, 0, np.zeros(3, np.uint64), 7, 0)
+    big = module.Rows(memoryview(_repeating_block(65, 4)).cast("B"), 4)
+    with pytest.raises(PacketError, match="publish_rows takes 1..64 packets"):
+        with ln.aql:
+            ln.submit_rows(big, 0x1503, 0, np.zeros(4, np.uint64), 7, 0)
+    assert q.load_write_index() == 0 and ln.doorbells == 0
+    assert (q.ring.view(np.uint16)[::32] == packets.INVALID_HEADER).all()
+    dev.close(timeout=0)
+
+
 def _replays(dev, code, rounds: int) -> list:
     """Command buffers of 3, 1 and 12 dispatches replayed over binding tables
     that come again (kept instances) and new ones (the ring path): each submission's
@@ -490,6 +594,35 @@ def test_virtual_queue_words_are_written_natively():
     dev = amdgpu.open("amdgpu:virtual", lanes=1)
     assert dev.lanes_[0].aql.native == 1
     dev.close()
+
+
+def test_room_is_read_at_the_virtual_queues_words(monkeypatch):
+    """The compiled lane's room check reads the virtual queue's write and read index
+    words itself when its cached indices say full (a drained queue: the processor moved
+    the read index since): Room.before_reserve, a Python call, only when the queue is
+    full by those words too."""
+    if hotpath.MODULE is None:
+        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
+    calls = []
+
+    def before_reserve(room, n):
+        calls.append(n)
+        raise QueueFullError(f"full: no room for {n}")
+
+    monkeypatch.setattr(packets.ring.Room, "before_reserve", before_reserve)
+    dev = _paused(_open(True, monkeypatch, queue_size=64))
+    ln, q = dev.lanes_[0], dev.lanes_[0].queue
+    for i in range(5):  # 40 of 64 each time: the cached read index says full from the 2nd
+        with ln.aql:
+            ln.submit_block(_block(40, i), 0x1502)
+        q._store_read_index(q.load_write_index())  # drained
+    assert calls == [] and q.load_write_index() == 200
+    with ln.aql:
+        ln.submit_block(_block(40, 9), 0x1502)
+    with pytest.raises(QueueFullError, match="full: no room for 40"), ln.aql:
+        ln.submit_block(_block(40, 9), 0x1502)  # not drained: full by the words too
+    assert calls == [40] and q.load_write_index() == 240
+    dev.close(timeout=0)
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])

@@ -400,9 +400,15 @@ class HsaCommandBuffer(CommandReplay):
         headers = block.view(np.uint32).reshape(len(block), 16)[:, 0].copy()
         block.view(np.uint32).reshape(len(block), 16)[0, 0] = packets.INVALID_HEADER
         template_bytes = memoryview(template)
+        block_view = memoryview(block.view(np.uint8)).cast("B")
+        # the compiled lane's form of the block: its distinct rows once each (a replay
+        # expands them into the ring); not where parameter grids patch the block per table
+        rows = (hotpath.MODULE.Rows(block_view, n)
+                if hotpath.MODULE is not None and not grid_words else None)
         return Segment(
             block=block,
-            block_view=memoryview(block.view(np.uint8)).cast("B"),
+            block_view=block_view,
+            rows=rows,
             headers=headers,
             header_list=headers.tolist(),
             words=block.view(np.uint64).reshape(len(block), 8),

@@ -26,6 +26,7 @@ from amdgpu.hsa_backend.command_segments import (
     KeptInstance,
     Segment,
 )
+from amdgpu.hsa_backend.python_lane import PythonLane
 from amdgpu.hsa_backend.tracing import announce_all, announce_template
 
 _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
@@ -33,6 +34,12 @@ _TRACE = packets.trace.STATE  # `.sink`: the active trace sink or None
 # or when the lane's kept kernarg blocks are full, a replay with a new table re-patches an
 # idle instance of its lane, or takes the ring path (a fresh kernarg block every time).
 MAX_INSTANCES = 8
+
+
+def _rows_of(lane: Any, seg: Segment) -> Any:
+    """What the lane's submit_rows reads for `seg`: its Rows on a compiled lane (the
+    compiled Submit reads the same), else the block itself (packets.Ring's publish_rows)."""
+    return seg.block_view if seg.rows is None or lane.aql.__class__ is PythonLane else seg.rows
 
 
 class CommandReplay(CommandBuffer):
@@ -131,7 +138,7 @@ class CommandReplay(CommandBuffer):
             # the addresses and the signal set on the way into the ring (no patch of the
             # block first)
             seg.last_rows = (base, lane.signal)
-            lane.submit_rows(seg.block_view, seg.header_list[0], base,
+            lane.submit_rows(_rows_of(lane, seg), seg.header_list[0], base,
                              seg.kernarg_offsets, seg.last_row, lane.signal)
             return
         bw = seg.block_words
@@ -179,7 +186,7 @@ class CommandReplay(CommandBuffer):
         inst.value = value
         if inst.block is None:
             seg.last_block, seg.last_rows = None, (inst.address, inst.signal)
-            lane.submit_rows(seg.block_view, seg.header_list[0], inst.address,
+            lane.submit_rows(_rows_of(lane, seg), seg.header_list[0], inst.address,
                              seg.kernarg_offsets, seg.last_row, inst.signal)
         else:
             seg.last_block, seg.last_rows = inst.block, None

@@ -95,6 +95,9 @@ class Segment:
     # or (kernarg base, signal) of the last publish of `block` through publish_rows
     last_rows: tuple[int, int] | None = None
     block_view: Any = None  # `block` as bytes (B): what publish_rows reads
+    # hotpath.c's Rows of `block` (its distinct rows once each: what the compiled lane's
+    # submit_rows expands into the ring), or None (no compiled build, or parameter grids)
+    rows: Any = None
 
     def full_block(self) -> np.ndarray:
         """A copy of the block last published with its headers in place (what the ring

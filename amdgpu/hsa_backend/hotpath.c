@@ -220,6 +220,7 @@ typedef struct {
     uint64_t queue_address, doorbell_signal;
     Py_buffer index_mem, bell_mem, flags_mem, rung_mem;
     Py_ssize_t index_off, bell_off;              /* byte offsets of the u64 / i64 words */
+    Py_ssize_t read_off;                         /* the read index's, in index_mem; -1: none */
     /* The queue's flag word: the virtual queue's (VirtualQueue.flags) has its first 4
      * bytes (one aligned u32 load) all zero for the lock-free doorbell (no waiter on or
      * note of the doorbell signal, the queue neither destroyed nor failed) and byte
@@ -381,6 +382,8 @@ static int port_native(RingPort *self, PyObject *native) {
     }
     self->index_off = PyLong_AsSsize_t(io);
     self->bell_off = PyLong_AsSsize_t(bo);
+    PyObject *ro = PyDict_GetItemString(native, "read_offset"); /* optional */
+    self->read_off = ro ? PyLong_AsSsize_t(ro) : -1;
     self->flag_unusual = PyLong_AsSsize_t(fu);
     self->flag_wake = PyLong_AsSsize_t(fk);
     if (PyErr_Occurred())
@@ -405,6 +408,7 @@ static int port_native(RingPort *self, PyObject *native) {
         return -1;
     }
     if (self->index_off < 0 || self->index_off % 8 || self->index_off + 8 > self->index_mem.len ||
+        (self->read_off >= 0 && (self->read_off % 8 || self->read_off + 8 > self->index_mem.len)) ||
         self->bell_off < 0 || self->bell_off % 8 || self->bell_off + 8 > self->bell_mem.len) {
         PyErr_SetString(PyExc_ValueError, "hot path: native_ops() offsets outside their words");
         return -1;
@@ -772,21 +776,28 @@ static Py_ssize_t kr_allocate(Lane *self, Py_ssize_t nbytes, uint64_t value, PyO
 
 /* ---- the publish sequence ------------------------------------------------------------------ */
 
-/* publish_rows's two fields (Ring.publish_rows), or none (patch NULL) */
+/* publish_rows's two fields (Ring.publish_rows), or none (patch NULL), and where the rows
+ * come from: row i is the 64 bytes at templates + 64 * index[i] (a Rows: the block's
+ * distinct rows once each), or at templates + 64 * i (index NULL: the block itself). */
 typedef struct {
     uint64_t base, signal;
     const uint64_t *offsets;
     Py_ssize_t k, signal_row;
+    const char *templates;
+    const uint32_t *index;
 } RowPatch;
 
-/* Rows 1..n-1 of a kept replay's block into the ring from id idx + 1 on, the kernarg
- * address (u64 word 5) of each of the first k rows set on its way: one pass over the
- * block, in runs that do not wrap. The stores are plain (the first header's release store
- * publishes them). Each row is two 32-byte moves where the CPU has AVX2 (chosen once, at
- * import), else 64-byte memcpys gcc inlines; rows past k go as one memcpy. A memcpy of
- * the whole block and then a pass for the fields costs ~1.5x this, and a memcpy call per
- * row ~4x (a 10,000-row replay, measured). */
-#define COPY_ROWS_BODY(ROW_COPY)                                                            \
+/* Rows 1..n-1 of a kept replay into the ring from id idx + 1 on, the kernarg address
+ * (u64 word 5) of each of the first k rows set on its way (base + offsets[i]): one pass
+ * over the rows, in runs that do not wrap. The stores are plain (the first header's
+ * release store publishes them). With the AVX2 form (chosen once, at import, where the
+ * CPU has it) a row is two 32-byte loads of its template, word 5 blended into the upper
+ * half in a register and two 32-byte stores; the plain form (any CPU) copies 64 bytes and
+ * stores word 5 after. A Rows' templates stay in the L1 cache, so a replay reads ~12
+ * bytes a row (index, offset) instead of 72: it costs about what the ring's stores cost
+ * alone (docs/BENCHMARKS.md, "The AQL replay of 10,000"). */
+#define ROW_SRC(i) (p->templates + ((size_t)(p->index ? p->index[i] : (uint32_t)(i)) << 6))
+#define COPY_ROWS_BODY(ROW_PATCHED, ROW_COPY)                                               \
     Py_ssize_t i = 1;                                                                       \
     while (i < n) {                                                                         \
         const Py_ssize_t start = (Py_ssize_t)((idx + (uint64_t)i) & mask);                  \
@@ -794,22 +805,24 @@ typedef struct {
         if (run > n - i)                                                                    \
             run = n - i;                                                                    \
         char *dst = mem + (start << 6);                                                     \
-        const char *from = src + (i << 6);                                                  \
         Py_ssize_t patched = p->k - i;                                                      \
         patched = patched < 0 ? 0 : patched > run ? run : patched;                          \
-        for (Py_ssize_t j = 0; j < patched; j++) {                                          \
-            ROW_COPY(dst + (j << 6), from + (j << 6));                                      \
-            ((uint64_t *)(dst + (j << 6)))[5] = p->base + p->offsets[i + j];                \
-        }                                                                                   \
-        if (run > patched)                                                                  \
-            memcpy(dst + (patched << 6), from + (patched << 6), (size_t)(run - patched) << 6); \
+        for (Py_ssize_t j = 0; j < patched; j++)                                            \
+            ROW_PATCHED(dst + (j << 6), ROW_SRC(i + j), p->base + p->offsets[i + j]);       \
+        for (Py_ssize_t j = patched; j < run; j++)                                          \
+            ROW_COPY(dst + (j << 6), ROW_SRC(i + j));                                       \
         i += run;                                                                           \
     }
 
 #define ROW_MEMCPY(d, s) memcpy((d), (s), 64)
-static void copy_rows_plain(char *mem, uint64_t mask, uint64_t idx, const char *src,
-                            Py_ssize_t n, const RowPatch *p) {
-    COPY_ROWS_BODY(ROW_MEMCPY)
+#define ROW_MEMCPY_PATCHED(d, s, karg)                                                      \
+    do {                                                                                    \
+        memcpy((d), (s), 64);                                                               \
+        ((uint64_t *)(d))[5] = (karg);                                                      \
+    } while (0)
+static void copy_rows_plain(char *mem, uint64_t mask, uint64_t idx, Py_ssize_t n,
+                            const RowPatch *p) {
+    COPY_ROWS_BODY(ROW_MEMCPY_PATCHED, ROW_MEMCPY)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -821,15 +834,140 @@ static void copy_rows_plain(char *mem, uint64_t mask, uint64_t idx, const char *
         _mm256_storeu_si256((__m256i *)(d), lo_);                                           \
         _mm256_storeu_si256((__m256i *)((d) + 32), hi_);                                    \
     } while (0)
+/* word 5 is u32 lanes 2 and 3 of the upper 32 bytes: blended in, one store fewer */
+#define ROW_AVX2_PATCHED(d, s, karg)                                                        \
+    do {                                                                                    \
+        __m256i lo_ = _mm256_loadu_si256((const __m256i *)(s));                             \
+        __m256i hi_ = _mm256_loadu_si256((const __m256i *)((s) + 32));                      \
+        hi_ = _mm256_blend_epi32(hi_, _mm256_set1_epi64x((long long)(karg)), 0x0c);         \
+        _mm256_storeu_si256((__m256i *)(d), lo_);                                           \
+        _mm256_storeu_si256((__m256i *)((d) + 32), hi_);                                    \
+    } while (0)
 __attribute__((target("avx2"))) static void copy_rows_avx2(char *mem, uint64_t mask,
-                                                          uint64_t idx, const char *src,
-                                                          Py_ssize_t n, const RowPatch *p) {
-    COPY_ROWS_BODY(ROW_AVX2)
+                                                          uint64_t idx, Py_ssize_t n,
+                                                          const RowPatch *p) {
+    COPY_ROWS_BODY(ROW_AVX2_PATCHED, ROW_AVX2)
 }
 #endif
 
-static void (*copy_rows)(char *, uint64_t, uint64_t, const char *, Py_ssize_t,
-                         const RowPatch *) = copy_rows_plain;
+static void (*copy_rows)(char *, uint64_t, uint64_t, Py_ssize_t, const RowPatch *) =
+    copy_rows_plain;
+
+/* ---- Rows: a packet block's distinct rows, once each ---------------------------------- */
+
+/* Rows(block, k): the rows of a kept packet block (its first header INVALID) as templates
+ * (each distinct row once, its kernarg address word zeroed where it is one of the first k
+ * rows, which a replay sets) and one u32 template index per row. A command buffer's
+ * packets repeat (one kernel and grid for many dispatches, the kernarg address apart), so
+ * the templates are few and a replay expands them into the ring instead of reading the
+ * whole block (HsaCommandBuffer's finalize makes one per segment whose packets carry no
+ * parameter grids; Lane.submit_rows takes it in place of the block). Read-only once made;
+ * `block` is the block it was made from (what a refusal names), `n`, `k` and `distinct`
+ * its counts. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *block;
+    Py_ssize_t n, k, distinct;
+    char *templates; /* distinct * 64 bytes */
+    uint32_t *index; /* n */
+} Rows;
+
+static PyTypeObject RowsType;
+
+static uint64_t row_hash(const uint64_t *w) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 8; i++)
+        h = (h ^ w[i]) * 0xFF51AFD7ED558CCDull;
+    return h ^ (h >> 29);
+}
+
+static PyObject *rows_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"block", "k", NULL};
+    PyObject *block;
+    Py_ssize_t k;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "On", names, &block, &k))
+        return NULL;
+    Py_buffer b;
+    if (PyObject_GetBuffer(block, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const Py_ssize_t n = b.len >> 6;
+    if (b.len % 64 || n < 1 || n > (Py_ssize_t)UINT32_MAX || k < 0 || k > n ||
+        ((const unsigned char *)b.buf)[0] != INVALID_TYPE) {
+        PyErr_Format(PyExc_ValueError,
+                     "Rows takes a packet block of 1.. packets whose first header is INVALID "
+                     "and 0..n kernarg rows (got %zd bytes, k %zd)", b.len, k);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    Rows *self = (Rows *)type->tp_alloc(type, 0);
+    size_t slots = 16;
+    while (slots < 2 * (size_t)n)
+        slots <<= 1;
+    uint32_t *table = PyMem_Malloc(slots * sizeof(uint32_t)); /* template + 1, 0 empty */
+    char *templates = PyMem_Malloc((size_t)n * 64);
+    uint32_t *index = PyMem_Malloc((size_t)n * sizeof(uint32_t));
+    if (self == NULL || table == NULL || templates == NULL || index == NULL) {
+        PyMem_Free(table);
+        PyMem_Free(templates);
+        PyMem_Free(index);
+        Py_XDECREF(self);
+        PyBuffer_Release(&b);
+        return PyErr_NoMemory();
+    }
+    memset(table, 0, slots * sizeof(uint32_t));
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t row[8];
+        memcpy(row, (const char *)b.buf + (i << 6), 64);
+        if (i < k)
+            row[5] = 0; /* the kernarg address: set by each replay */
+        size_t h = (size_t)row_hash(row) & (slots - 1);
+        while (table[h] && memcmp(templates + ((size_t)(table[h] - 1) << 6), row, 64))
+            h = (h + 1) & (slots - 1);
+        if (!table[h]) {
+            memcpy(templates + (distinct << 6), row, 64);
+            table[h] = (uint32_t)++distinct;
+        }
+        index[i] = table[h] - 1;
+    }
+    PyMem_Free(table);
+    PyBuffer_Release(&b);
+    char *shrunk = PyMem_Realloc(templates, (size_t)distinct * 64);
+    self->templates = shrunk ? shrunk : templates;
+    self->index = index;
+    self->n = n;
+    self->k = k;
+    self->distinct = distinct;
+    self->block = Py_NewRef(block);
+    return (PyObject *)self;
+}
+
+static void rows_dealloc(Rows *self) {
+    Py_XDECREF(self->block);
+    PyMem_Free(self->templates);
+    PyMem_Free(self->index);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef rows_members[] = {
+    {"block", T_OBJECT, offsetof(Rows, block), READONLY, "the block it was made from"},
+    {"n", T_PYSSIZET, offsetof(Rows, n), READONLY, "rows"},
+    {"k", T_PYSSIZET, offsetof(Rows, k), READONLY, "kernarg rows (the first k)"},
+    {"distinct", T_PYSSIZET, offsetof(Rows, distinct), READONLY, "templates"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject RowsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amdgpu.hsa_backend._hotpath.Rows",
+    .tp_basicsize = sizeof(Rows),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Rows(block, k): a kept packet block's distinct rows once each, and each "
+              "row's template (Lane.submit_rows takes it in place of the block)",
+    .tp_new = rows_new,
+    .tp_dealloc = (destructor)rows_dealloc,
+    .tp_members = rows_members,
+};
 
 static int64_t now_ns(void) { /* time.monotonic_ns() */
     struct timespec ts;
@@ -855,6 +993,18 @@ static int lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
 
     if (times != NULL)
         times[0] = now_ns();
+    if (port->hint + n - port->read > port->ring_size && port->native == NATIVE_VIRTUAL &&
+        port->read_off >= 0) { /* Room.before_reserve's first look, at the queue's words */
+        const char *words = (const char *)port->index_mem.buf;
+        const uint64_t write = __atomic_load_n((const uint64_t *)(words + port->index_off),
+                                               __ATOMIC_RELAXED);
+        const uint64_t read = __atomic_load_n((const uint64_t *)(words + port->read_off),
+                                              __ATOMIC_ACQUIRE);
+        if ((__int128)read > port->read)
+            port->read = read;
+        if ((__int128)write > port->hint)
+            port->hint = write;
+    }
     if (port->hint + n - port->read > port->ring_size) { /* Room.before_reserve */
         if ((n_obj = from_i128(n)) == NULL)
             return -1;
@@ -908,10 +1058,11 @@ static int lane_publish(RingPort *port, const char *src, Py_ssize_t nbytes,
         const Py_ssize_t tail = ring_bytes - off; /* >= 64: slots are whole */
         char *mem = (char *)port->mem.buf;
         if (patch != NULL) { /* row by row, each row's fields set on its way in */
-            memcpy(mem + off + 4, src + 4, 60); /* the first row: its header stays apart */
+            /* the first row: its header stays apart */
+            memcpy(mem + off + 4, patch->templates + ((size_t)(patch->index ? patch->index[0] : 0) << 6) + 4, 60);
             if (patch->k > 0)
                 ((uint64_t *)(mem + off))[5] = patch->base + patch->offsets[0];
-            copy_rows(mem, (uint64_t)port->mask, (uint64_t)idx, src, (Py_ssize_t)n, patch);
+            copy_rows(mem, (uint64_t)port->mask, (uint64_t)idx, (Py_ssize_t)n, patch);
             ((uint64_t *)(mem + (Py_ssize_t)(((idx + patch->signal_row) & port->mask) << 6)))[7] =
                 patch->signal;
         } else if (nbytes <= tail) {
@@ -1110,7 +1261,9 @@ static PyObject *lane_submit_timed(Lane *self, PyObject *const *args, Py_ssize_t
 
 /* submit_rows(block, first_header, kernarg_base, kernarg_offsets, signal_row, signal) ->
  * first id: Ring.publish_rows (a kept replay: the segment's one block, each row's kernarg
- * address and the completion signal set on the way). Called with the lane's lock held. */
+ * address and the completion signal set on the way). `block` may be the block's Rows
+ * (its templates expanded into the ring: the same bytes). Called with the lane's lock
+ * held. */
 static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "submit_rows(block, first_header, kernarg_base, "
@@ -1136,13 +1289,16 @@ static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "hot path: kernarg_offsets is a uint64 array");
         return NULL;
     }
-    if (lane_view(self, args[0], &src) < 0) {
+    const Rows *rows = Py_TYPE(args[0]) == &RowsType ? (const Rows *)args[0] : NULL;
+    if (lane_view(self, rows ? rows->block : args[0], &src) < 0) {
         PyBuffer_Release(&offs);
         return NULL;
     }
     const Py_ssize_t n = src.len >> 6;
     patch.offsets = (const uint64_t *)offs.buf;
     patch.k = offs.len / 8;
+    patch.templates = rows ? rows->templates : (const char *)src.buf;
+    patch.index = rows ? rows->index : NULL;
     PyObject *r = NULL;
     if (src.len % 64 || n <= 0 || n > self->port.ring_size || patch.k > n ||
         patch.signal_row < 0 || patch.signal_row >= n ||
@@ -1155,6 +1311,10 @@ static PyObject *lane_submit_rows(Lane *self, PyObject *const *args, Py_ssize_t 
         }
         Py_XDECREF(size);
         Py_XDECREF(k);
+    } else if (rows && (rows->n != n || rows->k != patch.k)) { /* made for other rows */
+        PyErr_Format(PyExc_ValueError,
+                     "hot path: Rows of %zd rows with %zd kernarg rows given %zd rows and %zd "
+                     "kernarg offsets", rows->n, rows->k, n, patch.k);
     } else {
         __int128 idx;
         if (lane_publish(&self->port, (const char *)src.buf, src.len, (uint32_t)header, &patch,
@@ -1996,7 +2156,7 @@ static PyObject *s_lanes_, *s_closed, *s_error_status, *s_fault, *s_queue, *s_er
     *s_only, *s_used_params, *s_bindings_needed, *s_slot_bytes, *s_replay_lock, *s_life,
     *s_freed, *s_nbytes, *s_address, *s_handle, *s_acquire, *s_release, *s_instances,
     *s_block, *s_last_block, *s_last_rows, *s_block_view, *s_header_list, *s_kernarg_offsets,
-    *s_last_row, *s_signal, *s_view, *s_aql;
+    *s_last_row, *s_signal, *s_view, *s_aql, *s_rows;
 
 /* `obj.name` through obj's __dict__ where the generic protocol would find it there (no
  * data descriptor of that name on the type), in place for a __slots__ member, else the
@@ -2222,7 +2382,11 @@ static PyObject *submit_locked(Lane *aql, PyObject *seg, PyObject *key) {
     PyObject *first = PyList_GET_ITEM(headers, 0);
     if (block == Py_None) { /* QueueLane.submit_rows: the segment's block, fields set */
         PyObject *argv[6] = {NULL, first, NULL, NULL, NULL, NULL};
-        argv[0] = fast_attr(seg, s_block_view);
+        argv[0] = fast_attr(seg, s_rows); /* its Rows, else the block itself */
+        if (argv[0] == Py_None) {
+            Py_DECREF(argv[0]);
+            argv[0] = fast_attr(seg, s_block_view);
+        }
         argv[2] = fast_attr(inst, s_address);
         argv[3] = fast_attr(seg, s_kernarg_offsets);
         argv[4] = fast_attr(seg, s_last_row);
@@ -2536,9 +2700,10 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
     INTERN(s_signal, "signal");
     INTERN(s_view, "view");
     INTERN(s_aql, "aql");
+    INTERN(s_rows, "rows");
     if (PyType_Ready(&PublisherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
         PyType_Ready(&LaneType) < 0 || PyType_Ready(&SubmitType) < 0 ||
-        PyType_Ready(&LaneLockType) < 0)
+        PyType_Ready(&LaneLockType) < 0 || PyType_Ready(&RowsType) < 0)
         return NULL;
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
@@ -2564,7 +2729,8 @@ PyMODINIT_FUNC PyInit__hotpath(void) {
         PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
         PyModule_AddObject(m, "Lane", (PyObject *)&LaneType) < 0 ||
         PyModule_AddObject(m, "Submit", (PyObject *)&SubmitType) < 0 ||
-        PyModule_AddObject(m, "LaneLock", (PyObject *)&LaneLockType) < 0) {
+        PyModule_AddObject(m, "LaneLock", (PyObject *)&LaneLockType) < 0 ||
+        PyModule_AddObject(m, "Rows", Py_NewRef((PyObject *)&RowsType)) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -244,7 +244,8 @@ class VirtualQueue(Queue):
         """What a compiled producer (amdgpu.hsa_backend's hot path) needs to do
         add_write_index(1) and doorbell()'s common case itself, on the same memory and
         objects as the two methods above: the write-index and doorbell words (buffers and
-        byte offsets), the flag word (`flags`: bytes 0..3 zero for the lock-free path,
+        byte offsets; the read index's offset in the write index's words, for the room
+        check), the flag word (`flags`: bytes 0..3 zero for the lock-free path,
         FLAG_WAKE for a wake; `flag_unusual_bytes`, `flag_wake`: their offsets), the
         processor (its `wake`) and its rung word (an int64 raised to max(rung, id) under
         the GIL, as raise_rung does). None where the write index is not GIL-atomic (a
@@ -254,6 +255,7 @@ class VirtualQueue(Queue):
         proc = self.processor
         return {
             "index_words": self._words, "index_offset": _W_WRITE * 8,
+            "read_offset": _W_READ * 8,  # the read index, in the same words: room checks
             "bell_words": self._bell_words, "bell_offset": self._bell_value * 8,
             "queue": self, "flags": self.flags, "flag_unusual_bytes": 4, "flag_wake": FLAG_WAKE,
             "processor": proc, "rung": proc._rung,
