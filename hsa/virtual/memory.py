@@ -287,6 +287,15 @@ def _is_pow2(size: int) -> bool:
     return size in _SHIFT
 
 
+def _windows(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`data` as one `dtype` value at every byte offset: a view whose item i is the
+    itemsize bytes at offset i, so that an unaligned access of many lanes (a dwordx4 load at
+    a dword address: a convolution's window) is one item gather or scatter, not an index
+    per byte (x16 the index array, byte copies)."""
+    return np.ndarray((data.size - dtype.itemsize + 1,), dtype=dtype, buffer=data,
+                      strides=(1,))
+
+
 def _gather_one(data: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
     size = dtype.itemsize
     if size == 1:
@@ -294,8 +303,7 @@ def _gather_one(data: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.nd
     if not np.any(offsets % size):  # aligned: index a typed view
         usable = data[: data.size - data.size % size].view(dtype)
         return usable[offsets // size]
-    idx = offsets[:, None] + np.arange(size)
-    return data[idx].reshape(-1).view(dtype)
+    return _windows(data, dtype)[offsets]
 
 
 def _scatter_one(data: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> None:
@@ -306,5 +314,5 @@ def _scatter_one(data: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> N
     if not np.any(offsets % size):
         data[: data.size - data.size % size].view(values.dtype)[offsets // size] = values
         return
-    idx = offsets[:, None] + np.arange(size)
-    data[idx] = np.ascontiguousarray(values).view(np.uint8).reshape(-1, size)
+    # overlapping windows: a later lane's bytes win, as with one store after another
+    _windows(data, values.dtype)[offsets] = values

@@ -133,6 +133,12 @@ class Program:
     def cache_for(self, msb: int) -> dict[int, Compiled]:
         return self.cache if msb == 0 else self.mode_caches.setdefault(msb, {})
 
+    def ends_at(self, pc: int) -> bool:
+        """Whether the instruction at `pc` is s_endpgm (a wave there has nothing left to
+        do, so it needs no state and no merge with the waves that meet it there)."""
+        c = self.at(pc)
+        return c.fn is not None and c.inst.name in ("s_endpgm", "s_endpgm_saved")
+
     def at(self, pc: int, msb: int = 0) -> Compiled:
         cache = self.cache_for(msb)
         c = cache.get(pc)
@@ -680,7 +686,7 @@ class Executor:
                 for g in live:
                     g.waiting = False
                     g.pc += 4  # s_barrier is one dword
-            groups = self._merge(live)
+            groups = self._merge(live, prog)
             ready = [x for x in groups if not x.waiting]
             awake = [x for x in ready if not x.sleeping]
             if not awake:  # every runnable group slept: all of them get their turn again
@@ -692,12 +698,15 @@ class Executor:
             groups = others + self._run_group(g, prog, ctx, others)
 
     @staticmethod
-    def _merge(groups: list[WaveGroup]) -> list[WaveGroup]:
+    def _merge(groups: list[WaveGroup], prog: Program) -> list[WaveGroup]:
         by_pc: dict[tuple[int, bool, int], list[WaveGroup]] = {}
         for g in groups:
             by_pc.setdefault((g.pc, g.waiting, g.vgpr_msb), []).append(g)
         out = []
-        for (_, waiting, _msb), gs in by_pc.items():
+        for (pc, waiting, _msb), gs in by_pc.items():
+            if len(gs) > 1 and not waiting and prog.ends_at(pc):
+                out.extend(gs)  # all end at the next step: merging would only copy them
+                continue
             m = gs[0] if len(gs) == 1 else WaveGroup.merge(gs)
             m.waiting = waiting
             out.append(m)
@@ -756,7 +765,9 @@ class Executor:
                 except Exception as e:  # a gap in the semantics: a clean queue error
                     raise self._failed(c, ctx, e) from e
                 if isinstance(result, list):  # divergent scalar branch
-                    return [g.take(sel, pc) for sel, pc in result]
+                    # waves that branch to s_endpgm end there: no copy of their state (a
+                    # bounds check's `if (x >= width) return;` over a big grid)
+                    return [g.take(sel, pc) for sel, pc in result if not prog.ends_at(pc)]
                 if result == END:
                     g.done = True
                     return [g]

@@ -274,8 +274,12 @@ class WaveGroup:
 
     # --- split / merge ---------------------------------------------------------------------
     def take(self, select: np.ndarray, pc: int) -> WaveGroup:
-        g = WaveGroup(self.s[select], np.ascontiguousarray(self.v[:, select]),
-                      self.scc[select], self.waves[select], pc)
+        # np.take along the wave axis copies each wave's rows once into a C-contiguous
+        # array; a boolean index there (v[:, select]) gave a strided result that then
+        # needed a second copy: x4 the time on a big group (a 1024x1024 grid's bounds check)
+        index = np.flatnonzero(select)
+        g = WaveGroup(self.s[index], np.take(self.v, index, axis=1), self.scc[index],
+                      self.waves[index], pc)
         g.vgpr_msb = self.vgpr_msb
         return g
 

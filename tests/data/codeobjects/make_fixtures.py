@@ -209,6 +209,28 @@ extern "C" __global__ void grid_sum(const int* x, int* partial, int* out, int n)
 }
 """
 
+# A 2D convolution shaped like ROCm's public convolution sample (issue 32's "4096x4096
+# convolution did not finish"): a 5x5 mask in __constant__ memory (s_getpc + s_load of the
+# symbol), a zero-padded input read as dwordx4 windows at dword addresses, size_t indexing,
+# and a bounds check that ends the work-items of the grid's partial blocks at s_endpgm.
+HIP_CONVOLUTION = r"""
+#include <hip/hip_runtime.h>
+
+__constant__ float conv_mask[5 * 5];
+
+extern "C" __global__ void convolution_5x5(const float* padded, float* out, uint2 size) {
+  const size_t x = blockDim.x * blockIdx.x + threadIdx.x;
+  const size_t y = blockDim.y * blockIdx.y + threadIdx.y;
+  const size_t width = size.x, height = size.y, pitch = width + 4;  // 2 a side of padding
+  if (x >= width || y >= height) return;
+  float sum = 0.0f;
+  for (size_t my = 0; my < 5; ++my)
+    for (size_t mx = 0; mx < 5; ++mx)
+      sum += padded[(y + my) * pitch + x + mx] * conv_mask[my * 5 + mx];
+  out[y * width + x] = sum;
+}
+"""
+
 HIP_BUILDS = [
     ("hipcc_builtins.hsaco", HIP_BUILTINS,
      ["--offload-arch=gfx1100", "--offload-arch=gfx90a", "-nogpulib",
@@ -218,6 +240,7 @@ HIP_BUILDS = [
     ("hipcc_memory_model.hsaco", HIP_MEMORY_MODEL,
      ["--offload-arch=gfx90a", "--offload-arch=gfx940", "--offload-arch=gfx1100", "-nogpulib",
       "-mcode-object-version=5"]),
+    ("hipcc_convolution.hsaco", HIP_CONVOLUTION, ["--offload-arch=gfx90a"]),
 ]
 
 

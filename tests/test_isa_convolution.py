@@ -1,0 +1,84 @@
+"""hipcc's 5x5 convolution (issue 32: "a 4096x4096 convolution sample did not finish in
+300 s") on the gfx90a executor: the mask in __constant__ memory, dwordx4 loads at dword
+addresses, and a bounds check whose out-of-range waves end at once.
+
+The fixture (tests/data/codeobjects/hipcc_convolution.hsaco, its source in make_fixtures.py)
+is shaped like ROCm's public convolution sample, launched as the sample does: 32x32
+workgroups over (size + 32) / 32 blocks a side, so the last row and column of blocks hold
+waves that are wholly out of range. Those waves branch (s_cbranch_execz) straight to
+s_endpgm: the executor ends them where they branch, copying only the waves that go on, and
+never merges groups that meet at s_endpgm (each copy was the whole batch's registers:
+most of the sample's time)."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from codeobjects import hip_entries
+
+pytestmark = [pytest.mark.hsa_virtual, pytest.mark.isa_gfx9]
+
+# the sample's mask (a 5x5 of small multiples of 0.5: with integer inputs every sum is exact)
+MASK = np.array([1, 3, 0, -2, 0, 1, 4, 0, -8, -4, 2, 7, 0, -12, 0, 2, 3, 1.5, -8, -4,
+                 0, 1, 0, -2, 0], np.float32)
+
+
+def _reference(padded: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros((n, n), np.float64)
+    for my in range(5):
+        for mx in range(5):
+            out += padded[my:my + n, mx:mx + n] * np.float64(MASK[my * 5 + mx])
+    return out.astype(np.float32)  # exact: integer inputs, half-integer weights
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    from hsa.virtual.gfx11.testing import Harness
+
+    h = Harness("gfx90a")
+    code = h.load(hip_entries("hipcc_convolution.hsaco")["hipv4-amdgcn-amd-amdhsa--gfx90a"])
+    mask = code.code_object.symbols["conv_mask"]
+    h.memory.write(code.base + mask.value, MASK)  # hipMemcpyToSymbol
+    return h, code
+
+
+def test_convolution_is_exact_and_out_of_range_waves_end_uncopied(loaded, monkeypatch):
+    from hsa.virtual.isa.state import WaveGroup
+
+    h, code = loaded
+    n = 100  # 4x4 blocks of 32x32; rows 100-127 of the last block row are out of range
+    rng = np.random.default_rng(5)
+    padded = np.zeros((n + 4, n + 4), np.float32)
+    padded[2:-2, 2:-2] = rng.integers(0, 256, (n, n))
+    src = h.buffer(padded)
+    out = h.buffer(np.full(n * n + 64, -7, np.float32))  # 64 guard floats after the grid
+
+    taken: list[int] = []
+    merged: list[int] = []
+    take, merge = WaveGroup.take, WaveGroup.merge
+
+    def spy_take(self, select, pc):
+        g = take(self, select, pc)
+        taken.append(g.count)
+        return g
+
+    def spy_merge(groups):
+        merged.append(len(groups))
+        return merge(groups)
+
+    monkeypatch.setattr(WaveGroup, "take", spy_take)
+    monkeypatch.setattr(WaveGroup, "merge", staticmethod(spy_merge))
+    side = (n + 32) // 32 * 32
+    h.dispatch(code, "convolution_5x5", (side, side, 1), (32, 32, 1),
+               [src, out, struct.pack("<II", n, n)])
+
+    got = h.read(out, np.float32, n * n + 64)
+    assert np.array_equal(got[:n * n].reshape(n, n), _reference(padded, n))
+    assert (got[n * n:] == -7).all()
+    # 16 blocks of 16 waves (two rows of 32 a wave): in the last block row, rows 100-127
+    # (14 waves a block, 4 blocks) have no lane in range and end; the 200 others (the
+    # last block column's waves with 4 of 32 columns in range too) are the one copy
+    assert taken == [16 * 16 - 14 * 4]
+    assert merged == []
