@@ -388,6 +388,33 @@ def test_a_kept_instance_is_repatched_only_once_its_lane_completed_it(
     dev.synchronize()
 
 
+def test_the_least_recently_used_idle_instance_is_repatched(dev, code_object, monkeypatch):
+    """With every instance slot taken, a new table (seen twice) re-patches the instance of
+    the lane used longest ago (the lowest timeline value), not the one used last; the
+    other keeps its table's bytes. On the compiled Submit and the Python method alike."""
+    from amdgpu.hsa_backend import command_replay as hcb
+
+    monkeypatch.setattr(hcb, "MAX_INSTANCES", 2)
+    saxpy, cb = _record(dev, code_object)
+    ln = dev.lanes_[0]
+    a, b, c, d, e, f = (dev.buffer(4096) for _ in range(6))
+    kept = {}
+    for t in ([a, b], [c, d], [a, b], [c, d]):  # each kept from its second submission
+        first = ln.queue.load_write_index()
+        dev.submit(cb, t)
+        kept[t[0].address] = _published(ln, first, 4)[0]
+    dev.submit(cb, [a, b])  # (a, b) used last: (c, d) is the least recently used
+    dev.synchronize()
+    dev.submit(cb, [e, f])  # seen once: the ring path
+    first = ln.queue.load_write_index()
+    dev.submit(cb, [e, f])
+    kargs, _ = _published(ln, first, 4)
+    assert kargs == kept[c.address]  # (c, d)'s kept block, re-patched
+    assert _kernarg_words(ln, kargs[0], 2) == (e.address, f.address)
+    assert _kernarg_words(ln, kept[a.address][0], 2) == (a.address, b.address)
+    dev.synchronize()
+
+
 def test_a_dropped_command_buffer_gives_its_kept_blocks_back(dev, code_object):
     """Kept kernarg blocks return to the lane when their command buffer is dropped, and
     are handed out again only once the lane has completed what read them."""

@@ -176,14 +176,12 @@ class CommandReplay(CommandBuffer):
         (the caller takes the ring path). Under the replay lock and the lane's lock."""
         instances = seg.instances
         key = (lane, addrs)
-        inst = instances.pop(key, None)
+        inst = instances.get(key)
         if inst is None:
             inst = self._instance(lane, seg, addrs) if self._seen(seg, lane, addrs) else None
             if inst is None:
                 return False
-        else:  # the most recently used goes last
-            instances[key] = inst
-        inst.value = value
+        inst.value = value  # also its place in the lane's use order (values only grow)
         if inst.block is None:
             seg.last_block, seg.last_rows = None, (inst.address, inst.signal)
             lane.submit_rows(_rows_of(lane, seg), seg.header_list[0], inst.address,
@@ -226,13 +224,12 @@ class CommandReplay(CommandBuffer):
         inst = None
         if len(instances) >= MAX_INSTANCES:
             done = lane.completed()
-            for key, old in instances.items():
-                if key[0] is lane and old.value <= done:
-                    inst = old
-                    del instances[key]
-                    break
-            if inst is None:
+            idle = [(old.value, key) for key, old in instances.items()
+                    if key[0] is lane and old.value <= done]
+            if not idle:
                 return None
+            # the least recently used: the lowest value (each use takes a new one)
+            inst = instances.pop(min(idle, key=lambda x: x[0])[1])
         else:
             inst = self._new_instance(lane, seg)
             if inst is None:

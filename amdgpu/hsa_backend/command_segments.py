@@ -88,7 +88,8 @@ class Segment:
     trace_template: Any = None
     trace_sinks: Any = None
     trace_sink: Any = None
-    # replay instances (see KeptInstance), least recently used first: (lane, table) -> one
+    # replay instances (see KeptInstance): (lane, table) -> one; a lane's are ordered by use by
+    # their `value` (the timeline value of their latest submission)
     instances: dict = field(default_factory=dict)
     seen: dict = field(default_factory=dict)  # (lane, table) -> None: the latest tables
     last_block: Any = None  # the block last published (an instance's, or `block`)

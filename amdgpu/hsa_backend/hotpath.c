@@ -2153,8 +2153,8 @@ static PyTypeObject DispatchType = {
 /* HsaDevice.submit(cb, bindings, lane, wait)'s short way (HsaCommandBuffer._submit): a
  * finalized one-segment command buffer of this device, no waits, no parameters, no timer
  * or trace sink, a binding table the Python checks would accept and that has a kept
- * instance on the lane: under the replay lock and the lane's lock, the instance goes last
- * in the LRU order, takes the new timeline value and is published (Ring.publish_rows or
+ * instance on the lane: under the replay lock and the lane's lock, the instance takes the
+ * new timeline value (which also orders its lane's instances by use) and is published (Ring.publish_rows or
  * publish_ready: the ring's own, compiled), the lane's counter moves. Everything else,
  * before anything changed, goes to `slow`, the Python method, with the call as it came. */
 typedef struct {
@@ -2379,9 +2379,7 @@ static PyObject *submit_locked(Lane *aql, PyObject *seg, PyObject *key) {
     const uint64_t next = aql->submitted + 1;
     if ((value = PyLong_FromUnsignedLongLong(next)) == NULL)
         goto done;
-    /* the most recently used goes last */
-    if (PyDict_DelItem(instances, key) < 0 || PyDict_SetItem(instances, key, inst) < 0)
-        goto fail;
+    /* its value is also its place in the lane's use order (CommandReplay._instance) */
     if (fast_set(inst, s_value, value) < 0)
         goto fail;
     if ((block = fast_attr(inst, s_block)) == NULL ||
