@@ -16,7 +16,11 @@ gives the rate over the process's CPU time (time.process_time), which other proc
 load disturbs less than the wall clock.
 
     python benchmarks/bench_executor.py [--n 1048576] [--matmul 256] [--repeat 3]
-        [--targets gfx1100,gfx942] [--gemm 1024 [--only-gemm]] [--json]
+        [--targets gfx1100,gfx942] [--gemm 1024 [--only-gemm]] [--convolution 1024] [--json]
+
+--convolution N runs only hipcc's 5x5 convolution over an N x N grid on gfx90a
+(tests/data/codeobjects/hipcc_convolution.hsaco, shaped like ROCm's public sample; issue
+32), checked exact, against numpy computing the same result in the same run.
 
 --atomics runs only the atomics row per target, over --n lanes: clang OpenCL global
 atomics (returning add_u32 over 4096 addresses, add_f32 over 256, max_u32 on one address,
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -321,6 +326,51 @@ def bench_atomics(h: Harness, n: int, repeat: int) -> dict:
     }
 
 
+CONVOLUTION = Path(__file__).resolve().parents[1] / "tests/data/codeobjects/hipcc_convolution.hsaco"
+CONV_MASK = np.array([1, 3, 0, -2, 0, 1, 4, 0, -8, -4, 2, 7, 0, -12, 0, 2, 3, 1.5, -8, -4,
+                      0, 1, 0, -2, 0], np.float32)
+
+
+def bench_convolution(n: int, repeat: int) -> dict:
+    """hipcc's 5x5 convolution (the shape of ROCm's public sample, issue 32) over an n x n
+    grid on the gfx90a executor, launched as the sample does (32x32 workgroups, (n + 32) /
+    32 blocks a side); integer inputs make the result exact, checked against numpy."""
+    from hsa.abi.codeobject import read_offload_bundle
+
+    h = Harness("gfx90a")
+    entries = read_offload_bundle(CONVOLUTION.read_bytes())
+    code = h.load(entries["hipv4-amdgcn-amd-amdhsa--gfx90a"])
+    h.memory.write(code.base + code.code_object.symbols["conv_mask"].value, CONV_MASK)
+    padded = np.zeros((n + 4, n + 4), np.float32)
+    padded[2:-2, 2:-2] = np.random.default_rng(0).integers(0, 256, (n, n))
+    src, out = h.buffer(padded), h.alloc(4 * n * n)
+    side = (n + 32) // 32 * 32
+
+    def run() -> None:
+        h.dispatch(code, "convolution_5x5", (side, side, 1), (32, 32, 1),
+                   [src, out, struct.pack("<II", n, n)])
+
+    def direct() -> np.ndarray:  # numpy computing the same result, the overhead's baseline
+        acc = np.zeros((n, n), np.float32)
+        for k in range(25):
+            acc += padded[k // 5:k // 5 + n, k % 5:k % 5 + n] * CONV_MASK[k]
+        return acc
+
+    run()  # warm: decode and compile once
+    seconds = _best(run, repeat)
+    lane_instr = h.executor.last_lane_instructions
+    rates = _rates(lane_instr, seconds)
+    numpy_seconds = _best(direct, max(repeat, 3))
+    if not np.array_equal(h.read(out, np.float32, n * n).reshape(n, n), direct()):
+        raise SystemExit("the convolution on gfx90a differs from numpy")
+    return {
+        "kernel": f"hipcc convolution 5x5 {n}x{n} (gfx90a)", "row": "convolution",
+        "target": "gfx90a", "elements": n * n, "seconds": seconds,
+        "instructions": h.executor.last_instructions, "lane_instructions": lane_instr,
+        **rates, "numpy_seconds": numpy_seconds, "overhead_vs_numpy": seconds / numpy_seconds,
+    }
+
+
 def bench_copy_targets(n: int, repeat: int) -> list[dict]:
     """The library copy kernel through the driver on each virtual target, same n."""
     import amdgpu
@@ -383,8 +433,23 @@ def main() -> None:
                         "the 1024^3 ones, for machines without IREE)")
     p.add_argument("--atomics", action="store_true",
                    help="only the atomics-against-stores row per target (--n lanes)")
+    p.add_argument("--convolution", type=int, default=0, metavar="N",
+                   help="only hipcc's 5x5 convolution over an N x N grid on gfx90a (issue 32; "
+                        "1024: about a second a run on one core)")
     args = p.parse_args()
     results = []
+    if args.convolution:
+        r = bench_convolution(args.convolution, args.repeat)
+        r["ratio_to_first_target"] = 1.0
+        if args.json:
+            print(json.dumps([r], indent=1))
+            return
+        print(f"{r['kernel']}: {r['seconds'] * 1e3:.1f} ms ({r['cpu_seconds'] * 1e3:.1f} ms "
+              f"CPU), {r['instructions']} instructions, {r['lane_instructions'] / 1e6:.1f} M "
+              f"lane-instructions, {r['lane_instructions_per_s'] / 1e6:.1f} M/s "
+              f"({r['lane_instructions_per_cpu_s'] / 1e6:.1f} M per CPU second); numpy "
+              f"{r['numpy_seconds'] * 1e3:.1f} ms (x{r['overhead_vs_numpy']:.0f}); exact")
+        return
     if args.atomics:
         for target in (args.target or args.targets).split(","):
             r = bench_atomics(Harness(target.strip()), args.n, args.repeat)

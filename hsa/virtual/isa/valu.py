@@ -30,16 +30,52 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.uint32).view(np.float32)
 
 
+def _fused_sum(a, b, c, fraction_bits: int, min_exponent: int) -> np.ndarray:
+    """a * b + c in f64 such that its conversion to a float format of `fraction_bits`
+    (f32: 23, f16: 10) whose normals start at 2**min_exponent rounds the exact value once.
+
+    The product of two f32 (or f16) values is exact in f64; the f64 sum is rounded, and a
+    conversion of that rounds again. The two roundings differ from one only where the f64
+    sum lands exactly on a midpoint of the narrow format while the exact sum lies off it
+    (fma(1 + 2**-23, 3, -2**-80) in f32: the midpoint 3 + 1.5 * 2**-22 rounded to even, up,
+    where the exact value is below it). Those lanes (a midpoint's bit pattern, or the narrow
+    format's subnormal range, where the midpoints sit elsewhere) take the sum rounded to
+    odd instead: the exact error (TwoSum) moves an even sum one f64 ulp toward the exact
+    value, to a neighbour no midpoint can be."""
+    p = np.multiply(a, b, dtype=f64)
+    if isinstance(p, np.ndarray) and p.shape == np.broadcast_shapes(p.shape, np.shape(c)):
+        s = np.add(p, c, out=p)  # in place: one f64 array, not two (x2 faster)
+    else:
+        s = np.asarray(np.add(p, c, dtype=f64))
+    shape = s.shape
+    s = s.reshape(-1) if s.ndim == 0 else s  # (a view: a ufunc's result is contiguous)
+    bits = s.view(u64)
+    drop = 52 - fraction_bits
+    suspect = (bits & u64((1 << drop) - 1)) == u64(1 << (drop - 1))
+    suspect |= (bits & u64(0x7FF << 52)) < u64((1023 + min_exponent) << 52)
+    if suspect.any():
+        where = np.nonzero(suspect)
+        x, y, z = (np.broadcast_to(np.asarray(v, f64), s.shape)[where] for v in (a, b, c))
+        prod, total = x * y, s[where]
+        back = total - prod
+        err = (prod - (total - back)) + (z - back)
+        odd = (err != 0) & np.isfinite(total) & (bits[where] & u64(1) == 0)
+        away = (err > 0) == (total > 0)  # toward the exact value: away from zero or toward
+        step = np.where(away, u64(1), u64(0xFFFFFFFFFFFFFFFF))
+        bits[where] += np.where(odd, step, u64(0))
+    return s.reshape(shape)
+
+
 def _fma(a, b, c):
-    # the ufuncs cast their operands to f64 in buffered chunks: no whole-array f64 copies
-    return np.add(np.multiply(a, b, dtype=f64), c, dtype=f64).astype(f32)
+    """An f32 FMA, rounded once (the hardware's fused multiply-add)."""
+    return _fused_sum(a, b, c, 23, -126).astype(f32)
 
 
 def _fma16(a, b, c):
     """An f16 FMA, rounded once: the f64 result straight to f16 (as f32 values, which hold
     every f16 exactly). Through f32 it would be rounded twice, and f32's 24 bits are too
     few for a fused result to survive that (v_pk_fmac_f16 was 1 ulp off for some inputs)."""
-    return np.add(np.multiply(a, b, dtype=f64), c, dtype=f64).astype(np.float16).astype(f32)
+    return _fused_sum(a, b, c, 10, -14).astype(np.float16).astype(f32)
 
 
 def _minmax_f(fn):  # IEEE minNum/maxNum: a NaN operand yields the other one
@@ -999,18 +1035,26 @@ def _addsub(g: WaveGroup, form: AluForm, sub: bool, rev: bool, carry_in: bool) -
     # lanes DPP disables (row/bank mask, out-of-bounds without bound_ctrl) write neither
     # the result nor a carry bit, like lanes EXEC leaves out
     dpp = DppSource(g, form.inst) if form.dpp else None
-    a = np.asarray(read_src(g, form, 0, "u32", dpp), u64)
-    b = np.asarray(read_src(g, form, 1, "u32", dpp), u64)
+    # in u32, wrapping (the executor silences numpy's overflow warnings): a carry out is a
+    # wrapped sum below an addend, a borrow a minuend below the subtrahend; half the bytes
+    # of the u64 form and no widening or masking passes (the 64-bit address arithmetic
+    # of every global access)
+    a = np.asarray(read_src(g, form, 0, "u32", dpp), u32)
+    b = np.asarray(read_src(g, form, 1, "u32", dpp), u32)
     if rev:
         a, b = b, a
-    c = _carry_mask(g, form, 2).astype(u64) if carry_in else u64(0)
     if sub:
-        r = a - b - c
-        carry = (a < b + c)
+        r = a - b
+        carry = a < b
     else:
-        r = a + b + c
-        carry = r > M32
-    g.vwrite(form.vdst, (r & M32).astype(u32), dpp.write if dpp else None)
+        r = a + b
+        carry = r < a
+    if carry_in:
+        c = _carry_mask(g, form, 2)
+        t = r
+        r = t - c if sub else t + c  # bool c: numpy adds it as 0/1 in u32
+        carry = carry | ((t < c) if sub else (r < t))
+    g.vwrite(form.vdst, r, dpp.write if dpp else None)
     _write_sdst_mask(g, form, carry if dpp is None else carry & dpp.write)
 
 
