@@ -22,7 +22,8 @@
  *                                   every header apart), timed for a trace record
  *         submit_rows(block, first_header, base, offsets, signal_row, signal)
  *                                   a kept replay, each row's kernarg address and the
- *                                   completion signal set on the way
+ *                                   completion signal set on the way; `block` may be its
+ *                                   Rows (below), expanded into the ring
  *         publisher(size, words, header) -> Publisher    one launch's immediate dispatch
  *         set_timed(flag)           the lane's mode: a DispatchTimer on or off (with the
  *                                   module's set_traced, the trace sink's: see `traced`)
@@ -31,6 +32,9 @@
  *       that form (ready_view, rows_view, many_view), which raises the one-line
  *       PacketError; room is waited for by packets.ring.Room (the one wait, with its
  *       QueueFullError).
+ *   Rows(block, k)    a segment's packet rows deduplicated (each distinct row once, a u32
+ *       template index per row), made once at finalize: a replay reads ~12 bytes a row
+ *       instead of 72 (docs/BENCHMARKS.md, "The AQL replay of 10,000 ... by parts").
  *   Publisher(data) -> timeline value    lane_submit: lock, value, kernarg block, store,
  *       the template's kernarg address, lane_publish of the template, counter.
  *   Dispatch(dev, slow, ...)(kernel, grid, block, args, lane, wait, ...) -> TimelinePoint
