@@ -110,3 +110,20 @@ def test_wmma_int_matches_per_lane_reference(bits, signs):
 
 def test_wmma_int_clamp_saturates():
     _wmma_int(8, True, True, clamp=True)
+
+
+@pytest.mark.parametrize("lanes", [32, 64])
+def test_lane_masks_unpack_every_bit_in_lane_order(lanes):
+    """WaveGroup.lane_mask (EXEC, VCC, compare results) unpacks the SGPR (pair)'s bytes:
+    lane i is bit i of the low word, lane 32 + i bit i of the high one, and a write and a
+    read give back the mask."""
+    rng = np.random.default_rng(lanes)
+    g = _group(5, lanes, 1, rng)
+    g.s[:, d.VCC_LO:d.VCC_LO + 2] = rng.integers(0, 2**32, (5, 2), dtype=np.uint64)
+    got = g.lane_mask(d.VCC_LO)
+    for w in range(5):
+        word = int(g.s[w, d.VCC_LO]) | (int(g.s[w, d.VCC_LO + 1]) << 32 if lanes == 64 else 0)
+        assert got[w].tolist() == [bool(word >> i & 1) for i in range(lanes)]
+    mask = rng.random((5, lanes)) < 0.5
+    g.write_lane_mask(d.EXEC_LO, mask)
+    assert (g.exec_mask() == mask).all() and g.exec_mask().dtype == bool

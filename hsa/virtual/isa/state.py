@@ -238,13 +238,13 @@ class WaveGroup:
             if code >= 128:
                 value64 = np.uint64(inline_constant(code, "64") or 0)
                 return np.broadcast_to((value64 & _LANE_BITS64) != 0, (self.count, n))
-            lo = self.s[:, code].astype(np.uint64)
-            both = lo | (self.s[:, code + 1].astype(np.uint64) << np.uint64(32))
-            return (both[:, None] & _LANE_BITS64) != 0
-        if code >= 128:
+        elif code >= 128:
             value = inline_constant(code) or 0
             return np.broadcast_to((np.uint32(value) & _LANE_BITS) != 0, (self.count, n))
-        return (self.s[:, code][:, None] & _LANE_BITS) != 0
+        # the SGPR (pair)'s little-endian bytes unpacked, lowest bit first: one byte a lane
+        # written, not a 64-bit AND and compare per lane (x10: every VCC carry-in)
+        words = np.ascontiguousarray(self.s[:, code: code + n // 32])
+        return np.unpackbits(words.view(np.uint8), axis=1, bitorder="little").view(bool)
 
     def mask_zero(self, code: int) -> np.ndarray:
         """(waves,) bool: the lane mask at `code` (one SGPR or a wave64 pair) is zero."""
