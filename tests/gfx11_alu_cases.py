@@ -125,6 +125,14 @@ CASES = {
                                            ^ np.median(np.stack([S(a), S(b), S(c)]),
                                                        axis=0).astype(i32).view(u32)
                                            ^ np.minimum(np.minimum(a, b), c)), None),
+    # a VGPR-pair address with a negative immediate offset (signed, modulo 2**64)
+    "global_negative_offset": ("v_mov_b32 v7, s7\n"
+                               "v_add_co_u32 v6, vcc_lo, s6, v10\n"
+                               "v_add_co_ci_u32_e32 v7, vcc_lo, 0, v7, vcc_lo\n"
+                               "v_add_co_u32 v6, vcc_lo, 0x40, v6\n"
+                               "v_add_co_ci_u32_e32 v7, vcc_lo, 0, v7, vcc_lo\n"
+                               "global_load_b32 v4, v[6:7], off offset:-64\n"
+                               "s_waitcnt vmcnt(0)", "u32", lambda a, b, c: a, None),
     "carry_chain": ("v_add_co_u32 v5, vcc_lo, v1, v2\n"
                     "v_add_co_ci_u32_e32 v4, vcc_lo, 0, v3, vcc_lo", "u32",
                     lambda a, b, c: c + ((a.astype(np.uint64) + b) >> np.uint64(32)).astype(u32),

@@ -19,7 +19,7 @@ from ground.status import HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION
 from hsa.virtual.isa import operands as d
 from hsa.virtual.isa.atomics import atomic_fn as _atomic_fn
 from hsa.virtual.isa.atomics import atomic_rmw
-from hsa.virtual.isa.state import WaveGroup
+from hsa.virtual.isa.state import WaveGroup, join64
 from hsa.virtual.memory import MemoryMap
 
 
@@ -386,10 +386,11 @@ def compile_flat(inst: d.Instruction) -> Callable | None:
                 a = (base[:, None] + g.v[f["addr"]].astype(u64) * u64(scale)).reshape(-1)
             else:
                 a = base[idx // g.lanes] + _sel(g.v[f["addr"]], idx).astype(u64) * u64(scale)
-        else:
-            a = _sel(g.v[f["addr"]], idx).astype(u64) | (
-                _sel(g.v[f["addr"] + 1], idx).astype(u64) << u64(32))
-        return (a.astype(np.int64) + off).astype(u64) if off else a
+        else:  # the register pair's words interleaved and viewed as u64: two copies
+            a = join64(_sel(g.v[f["addr"]], idx), _sel(g.v[f["addr"] + 1], idx))
+        if off:  # a signed offset, modulo 2**64 (a is this call's own array)
+            a += u64(off % (1 << 64))
+        return a
 
     # a wave-uniform scratch dword access (no VGPR or SGPR address: clang's spills)
     uniform = (seg == "SCRATCH" and f["saddr"] == d.NULL and not f["sve"] and not to_lds
