@@ -98,12 +98,18 @@ def _round_f32(x: Fraction) -> np.float32:
 def test_fused_multiply_adds_round_once(loaded):
     """The kernel's v_fma_f32/v_fmac_f32 chain over ordinary floats, against exact
     arithmetic rounded once per step: a multiply then an add (two roundings) differs in
-    about one output in three here. (The executor's f64 sum, rounded again to f32, is
-    still one ulp off where it lands exactly on an f32 midpoint the exact sum is not on,
-    which needs operands 2**29 apart: fma(1 + 2**-23, 3, -2**-80); see valu._fused_sum.)"""
+    about one output in three here. Two outputs land their f64 sum exactly on an f32
+    midpoint that the exact sum is not on (the sum so far -2**-80, then fma(1 + 2**-23, 3,
+    sum): exactly below the midpoint 3 + 1.5 * 2**-22, which an f64 sum rounded again to
+    f32 ties up to even; and its mirror)."""
     h, code = loaded
     n = 8
     padded = np.random.default_rng(3).standard_normal((n + 4, n + 4)).astype(np.float32)
+    padded[:2, :] = 0  # out[0, x] sums rows 0-4: rows 0-1 zero, so the first fmas are exact
+    padded[0, 0], padded[0, 1] = -2.0 ** -80, 1 + 2.0 ** -23
+    padded[2:5, 0:9] = 0
+    padded[0, 4], padded[0, 5] = 2.0 ** -80, 1 + 3 * 2.0 ** -23
+    padded[2:5, 4:9] = 0
     src = h.buffer(padded)
     out = h.buffer(np.zeros(n * n, np.float32))
     h.dispatch(code, "convolution_5x5", (32, 32, 1), (32, 32, 1),
@@ -119,5 +125,6 @@ def test_fused_multiply_adds_round_once(loaded):
                 acc = _round_f32(term + Fraction(float(acc)))
                 unfused[y, x] += padded[y + k // 5, x + k % 5] * MASK[k]
             want[y, x] = acc
+    assert got[0, 0].view(np.uint32) == 0x40400001, hex(got[0, 0].view(np.uint32))  # 3 + 2**-22
     assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist()
     assert (unfused != want).sum() > n * n // 8  # the check tells fused from unfused

@@ -30,31 +30,58 @@ def _f(x) -> np.ndarray:
     return np.asarray(x, dtype=np.uint32).view(np.float32)
 
 
-def _fused_sum(a, b, c) -> np.ndarray:
-    """a * b + c in f64: the product of two f32 (or f16) values is exact there, the sum is
-    rounded once to f64, and the caller's conversion rounds it again. Those two roundings
-    give the once-rounded result except where the f64 sum lands exactly on a midpoint of the
-    narrow format while the exact sum lies off it (fma(1 + 2**-23, 3, -2**-80) in f32 gives
-    3 + 2**-21, the exact value's nearest is 3 + 2**-22): rare, and a check for it (the sum's
-    exact error on the lanes whose bits are a midpoint's) cost x4-6 here on ordinary data,
-    where most midpoints are exact ties. The sum is made in place: one f64 array, not two."""
+def _fused_sum(a, b, c, fraction_bits: int, min_exponent: int) -> np.ndarray:
+    """a * b + c in f64 such that its conversion to a float format of `fraction_bits`
+    (f32: 23, f16: 10) whose normals start at 2**min_exponent rounds the exact value once.
+
+    The product of two f32 (or f16) values is exact in f64; the f64 sum is rounded, and the
+    conversion rounds again. The two roundings differ from one only where the f64 sum lands
+    exactly on a midpoint of the narrow format while the exact sum lies off it
+    (fma(1 + 2**-23, 3, -2**-80) in f32: the midpoint 3 + 1.5 * 2**-22 ties to even, up,
+    where the exact value is below it). The lanes that can be such a case are found from
+    the sum's bits alone (a midpoint's low bits, or a nonzero sum in the narrow format's
+    subnormal range, where the midpoints sit elsewhere; an f64 sum of 0 is exact), so
+    ordinary data pays two passes; those lanes take the sum rounded to odd instead: the
+    exact error (TwoSum) moves an even sum one f64 ulp toward the exact value, to a
+    neighbour no midpoint can be."""
     p = np.multiply(a, b, dtype=f64)
     if isinstance(p, np.ndarray) and p.shape == np.broadcast_shapes(p.shape, np.shape(c)):
-        return np.add(p, c, out=p)
-    return np.add(p, c, dtype=f64)
+        s = np.add(p, c, out=p)  # in place: one f64 array, not two
+    else:
+        s = np.asarray(np.add(p, c, dtype=f64))
+    shape = s.shape
+    s = s.reshape(-1) if s.ndim == 0 else s  # (a view: a ufunc's result is contiguous)
+    bits = s.view(u64)
+    drop = 52 - fraction_bits
+    # two tests, in two scratch arrays (allocations cost as much as the passes here)
+    scratch = np.left_shift(bits, u64(64 - drop))  # the dropped bits, at the top
+    suspect = np.equal(scratch, u64(1 << 63))  # a midpoint's: 1 then zeros
+    np.bitwise_and(bits, u64(0x7FF << 52), out=scratch)
+    np.subtract(scratch, u64(1 << 52), out=scratch)  # exponent - 1: 0 (f64 subnormals) wraps
+    suspect |= np.less(scratch, u64((1023 + min_exponent - 1) << 52))
+    if suspect.any():
+        where = np.nonzero(suspect)
+        x, y, z = (np.broadcast_to(np.asarray(v, f64), s.shape)[where] for v in (a, b, c))
+        prod, total = x * y, s[where]
+        back = total - prod
+        err = (prod - (total - back)) + (z - back)
+        odd = (err != 0) & np.isfinite(total) & (bits[where] & u64(1) == 0)
+        away = (err > 0) == (total > 0)  # toward the exact value: away from zero or toward
+        step = np.where(away, u64(1), u64(0xFFFFFFFFFFFFFFFF))
+        bits[where] += np.where(odd, step, u64(0))
+    return s.reshape(shape)
 
 
 def _fma(a, b, c):
-    """An f32 FMA (the hardware's fused multiply-add; see _fused_sum for its one inexact
-    case)."""
-    return _fused_sum(a, b, c).astype(f32)
+    """An f32 FMA, rounded once (the hardware's fused multiply-add)."""
+    return _fused_sum(a, b, c, 23, -126).astype(f32)
 
 
 def _fma16(a, b, c):
     """An f16 FMA, rounded once: the f64 result straight to f16 (as f32 values, which hold
     every f16 exactly). Through f32 it would be rounded twice, and f32's 24 bits are too
     few for a fused result to survive that (v_pk_fmac_f16 was 1 ulp off for some inputs)."""
-    return _fused_sum(a, b, c).astype(np.float16).astype(f32)
+    return _fused_sum(a, b, c, 10, -14).astype(np.float16).astype(f32)
 
 
 def _minmax_f(fn):  # IEEE minNum/maxNum: a NaN operand yields the other one
