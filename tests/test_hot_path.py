@@ -264,28 +264,31 @@ def _ready_sequence(dev) -> tuple:
     return (ids, q.ring.tobytes(), q.load_write_index(), ln.doorbells, ln.aql.hint, errors)
 
 
-@pytest.mark.parametrize("rows", ["avx2", "plain"])
-def test_publish_ready_is_the_same_on_both_paths(monkeypatch, rows):
-    """Each kept-block form through the compiled Lane and packets.Ring: with the row copy
-    of publish_rows in both of its forms (two 32-byte moves a row where the CPU has AVX2,
-    memcpy otherwise)."""
+@pytest.fixture(params=["avx2", "plain"])
+def row_copy(request):
+    """The compiled module with its row copy in one of its two forms (two 32-byte moves a
+    row where the CPU has AVX2, memcpy or plain stores otherwise), put back after."""
     if hotpath.MODULE is None:
         pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
     module = hotpath.MODULE
     was = module.copy_rows()
     try:
-        module.copy_rows(rows)
+        module.copy_rows(request.param)
     except ValueError:
-        pytest.skip(f"this CPU has no {rows}")
+        pytest.skip(f"this CPU has no {request.param}")
+    yield module
+    module.copy_rows(was)
+
+
+def test_publish_ready_is_the_same_on_both_paths(monkeypatch, row_copy):
+    """Each kept-block form through the compiled Lane and packets.Ring: with the row copy
+    of publish_rows in both of its forms."""
     got = []
-    try:
-        for compiled in (True, False):
-            dev = _paused(_open(compiled, monkeypatch, queue_size=64))
-            assert (type(dev.lanes_[0].aql).__name__ == "Lane") == compiled
-            got.append(_ready_sequence(dev))
-            dev.close(timeout=0)
-    finally:
-        module.copy_rows(was)
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+        assert (type(dev.lanes_[0].aql).__name__ == "Lane") == compiled
+        got.append(_ready_sequence(dev))
+        dev.close(timeout=0)
     (cids, cring, cw, cd, ch, cerr), (pids, pring, pw, pd, ph, perr) = got
     assert cids == pids == [0, 1, 4, 44, 46, 63, 103, 104, 168, 173, 177, 180, 220, 250,
                             251, 252, 255, 295, 328]
@@ -310,22 +313,14 @@ def _repeating_block(n: int, k: int) -> np.ndarray:
     return block
 
 
-@pytest.mark.parametrize("rows", ["avx2", "plain"])
-def test_rows_replays_write_what_the_block_would(monkeypatch, rows):
+def test_rows_replays_write_what_the_block_would(monkeypatch, row_copy):
     """A segment's Rows (hotpath.c: its distinct rows once each, which the compiled lane
     expands into the ring) publishes the bytes the block itself does (packets.Ring on the
     Python lane, and the numpy expectation): each kernarg row's word 5 = base + offset
     (the block's own word 5 ignored, so rows that differ only there share a template),
     rows past the kernarg rows with their own word 5 kept, the completion signal on its
     row, the first header last, across the ring's wrap; in both row-copy forms."""
-    if hotpath.MODULE is None:
-        pytest.fail(f"the compiled hot path is not loaded: {hotpath.status()}")
-    module = hotpath.MODULE
-    was = module.copy_rows()
-    try:
-        module.copy_rows(rows)
-    except ValueError:
-        pytest.skip(f"this CPU has no {rows}")
+    module = row_copy
     cases = [(40, 30, 29), (30, 30, 29), (7, 0, 6), (64, 60, 63), (1, 1, 0)]
     made = [_repeating_block(n, k) for n, k, _ in cases]
     forms = [module.Rows(memoryview(b).cast("B"), k)
@@ -335,38 +330,35 @@ def test_rows_replays_write_what_the_block_would(monkeypatch, rows):
     assert [r.distinct for r in forms] == [1 + 3 + 10, 1 + 3, 1 + 6, 1 + 3 + 4, 1]
     assert [(r.n, r.k) for r in forms] == [(n, k) for n, k, _ in cases]
     got = []
-    try:
-        for compiled in (True, False):
-            dev = _paused(_open(compiled, monkeypatch, queue_size=64))
-            ln, q = dev.lanes_[0], dev.lanes_[0].queue
+    for compiled in (True, False):
+        dev = _paused(_open(compiled, monkeypatch, queue_size=64))
+        ln, q = dev.lanes_[0], dev.lanes_[0].queue
+        with ln.aql:
+            ln.submit_block(_block(37, 1), 0x1502)  # the first replay wraps
+        q._store_read_index(q.load_write_index())
+        ids, rings = [], []
+        for i, ((n, k, row), block, form) in enumerate(zip(cases, made, forms, strict=True)):
+            offsets = np.arange(k, dtype=np.uint64) * np.uint64(96) + np.uint64(i)
+            before = block.copy()
+            src = form if compiled else block
             with ln.aql:
-                ln.submit_block(_block(37, 1), 0x1502)  # the first replay wraps
-            q._store_read_index(q.load_write_index())
-            ids, rings = [], []
-            for i, ((n, k, row), block, form) in enumerate(zip(cases, made, forms, strict=True)):
-                offsets = np.arange(k, dtype=np.uint64) * np.uint64(96) + np.uint64(i)
-                before = block.copy()
-                src = form if compiled else block
-                with ln.aql:
-                    ids.append(ln.submit_rows(src, 0x1503, 0x7F0000002000 + i, offsets, row,
-                                              0xAB0 + i))
-                assert np.array_equal(block, before)  # the block itself is left as it was
-                rings.append(q.ring.tobytes())
-                q._store_read_index(q.load_write_index())  # consumed
-                # what the ring must hold: the block, word 5 of rows < k set, the signal,
-                # the first header
-                want = block.copy()
-                words = want.view(np.uint64)
-                words[:k, 5] = offsets + np.uint64(0x7F0000002000 + i)
-                words[row, 7] = 0xAB0 + i
-                want.view(np.uint32)[0, 0] = 0x1503
-                slots = (ids[-1] + np.arange(n)) % 64
-                assert q.ring.reshape(64, 64)[slots].tobytes() == want.tobytes(), (
-                    f"case {i} ({'compiled' if compiled else 'python'})")
-            got.append((ids, rings, q.load_write_index(), ln.doorbells))
-            dev.close(timeout=0)
-    finally:
-        module.copy_rows(was)
+                ids.append(ln.submit_rows(src, 0x1503, 0x7F0000002000 + i, offsets, row,
+                                          0xAB0 + i))
+            assert np.array_equal(block, before)  # the block itself is left as it was
+            rings.append(q.ring.tobytes())
+            q._store_read_index(q.load_write_index())  # consumed
+            # what the ring must hold: the block, word 5 of rows < k set, the signal,
+            # the first header
+            want = block.copy()
+            words = want.view(np.uint64)
+            words[:k, 5] = offsets + np.uint64(0x7F0000002000 + i)
+            words[row, 7] = 0xAB0 + i
+            want.view(np.uint32)[0, 0] = 0x1503
+            slots = (ids[-1] + np.arange(n)) % 64
+            assert q.ring.reshape(64, 64)[slots].tobytes() == want.tobytes(), (
+                f"case {i} ({'compiled' if compiled else 'python'})")
+        got.append((ids, rings, q.load_write_index(), ln.doorbells))
+        dev.close(timeout=0)
     assert got[0] == got[1]
     assert got[0][0] == [37, 77, 107, 114, 178]
 
