@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
+from hsa.virtual.isa import swizzle
 
 
 def _pipes_pkrs(config: int) -> tuple[int, int]:
@@ -243,22 +243,5 @@ def texel_offsets(family: str, sw_mode: int, bpe: int, width: int, height: int,
         return (f"tiled layout {mode.name} for GB_ADDR_CONFIG 0x{config:x} ({1 << pipes} "
                 f"pipes, {1 << pkrs} packers; rows are here for 32 and 32)")
     geo = surface(family, sw_mode, bpe, width, height, slices)
-    bits = equation(family, sw_mode, bpe)
-    bw, bh, bd = geo.block
-    per_row = geo.pitch // bw
-    block_slice = geo.slice_bytes * bd  # bytes from one row of 3D blocks' slices to the next
-    block_log2 = mode.block_log2
-
-    def offsets(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-        c = [np.asarray(v, np.int64) for v in (x, y, z)]
-        inner = np.zeros(c[0].shape, np.int64)
-        for i, terms in enumerate(bits):
-            if terms:
-                bit = np.zeros(c[0].shape, np.int64)
-                for axis, k in terms:
-                    bit ^= (c[axis] >> k) & 1
-                inner |= bit << i
-        block = (c[1] // bh) * per_row + c[0] // bw
-        return (c[2] // bd) * block_slice + (block << block_log2) + inner
-
-    return offsets
+    return swizzle.texel_offsets(equation(family, sw_mode, bpe), geo.block, geo.pitch,
+                                 geo.height, mode.block_log2)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
+from hsa.virtual.isa import swizzle
 
 # AddrSwizzleMode -> (block size log2, micro-tile kind, XOR: "" | "X" | "T")
 MODES: dict[int, tuple[int, str, str]] = {
@@ -196,25 +196,9 @@ def texel_offsets(sw_mode: int, bpe: int, pitch: int, height: int, depth: int,
     if pitch % bw:
         return f"{name} with a pitch of {pitch} texels (not a multiple of {bw})"
     eq = equation(sw_mode, bpe_log2, is_3d, cfg)
-    blocks_x = pitch // bw
-    slice_blocks = blocks_x * (-(-height // bh))
-    lanes: dict[Bit, int] = {}  # each coordinate bit's weight in the in-block offset
-    for pos, sources in enumerate(eq):
-        for b in sources:
-            lanes[b] = lanes.get(b, 0) ^ (1 << pos)
-    weights = sorted(lanes.items())
-
-    def offsets(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-        coords = {"x": np.asarray(x, np.int64), "y": np.asarray(y, np.int64),
-                  "z": np.asarray(z, np.int64)}
-        within = np.zeros(coords["x"].shape, np.int64)
-        for (axis, bit), weight in weights:  # XOR of each set coordinate bit's address bits
-            within ^= ((coords[axis] >> bit) & 1) * weight
-        block = ((coords["z"] // bd) * slice_blocks + (coords["y"] // bh) * blocks_x
-                 + coords["x"] // bw)
-        return (block << block_log2) | within
-
-    return offsets
+    terms = [[("xyz".index(axis), bit) for axis, bit in sources] for sources in eq]
+    return swizzle.texel_offsets(terms, (bw, bh, bd), pitch, -(-height // bh) * bh,
+                                 block_log2)
 
 
 def surface_bytes(sw_mode: int, bpe: int, width: int, height: int, depth: int,
