@@ -102,8 +102,9 @@ def test_rocr_sizes_tiled_images_as_the_executor_lays_them_out(tmp_path):
     run = subprocess.run(["bash", str(HERE.parent / "scripts" / "emulated.sh"), str(exe)],
                          input="".join(" ".join(map(str, d)) + "\n" for d in DESCRIPTORS),
                          env=env, capture_output=True, text=True, timeout=300)
-    config, *lines = run.stdout.splitlines()
+    agent, config, *lines = run.stdout.splitlines()
     assert run.returncode == 0 and len(lines) == len(DESCRIPTORS), run.stdout + run.stderr
+    assert agent == "agent gfx90a", agent
     assert config == f"gb_addr_config 0x{MI200_CONFIG:08x}"  # ROCr's addrlib gets the target's
     modes = set()
     for desc, line in zip(DESCRIPTORS, lines, strict=True):

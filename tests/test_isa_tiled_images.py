@@ -8,10 +8,10 @@ image.py's gfx11/gfx12 branch of the tiled-layout hook.
 - The real ROCr 6.4.3 (scripts/rocm6.sh's sid root filesystem, slow): for images of each
   geometry and element size, hsa_ext_image_data_get_info's size and alignment equal the
   geometry here for the SW_MODE ROCr's own hsa_ext_image_create writes into the T#
-  (tests/data/isa/hsa_image_info.c, built with the root filesystem's clang), on the
+  (tests/c/image_layouts.c, built with the root filesystem's clang), on the
   emulated gfx1100 and gfx1201, and every mode it picks is modelled.
 - clang 22's image loads and stores (tests/data/isa/images.cl) on the virtual gfx1100 and
-  gfx1201 through T#s ROCr wrote (logged from hsa_image_info, base address replaced):
+  gfx1201 through T#s ROCr wrote (logged from image_layouts, base address replaced):
   these stopped with "tiled layout (T# SW_MODE n)" before.
 - A HIP program (hipMallocArray, hipMemcpy2DToArray, tex2D on a texture object of the
   array, hipMemcpy2DFromArray) built by sid's hipcc runs under HIP/ROCr 6.4.3 over the
@@ -167,7 +167,7 @@ def test_the_emulated_kernel_reports_the_gb_addr_config_the_executor_tiles_with(
     assert callable(tiling.texel_offsets(family, xor_mode, 4, 8, 8, 1, False, want))
 
 
-# T#s the real ROCr 6.4.3 wrote (hsa_image_info on the emulated gfx1100 / gfx1201; words 0-4,
+# T#s the real ROCr 6.4.3 wrote (image_layouts on the emulated gfx1100 / gfx1201; words 0-4,
 # the rest 0): (target, words, geometry, bytes a texel, width, height, slices, SW_MODE)
 ROCR_TSHARPS = [
     ("gfx1100", (0x8cf6c000, 0x03f0007f, 0x00130020, 0x91600fac, 0x0000008f), "2D", 16, 129,
@@ -252,15 +252,16 @@ def test_compiled_image_loads_and_stores_through_rocrs_tiled_tsharps(case):
 
 # ---- the real ROCr and HIP 6.4.3 in scripts/rocm6.sh's root filesystem (slow) ----
 
-def _rocm6(*args: str, node: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def _rocm6(*args: str, node: str, timeout: int = 600, stdin: str | None = None
+           ) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(REPO / "scripts" / "rocm6.sh"), *args],
                           capture_output=True, text=True, timeout=timeout, cwd=REPO,
-                          env={**os.environ, "AMDGPU_EMULATED_NODE": node})
+                          env={**os.environ, "AMDGPU_EMULATED_NODE": node}, input=stdin)
 
 
 def _built(source: str, name: str, command: list[str], libraries: tuple[str, ...] = ()
            ) -> str:
-    """tests/data/isa/SOURCE built inside the root filesystem (again only when the source
+    """SOURCE (a path in the checkout) built inside the root filesystem (again only when the source
     changed: a stamp beside it holds its hash); the path relative to the checkout."""
     from rocm6_rootfs import ensure_rootfs
 
@@ -277,10 +278,23 @@ def _built(source: str, name: str, command: list[str], libraries: tuple[str, ...
     return rel
 
 
-# geometry:bytes:width:height:depth: small and large 2D (each element size), a 2D array, 3D
-IMAGES = ["2d:4:67:35:1", "2d:1:300:200:1", "2d:2:1000:3:1", "2d:8:50:40:1", "2d:16:129:77:1",
-          "2d:4:256:256:1", "2da:4:100:50:4", "2da:16:64:64:3", "3d:4:40:30:20",
-          "3d:16:64:64:64", "3d:1:8:8:8", "3d:4:33:21:11", "3d:4:300:200:3"]
+# (geometry, bytes a texel, width, height, depth or layers): small and large 2D (each
+# element size), 2D arrays, 3D
+IMAGES = [("2d", 4, 67, 35, 1), ("2d", 1, 300, 200, 1), ("2d", 2, 1000, 3, 1),
+          ("2d", 8, 50, 40, 1), ("2d", 16, 129, 77, 1), ("2d", 4, 256, 256, 1),
+          ("2da", 4, 100, 50, 4), ("2da", 16, 64, 64, 3), ("3d", 4, 40, 30, 20),
+          ("3d", 16, 64, 64, 64), ("3d", 1, 8, 8, 8), ("3d", 4, 33, 21, 11),
+          ("3d", 4, 300, 200, 3)]
+# HSA's geometry enum, and the channel (order, type) HIP would use for a texel of N bytes
+_GEOMETRY = {"2d": 1, "3d": 2, "2da": 4}
+_FORMAT = {1: (1, 11), 2: (1, 12), 4: (1, 15), 8: (3, 15), 16: (8, 15)}
+
+
+def _descriptor_line(geometry: str, bpe: int, w: int, h: int, d: int) -> str:
+    """tests/c/image_layouts.c's input: geometry order type width height depth layers."""
+    order, kind = _FORMAT[bpe]
+    depth, layers = (d, 0) if geometry == "3d" else (0, d if geometry == "2da" else 0)
+    return f"{_GEOMETRY[geometry]} {order} {kind} {w} {h} {depth} {layers}\n"
 
 
 @pytest.mark.slow
@@ -290,20 +304,21 @@ def test_rocrs_image_size_and_alignment_agree_with_the_geometry(target):
     """hsa_ext_image_data_get_info (ROCr's addrlib) for the opaque layout: size and
     alignment equal tiling_gfx11.surface for the SW_MODE that hsa_ext_image_create wrote,
     whose texel offsets are modelled; the T#'s width/height are the image's."""
-    tool = _built("tests/data/isa/hsa_image_info.c", "hsa_image_info", ["clang-21", "-O1"],
+    tool = _built("tests/c/image_layouts.c", "image_layouts", ["clang-21", "-O1"],
                   ("-lhsa-runtime64",))
-    run = _rocm6(tool, *IMAGES, node=f"1x{target.upper()}")
+    run = _rocm6(tool, node=f"1x{target.upper()}",
+                 stdin="".join(_descriptor_line(*image) for image in IMAGES))
     out = run.stdout + run.stderr[-2000:]
-    assert run.returncode == 0 and f"agent {target}" in run.stdout, out
-    lines = [ln.split() for ln in run.stdout.splitlines() if ln.startswith("image ")]
+    agent, config, *lines = run.stdout.splitlines()
+    assert run.returncode == 0 and agent == f"agent {target}", out
+    assert config == "gb_addr_config unknown", out  # no hsakmt.h in ROCm 6.4's root filesystem
     assert len(lines) == len(IMAGES), out
     family = target[:5]
     modes = set()
-    for line in lines:
-        geometry, bpe = line[1], int(line[2])
-        w, ht, d = (int(v) for v in line[3].split("x"))
-        size, align = int(line[5]), int(line[7])
-        words = [int(v, 16) for v in line[9:17]]
+    for (geometry, bpe, w, ht, d), line in zip(IMAGES, lines, strict=True):
+        assert not line.startswith("error"), (geometry, bpe, w, ht, d, line)
+        size, align, *words = (int(v, 16) if k > 1 else int(v)
+                               for k, v in enumerate(line.split()))
         mode = (words[3] >> 20) & 0x1F
         kind = (words[3] >> 28) & 0xF
         assert kind == {"2d": 9, "2da": 13, "3d": 10}[geometry], line

@@ -13,7 +13,7 @@ unchanged. HIP's hipMallocArray images are such images. Which mode ROCr takes:
   smallest one's: ADDR3_256B_2D (1), 4KB_2D (2), 64KB_2D (3), 256KB_2D (4), for 3D images
   too (then slice after slice); ADDR3_4KB_3D (5), 64KB_3D (6), 256KB_3D (7) are modelled
   as well.
-Seen from the real ROCr 6.4.3 (tests/data/isa/hsa_image_info.c): gfx1100 2D 67x35 float
+Seen from the real ROCr 6.4.3 (tests/c/image_layouts.c): gfx1100 2D 67x35 float
 256B_D, 129x77 RGBA32F 4KB_D_X, 256x256 float 256KB_R_X, 2D array 64KB_R_X, 3D 4KB_S_X,
 64KB_S_X and 256KB_S_X; gfx1201 256B_2D, 4KB_2D, 64KB_2D, 256KB_2D (2D, 2D arrays and 3D).
 
