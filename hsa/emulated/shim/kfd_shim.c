@@ -991,19 +991,31 @@ static int userptr_backing(const char* maps, uint64_t start, uint64_t end, uint6
  * to it in between faults into swap_fault, which holds the writer until the memfd is in
  * place and returns, so the write lands on the new pages. Without this, a write another
  * thread made between the copy and the mapping was lost: malloc's bookkeeping in a page
- * shared with a pinned small buffer (hip_memcpy2d's "unaligned tcache chunk" aborts). */
-static uint32_t swap_word;                 /* futex word: odd while a swap is under way */
-static volatile uint64_t swap_lo, swap_hi; /* the range being swapped */
-static struct sigaction swap_before;       /* SIGSEGV's action before ours, for other faults */
+ * shared with a pinned small buffer (hip_memcpy2d's "unaligned tcache chunk" aborts).
+ * The handler stays installed once a swap has put it there (re-installed by a later swap
+ * if the program replaced it): a fault made in the window may be delivered after it ends,
+ * and an action put back by then (SIG_DFL) killed the process (1 run of ~30, SIGSEGV).
+ * Such a late fault lies in a range swapped lately and is retried once. */
+#define SWAP_RECENT 16
+static uint32_t swap_word; /* futex word: odd while a swap is under way; counts them */
+static volatile uint64_t swap_lo[SWAP_RECENT], swap_hi[SWAP_RECENT]; /* the last swaps' */
+static struct sigaction swap_before; /* SIGSEGV's action before ours, for other faults */
+static __thread uint64_t swap_retried; /* the address this thread last retried late */
 
 static void swap_fault(int sig, siginfo_t* si, void* context) {
     uint64_t a = (uint64_t)(uintptr_t)si->si_addr;
     uint32_t word = __atomic_load_n(&swap_word, __ATOMIC_ACQUIRE);
-    if ((word & 1) && a >= swap_lo && a < swap_hi) {
+    unsigned at = (word >> 1) % SWAP_RECENT; /* the latest swap's slot */
+    if ((word & 1) && a >= swap_lo[at] && a < swap_hi[at]) {
         while (__atomic_load_n(&swap_word, __ATOMIC_ACQUIRE) == word)
             syscall(SYS_futex, &swap_word, FUTEX_WAIT, word, NULL, NULL, 0);
         return; /* the faulting write runs again, on the memfd's pages */
     }
+    for (unsigned i = 0; i < SWAP_RECENT && a != swap_retried; i++)
+        if (a >= swap_lo[i] && a < swap_hi[i]) {
+            swap_retried = a; /* made in a window, delivered after it: once more */
+            return;
+        }
     /* a fault that is not ours: what the action before would have done */
     if (swap_before.sa_flags & SA_SIGINFO) {
         swap_before.sa_sigaction(sig, si, context);
@@ -1023,15 +1035,21 @@ static int swap_pages(uint64_t start, uint64_t end, int mfd, unsigned char* resi
     /* this thread's own stack in the range would fault on itself: swap it unguarded */
     uint64_t sp = (uint64_t)(uintptr_t)&here;
     int guard = !(sp + 65536 > start && sp < end + 65536);
-    struct sigaction mine = {0};
-    mine.sa_sigaction = swap_fault;
-    mine.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&mine.sa_mask);
     if (guard) {
-        if (sigaction(SIGSEGV, &mine, &swap_before)) return -1;
-        swap_lo = start;
-        swap_hi = end;
-        __atomic_add_fetch(&swap_word, 1, __ATOMIC_RELEASE);
+        struct sigaction now;
+        if (sigaction(SIGSEGV, NULL, &now)) return -1;
+        if (!(now.sa_flags & SA_SIGINFO) || now.sa_sigaction != swap_fault) {
+            struct sigaction mine = {0};
+            mine.sa_sigaction = swap_fault;
+            mine.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+            sigemptyset(&mine.sa_mask);
+            swap_before = now;
+            if (sigaction(SIGSEGV, &mine, NULL)) return -1;
+        }
+        unsigned at = (__atomic_load_n(&swap_word, __ATOMIC_RELAXED) >> 1) % SWAP_RECENT;
+        swap_lo[at] = start;
+        swap_hi[at] = end;
+        __atomic_add_fetch(&swap_word, 1, __ATOMIC_RELEASE); /* odd: slot `at` is this one */
         if (mprotect((void*)(uintptr_t)start, end - start, PROT_READ)) guard = -1;
     }
     int ok = 0;
@@ -1058,7 +1076,6 @@ static int swap_pages(uint64_t start, uint64_t end, int mfd, unsigned char* resi
     if (guard) {
         __atomic_add_fetch(&swap_word, 1, __ATOMIC_RELEASE);
         syscall(SYS_futex, &swap_word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        sigaction(SIGSEGV, &swap_before, NULL);
     }
     return ok ? 0 : -1;
 }
